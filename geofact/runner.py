@@ -1,0 +1,197 @@
+"""`geofact run`: execute notebooks with papermill into the book, with provenance.
+
+For each notebook the runner
+
+1. reads notebooks/<name>.py (jupytext percent format) and the parameters its `parameters` cell
+   declares, and takes from the profile only those (see `geofact.profiles`);
+2. executes it with papermill, the kernel told where to write its results (GEOFACT_RESULTS_PATH);
+   a final probe cell lists the geofact modules the kernel imported, so that staleness is judged
+   on exactly the code the page depends on;
+3. on success writes book/<name>.ipynb with the parameters and injected cells hidden, a provenance
+   box under the title, and the provenance in the notebook metadata (`geofact`), and writes
+   results/<profile>/<name>.json with the same provenance;
+4. on failure stops with an error naming the notebook and the cell, keeping the failed notebook
+   under .geofact/failed/ for inspection; the book is left untouched.
+
+The reproduction-status page is regenerated after every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import papermill
+from tqdm import tqdm
+
+from geofact.device import describe_device
+from geofact.ledger import load_ledger
+from geofact.profiles import load_profile
+from geofact.project import Project
+from geofact.provenance import environment, git_commit, module_hashes, sha256_file
+from geofact.report import RESULTS_PATH_ENV
+
+PROBE_TAG = "geofact-probe"
+PROBE_SOURCE = (
+    "import json as _json, sys as _sys\n"
+    "print(_json.dumps(sorted(m for m in _sys.modules if m == 'geofact' or m.startswith('geofact.'))))"
+)
+HIDDEN_TAGS = ("parameters", "injected-parameters")
+
+
+class NotebookError(RuntimeError):
+    """A notebook failed; the message names the notebook and the cell."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    notebook: str
+    profile: str
+    wall_time_s: float
+    page: Path
+    results: Path
+
+
+def declared_parameters(nb: nbformat.NotebookNode) -> dict[str, Any]:
+    """Names and defaults of the parameters cell, as papermill sees them."""
+    if not any("parameters" in c.metadata.get("tags", []) for c in nb.cells):
+        raise NotebookError("has no cell tagged 'parameters'")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nb.ipynb"
+        nbformat.write(nb, path)
+        return {name: info["default"] for name, info in papermill.inspect_notebook(str(path)).items()}
+
+
+def expected_parameters(project: Project, name: str, profile: str, device: str | None) -> dict[str, Any]:
+    nb = project.read_notebook(name)
+    declared = set(declared_parameters(nb))
+    return load_profile(profile, project.profiles_dir).parameters_for(name, declared, device)
+
+
+def _provenance_markdown(meta: dict[str, Any]) -> str:
+    params = ", ".join(f"`{k}={v!r}`" for k, v in sorted(meta["parameters"].items())) or "none"
+    return (
+        ":::{admonition} Provenance\n:class: note\n\n"
+        f"Executed by `geofact run --profile {meta['profile']}` on {meta['executed_at']}, "
+        f"wall time {meta['wall_time_s']:.1f} s.\n\n"
+        "| | |\n|---|---|\n"
+        f"| profile | `{meta['profile']}` |\n"
+        f"| parameters | {params} |\n"
+        f"| git commit | `{meta['git_commit']}` |\n"
+        f"| device | {meta['device']} |\n"
+        f"| torch | {meta['environment']['torch']} (python {meta['environment']['python']}, numpy {meta['environment']['numpy']}) |\n"
+        f"| results | `results/{meta['profile']}/{meta['notebook']}.json` |\n"
+        ":::\n"
+    )
+
+
+def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
+    """Hide parameter cells, drop the probe, insert the provenance box; returns the imported modules."""
+    probe = [c for c in nb.cells if PROBE_TAG in c.metadata.get("tags", [])]
+    if len(probe) != 1:
+        raise NotebookError("lost its provenance probe cell")
+    stdout = "".join(o.get("text", "") for o in probe[0].outputs if o.get("name") == "stdout")
+    nb.cells.remove(probe[0])
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if any(t in tags for t in HIDDEN_TAGS) and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
+    nb.cells.insert(first_md + 1, nbformat.v4.new_markdown_cell(_provenance_markdown(meta)))
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_notebook(project: Project, name: str, profile: str, device: str) -> RunRecord:
+    nb = project.read_notebook(name)
+    try:
+        params = load_profile(profile, project.profiles_dir).parameters_for(name, set(declared_parameters(nb)), device)
+    except NotebookError as exc:
+        raise NotebookError(f"notebook {name!r} {exc}") from None
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]}))
+    commit = git_commit(project.root)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, executed, results_tmp = (Path(tmp) / f for f in ("in.ipynb", "out.ipynb", "results.json"))
+        nbformat.write(nb, source)
+        os.environ[RESULTS_PATH_ENV] = str(results_tmp)
+        started = time.perf_counter()
+        try:
+            papermill.execute_notebook(
+                str(source), str(executed), parameters=params, kernel_name="python3",
+                progress_bar=False, cwd=str(project.notebooks_dir),
+            )
+        except papermill.PapermillExecutionError as exc:
+            failed = project.root / ".geofact" / "failed" / f"{name}.ipynb"
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            if executed.exists():
+                failed.write_bytes(executed.read_bytes())
+            raise NotebookError(
+                f"notebook {name!r} failed in cell {exc.cell_index} (execution count {exc.exec_count}) "
+                f"at profile {profile!r}: {exc.ename}: {exc.evalue}\n  executed copy: {failed}"
+            ) from None
+        finally:
+            os.environ.pop(RESULTS_PATH_ENV, None)
+        wall = time.perf_counter() - started
+        if not results_tmp.exists():
+            raise NotebookError(f"notebook {name!r} ran but never called Report.save(): no results were written")
+        report = json.loads(results_tmp.read_text())
+        out = nbformat.read(executed, as_version=4)
+
+    meta: dict[str, Any] = {
+        "notebook": name,
+        "profile": profile,
+        "parameters": params,
+        "device": describe_device(device),
+        "device_arg": device,
+        "git_commit": commit,
+        "environment": environment(),
+        "executed_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_time_s": round(wall, 2),
+        "notebook_sha256": sha256_file(project.source(name)),
+    }
+    modules = _finish_page(out, meta)
+    meta["modules"] = module_hashes(modules)
+    _check_claims(project, name, report["claims"])
+    out.metadata["geofact"] = meta
+
+    page = project.page(name)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(out, page)
+    results = project.results(profile, name)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps({**report, "provenance": meta}, indent=1, sort_keys=True) + "\n")
+    return RunRecord(name, profile, wall, page, results)
+
+
+def _check_claims(project: Project, name: str, reported: dict[str, Any]) -> None:
+    expected = {c.id for c in load_ledger(project.ledger_path) if c.notebook == name}
+    unknown, missing = sorted(set(reported) - expected), sorted(expected - set(reported))
+    if unknown or missing:
+        raise NotebookError(
+            f"notebook {name!r} reported claims not in claims.yaml for it: {unknown}; "
+            f"and did not report ledger claims: {missing}"
+        )
+
+
+def run(project: Project, names: list[str] | None, profile: str, device: str) -> list[RunRecord]:
+    """Run notebooks (all when `names` is empty) in order, then regenerate the status page."""
+    from geofact.status import write_status_page
+
+    names = names or project.notebooks()
+    for n in names:
+        project.source(n)  # fail on a typo before anything runs
+    load_profile(profile, project.profiles_dir)
+    describe_device(device)
+    records = []
+    for n in tqdm(names, desc=f"geofact run ({profile})", unit="notebook"):
+        records.append(run_notebook(project, n, profile, device))
+        tqdm.write(f"  {n}: {records[-1].wall_time_s:.1f} s")
+    write_status_page(project)
+    return records
