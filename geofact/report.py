@@ -50,7 +50,7 @@ class Report:
         self.numbers: dict[str, Any] = {}
         self.claims: dict[str, dict[str, Any]] = {}
 
-    def number(self, name: str, value: Any, glue: bool = True) -> Any:
+    def number(self, name: str, value: Any, glue: bool = True) -> None:
         """Record a headline number; with glue=True it is also glued (myst-nb) for use in the prose."""
         self.numbers[name] = to_jsonable(value)
         if glue:
@@ -58,7 +58,6 @@ class Report:
 
             # plain Python values: numpy 2 reprs (np.float64(...)) would not parse in {glue:text}
             myst_glue(name, self.numbers[name], display=False)
-        return value
 
     def claim(self, claim_id: str, holds: bool, measured: str, note: str = "") -> None:
         """Verdict on one claim of the ledger (claims.yaml): what was measured and whether the claim holds."""
@@ -69,12 +68,11 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {"notebook": self.notebook, "numbers": self.numbers, "claims": self.claims}
 
-    def save(self) -> Path | None:
+    def save(self) -> None:
         path = os.environ.get(RESULTS_PATH_ENV)
         if not path:
             print(f"[geofact] interactive run: results not saved (use `geofact run {self.notebook}`)")
-            return None
+            return
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(self.as_dict(), indent=1, sort_keys=True) + "\n")
-        return out

@@ -18,6 +18,7 @@ The reproduction-status page is regenerated after every run.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import tempfile
@@ -59,19 +60,26 @@ class RunRecord:
     results: Path
 
 
-def declared_parameters(nb: nbformat.NotebookNode) -> dict[str, Any]:
-    """Names and defaults of the parameters cell, as papermill sees them."""
-    if not any("parameters" in c.metadata.get("tags", []) for c in nb.cells):
-        raise NotebookError("has no cell tagged 'parameters'")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "nb.ipynb"
-        nbformat.write(nb, path)
-        return {name: info["default"] for name, info in papermill.inspect_notebook(str(path)).items()}
+def declared_parameters(nb: nbformat.NotebookNode) -> set[str]:
+    """Names assigned at top level of the cell tagged `parameters` (parsed with ast, comments and all)."""
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise NotebookError(f"needs exactly one cell tagged 'parameters', has {len(cells)}")
+    names = set()
+    for node in ast.parse(cells[0].source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
 
 
-def expected_parameters(project: Project, name: str, profile: str, device: str | None) -> dict[str, Any]:
-    nb = project.read_notebook(name)
-    declared = set(declared_parameters(nb))
+def expected_parameters(
+    project: Project, name: str, profile: str, device: str | None, nb: nbformat.NotebookNode | None = None
+) -> dict[str, Any]:
+    """The parameters `profile` gives notebook `name` (only those its parameters cell declares)."""
+    try:
+        declared = declared_parameters(nb if nb is not None else project.read_notebook(name))
+    except NotebookError as exc:
+        raise NotebookError(f"notebook {name!r} {exc}") from None
     return load_profile(profile, project.profiles_dir).parameters_for(name, declared, device)
 
 
@@ -110,10 +118,7 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
 
 def run_notebook(project: Project, name: str, profile: str, device: str) -> RunRecord:
     nb = project.read_notebook(name)
-    try:
-        params = load_profile(profile, project.profiles_dir).parameters_for(name, set(declared_parameters(nb)), device)
-    except NotebookError as exc:
-        raise NotebookError(f"notebook {name!r} {exc}") from None
+    params = expected_parameters(project, name, profile, device, nb)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]}))
     commit = git_commit(project.root)
 

@@ -39,15 +39,15 @@ device = "cpu"
 import math
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from geofact.constructions.disjoint import disjoint_attribute_transformer, disjoint_dimensions
+from geofact.notebook import interactive, progress
 from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
 from geofact.report import Report
 from geofact.task import DisjointAttributeTask
-from geofact.widgets import interactive
 
 use_style()
 report = Report("thm-disjoint-attributes")
@@ -92,7 +92,7 @@ cells = [(N, R) for N in N_values for R in R_values]
 run_cells = [(N, R) for N, R in cells if N * R <= max_queries]
 skipped = [(N, R) for N, R in cells if N * R > max_queries]
 rows = []
-for N, R in tqdm(run_cells, desc="(N, R) cells"):
+for N, R in progress(run_cells, desc="(N, R) cells"):
     task = DisjointAttributeTask.random(N, R, seed=seed)
     start = time.perf_counter()
     c = disjoint_attribute_transformer(task, seed=seed, device=device)
@@ -142,6 +142,7 @@ ax.plot([], [], ":", color="k", alpha=0.6, label=r"distinct codes only: $\lceil\
 ax.set_xscale("log", base=2)
 ax.set(xlabel="N (subjects)", ylabel="embedding dimension d", title="Theorem F.1: built dimension against the formula")
 ax.legend(ncols=2, fontsize=7.5)
+plt.show()
 
 # %% [markdown]
 # The dotted lines are what exactness alone requires (distinct codes, section 4 of

@@ -30,30 +30,29 @@
 # Inner products are computed exactly (bit-packed popcounts: $\langle v,w\rangle = m - 2\,\mathrm{hamming}(v,w)$).
 
 # %% tags=["parameters"]
-k_max_log2 = 15  # Monte Carlo over k = 2, 4, ..., 2^k_max_log2 (plus extra_k)
+k_max_log2 = 15  # Monte Carlo over powers of two up to 2^k_max_log2, plus extra_k
 extra_k = [3, 5, 10, 100, 1000]  # non-powers of two
 trials_min = 8  # code books per (k, base), at least ...
 trials_max = 200  # ... and at most
-pair_budget = 5e9  # trials(k) = pair_budget / C(k, 2), clipped to [trials_min, trials_max]
-certify_k_max_log2 = 20  # exact existence certificate for every k up to 2^certify_k_max_log2
-construct_k_max_log2 = 15  # explicit valid code books for k = 2 .. 2^construct_k_max_log2 (powers of 2)
+pair_budget = 5e9  # trials per k: pair_budget / C(k, 2), clipped to [trials_min, trials_max]
+construct_k_max_log2 = 15  # explicit valid code books for powers of two up to 2^construct_k_max_log2
 seed = 0
 
 # %%
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
-from tqdm.auto import tqdm
-
 from geofact import codes
+from geofact.notebook import progress
 from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
 from geofact.report import Report
 from geofact.stats import binomial_upper_tail, wilson_interval
 
 use_style()
 report = Report("thm-orthogonal-codes")
-if k_max_log2 < 1 or certify_k_max_log2 < k_max_log2 or construct_k_max_log2 < 1:
-    raise ValueError("need k_max_log2 >= 1, certify_k_max_log2 >= k_max_log2, construct_k_max_log2 >= 1")
+if k_max_log2 < 1 or construct_k_max_log2 < 1:
+    raise ValueError(f"need k_max_log2 >= 1 and construct_k_max_log2 >= 1, got {k_max_log2}, {construct_k_max_log2}")
 k_values = sorted({2**j for j in range(1, k_max_log2 + 1)} | {k for k in extra_k if 2 <= k <= 2**k_max_log2})
 BASE_LABEL = {"2": r"$\log_2$", "e": r"$\ln$"}
 
@@ -111,7 +110,7 @@ def n_trials(k: int) -> int:
 
 mc = {}
 jobs = [(base, k) for base in codes.LOG_BASES for k in k_values]
-for i, (base, k) in enumerate(tqdm(jobs, desc="random code books")):
+for i, (base, k) in enumerate(progress(jobs, desc="random code books")):
     mc[base, k] = codes.random_code_trials(k, base, n_trials(k), seed=seed + 1000 * i)
 
 rows = []
@@ -158,6 +157,7 @@ for col, base in enumerate(codes.LOG_BASES):
     ax.set(title=f"whole code book, {BASE_LABEL[base]}", xlabel="k", ylabel="P(all pairs within 3 log k)", ylim=(-0.05, 1.05))
     ax.legend(loc="lower left")
 fig.suptitle("Lemma G.1: the proof's per-pair bound and success probability against exact values")
+plt.show()
 
 # %%
 k_top = max(k_values)
@@ -194,18 +194,22 @@ print(f"(k, base) where the observed failures reject 'success >= 1 - 2/k^2' at p
 # the union bound: draw $2k$ codes; the number $X$ of violating pairs has
 # $\mathbb E X = k(2k-1)p$ with $p$ the exact pair probability. If $(2k-1)p \le 1$ then $X \le k$
 # with positive probability, and deleting one code from each violating pair leaves at least $k$
-# codes with no violation. We compute $(2k-1)p$ exactly for **every** $k$ up to
-# $2^{20}$ (parameter `certify_k_max_log2`); beyond that, Hoeffding with $m \le 4L+1$ ($L = \log_b k$) gives
-# $p \le 2e^{-9L^2/(8L+2)}$, and $\frac{9L^2}{8L+2} - \ln(4k)$ is increasing in $L$, so checking it
-# is non-negative at the end of the exact range covers every larger $k$.
+# codes with no violation. Beyond some $k_0$, Hoeffding with $m \le 4L+1$ ($L = \log_b k$) gives
+# $p \le 2e^{-9L^2/(8L+2)}$, and the margin $\frac{9L^2}{8L+2} - \ln(4k)$ is increasing in $L$, so it
+# settles every $k \ge k_0$ once it is non-negative at $k_0$. We take the smallest power of two $k_0$
+# where that holds in both bases and compute $(2k-1)p$ exactly for **every** $k$ below it.
 
 # %%
+def tail_margin(j: int, base: str) -> float:  # Hoeffding margin at k = 2^j
+    return codes.hoeffding_alteration_margin(j if base == "2" else j * math.log(2), base)
+
+
+certify_k_max_log2 = next(j for j in range(2, 64) if all(tail_margin(j, b) >= 0 for b in codes.LOG_BASES))
 k_cert = 2**certify_k_max_log2
 cert = {}
 for base in codes.LOG_BASES:
     ks, ratio = codes.alteration_ratios(k_cert, base)
-    L0 = certify_k_max_log2 if base == "2" else certify_k_max_log2 * math.log(2)
-    cert[base] = dict(ks=ks, ratio=ratio, uncertified=ks[ratio > 1], tail_margin=codes.hoeffding_alteration_margin(L0, base))
+    cert[base] = dict(ks=ks, ratio=ratio, uncertified=ks[ratio > 1], tail_margin=tail_margin(certify_k_max_log2, base))
     print(f"base {base}: (2k-1)p <= 1 for {np.sum(ratio <= 1)} of {len(ks)} k in [2, 2^{certify_k_max_log2}]; "
           f"max ratio {ratio.max():.3f} at k={ks[ratio.argmax()]}; uncertified k: {cert[base]['uncertified'].tolist()}; "
           f"Hoeffding margin at 2^{certify_k_max_log2}: {cert[base]['tail_margin']:.3f}")
@@ -221,7 +225,7 @@ explicit = {}
 construct_ks = sorted({2**j for j in range(1, construct_k_max_log2 + 1)}
                       | {int(k) for b in codes.LOG_BASES for k in cert[b]["uncertified"]})
 for base in codes.LOG_BASES:
-    for k in tqdm(construct_ks, desc=f"explicit code books ({base})"):
+    for k in progress(construct_ks, desc=f"explicit code books ({base})"):
         book = codes.lemma_codes(k, base, seed=seed)
         stats = codes.pair_stats(book, codes.lemma_threshold(k, base))
         explicit[base, k] = stats.n_violations == 0 and book.shape == (k, codes.lemma_code_length(k, base))
@@ -239,7 +243,6 @@ for base, color in zip(codes.LOG_BASES, (COLORS["measured"], COLORS["alt"])):
 ax.axhline(1, **PAPER_STYLE, label="alteration certifies k below this line")
 ax.set(xlabel="k", ylabel="(2k - 1) p  (exact)", title="Existence by alteration, every k up to $2^{%d}$" % certify_k_max_log2)
 ax.legend()
-
 report.number("cert_k_max", k_cert)
 report.number("cert_uncertified_count", len(uncertified_all))
 report.number("explicit_count", len(explicit))
