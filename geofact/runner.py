@@ -119,6 +119,8 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
 def run_notebook(project: Project, name: str, profile: str, device: str) -> RunRecord:
     nb = project.read_notebook(name)
     params = expected_parameters(project, name, profile, device, nb)
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata.setdefault("language_info", {"name": "python"})
     nb.cells.append(nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]}))
     commit = git_commit(project.root)
 
@@ -196,7 +198,12 @@ def run(project: Project, names: list[str] | None, profile: str, device: str) ->
     describe_device(device)
     records = []
     for n in tqdm(names, desc=f"geofact run ({profile})", unit="notebook"):
-        records.append(run_notebook(project, n, profile, device))
+        try:
+            records.append(run_notebook(project, n, profile, device))
+        except NotebookError:
+            raise
+        except Exception as exc:  # anything else still has to say which notebook it came from
+            raise NotebookError(f"notebook {n!r} at profile {profile!r}: {type(exc).__name__}: {exc}") from exc
         tqdm.write(f"  {n}: {records[-1].wall_time_s:.1f} s")
     write_status_page(project)
     return records

@@ -1,0 +1,46 @@
+# geofact: the two commands of the README, plus the paper profile.
+#   make book    set up .venv, execute every notebook at the laptop profile, check, build the book
+#   make test    set up .venv, run the test suite (unit tests, every notebook at smoke, strict book build)
+#   make paper   execute every notebook at the paper profile (DEVICE=cuda on a GPU machine)
+
+PYTHON     ?= python3
+VENV       ?= .venv
+# CPU wheel by default; on a GPU machine: make install TORCH_SPEC=torch (the CUDA build from PyPI)
+TORCH_SPEC ?= torch==2.13.0
+PROFILE    ?= laptop
+DEVICE     ?= cpu
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.geofact-installed
+
+.PHONY: install book run check status test paper clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/geofact run --profile $(PROFILE) --device $(DEVICE)
+
+check: install
+	$(BIN)/geofact check
+
+status: install
+	$(BIN)/geofact status
+
+book: run check
+	$(BIN)/jupyter-book build book -W -n --keep-going
+
+paper:
+	$(MAKE) run PROFILE=paper
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf book/_build .geofact

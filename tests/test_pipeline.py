@@ -1,0 +1,143 @@
+"""End to end: notebooks -> papermill -> pages -> checker -> strict book build (marked slow)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from geofact.check import check
+from geofact.project import Project
+
+pytestmark = pytest.mark.slow
+SKELETON = ["notebooks", "claims.yaml", "_config.yml", "_toc.yml", "book"]
+
+
+def copy_project(src: Path, dst: Path) -> Project:
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in SKELETON:
+        s = src / name
+        if s.is_dir():
+            shutil.copytree(s, dst / name, symlinks=True, ignore=shutil.ignore_patterns("_build", "*.ipynb_checkpoints"))
+        else:
+            shutil.copy2(s, dst / name)
+    return Project(dst)
+
+
+def geofact(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "geofact.cli", "--root", str(root), *args], capture_output=True, text=True)
+
+
+def build_book(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", "book", "-W", "-n", "--keep-going", "--all"],
+        cwd=root, capture_output=True, text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def smoke(repo, tmp_path_factory) -> Project:
+    """A copy of the repository's notebooks and book, with every notebook executed at `smoke`."""
+    project = copy_project(repo.root, tmp_path_factory.mktemp("smoke"))
+    shutil.rmtree(project.results_dir, ignore_errors=True)
+    for page in project.book_dir.glob("*.ipynb"):
+        page.unlink()
+    done = geofact(project.root, "run", "--profile", "smoke")
+    assert done.returncode == 0, done.stderr
+    return project
+
+
+@pytest.fixture
+def mutable(smoke, tmp_path) -> Project:
+    project = copy_project(smoke.root, tmp_path / "copy")
+    shutil.copytree(smoke.results_dir, project.results_dir)
+    return project
+
+
+def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
+    for name in smoke.notebooks():
+        nb = nbformat.read(smoke.page(name), as_version=4)
+        meta = nb.metadata["geofact"]
+        assert meta["profile"] == "smoke" and meta["device"] == "cpu"
+        assert {"git_commit", "environment", "wall_time_s", "parameters", "modules", "notebook_sha256"} <= set(meta)
+        assert any("Provenance" in c.source for c in nb.cells if c.cell_type == "markdown")
+        hidden = [c for c in nb.cells if {"parameters", "injected-parameters"} & set(c.metadata.get("tags", []))]
+        assert len(hidden) == 2 and all("remove-cell" in c.metadata["tags"] for c in hidden)
+        results = json.loads(smoke.results("smoke", name).read_text())
+        assert results["claims"] and results["provenance"]["parameters"] == meta["parameters"]
+    status = smoke.status_page.read_text()
+    assert "Measured (smoke)" in status and "not run" not in status.split("## Where")[0].split("|---|")[1]
+
+
+def test_check_passes_on_a_fresh_run(smoke):
+    assert check(smoke) == []
+
+
+def test_check_catches_a_planted_error_output(mutable):
+    name = mutable.notebooks()[0]
+    nb = nbformat.read(mutable.page(name), as_version=4)
+    code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", []))
+    nb.cells[code].outputs.append(nbformat.v4.new_output("error", ename="ValueError", evalue="planted", traceback=[]))
+    nbformat.write(nb, mutable.page(name))
+    assert any(f"cell {code} holds an error output" in p for p in check(mutable))
+
+
+def test_check_catches_a_changed_notebook(mutable):
+    name = mutable.notebooks()[0]
+    src = mutable.source(name)
+    src.write_text(src.read_text() + "\n# %%\nprint('new cell')\n")
+    assert any("stale" in p and f"notebooks/{name}.py changed" in p for p in check(mutable))
+
+
+def test_check_catches_changed_profile_parameters(mutable):
+    path = mutable.profiles_dir / "smoke.yaml"
+    path.write_text(path.read_text().replace("seed: 0", "seed: 1"))
+    assert any("now gives parameters" in p for p in check(mutable))
+
+
+def test_check_catches_a_changed_library_module(mutable):
+    name = mutable.notebooks()[0]
+    nb = nbformat.read(mutable.page(name), as_version=4)
+    module = sorted(nb.metadata["geofact"]["modules"])[-1]
+    nb.metadata["geofact"]["modules"][module] = "0" * 64  # as if the module had changed since the run
+    nbformat.write(nb, mutable.page(name))
+    assert any("library modules changed" in p and module in p for p in check(mutable))
+
+
+def test_check_catches_a_stale_status_page(mutable):
+    mutable.status_page.write_text(mutable.status_page.read_text() + "\nhand edit\n")
+    assert any("out of date" in p for p in check(mutable))
+
+
+def test_a_failing_notebook_fails_the_run_naming_notebook_and_cell(mutable):
+    (mutable.notebooks_dir / "broken.py").write_text(
+        "# %% [markdown]\n# # Broken\n\n# %% tags=['parameters']\nseed = 0\n\n# %%\nx = 1\n\n# %%\nraise ValueError('boom')\n"
+    )
+    done = geofact(mutable.root, "run", "broken", "--profile", "smoke")
+    assert done.returncode == 1
+    assert "'broken' failed in cell" in done.stderr and "ValueError: boom" in done.stderr
+    assert not mutable.page("broken").exists()
+
+
+def test_unknown_profile_and_notebook_are_clear_errors(mutable):
+    done = geofact(mutable.root, "run", "--profile", "huge")
+    assert done.returncode == 1 and "profile must be one of" in done.stderr
+    done = geofact(mutable.root, "run", "no-such-notebook")
+    assert done.returncode == 1 and "notebook must be one of" in done.stderr
+
+
+def test_smoke_book_builds_in_strict_mode(smoke):
+    done = build_book(smoke.root)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (smoke.book_dir / "_build" / "html" / "reproduction-status.html").exists()
+
+
+def test_committed_book_is_fresh_and_builds_in_strict_mode(repo, tmp_path):
+    problems = check(repo)
+    assert problems == [], "committed pages are stale; run `geofact run` and commit:\n" + "\n".join(problems)
+    copy = copy_project(repo.root, tmp_path / "committed")
+    done = build_book(copy.root)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,0 +1,34 @@
+import json
+
+import numpy as np
+import pytest
+
+from geofact.report import RESULTS_PATH_ENV, Report, to_jsonable
+
+
+def test_report_writes_json_where_the_runner_says(tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    monkeypatch.setenv(RESULTS_PATH_ENV, str(out))
+    r = Report("nb")
+    r.number("x", np.float64(0.25), glue=False)
+    r.claim("c1", holds=False, measured="0.25")
+    r.save()
+    data = json.loads(out.read_text())
+    assert data == {"notebook": "nb", "numbers": {"x": 0.25}, "claims": {"c1": {"verdict": "does not hold", "measured": "0.25", "note": ""}}}
+
+
+def test_interactive_save_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(RESULTS_PATH_ENV, raising=False)
+    Report("nb").save()
+    assert "not saved" in capsys.readouterr().out
+
+
+def test_claims_are_reported_once():
+    r = Report("nb")
+    r.claim("c", holds=True, measured="m")
+    with pytest.raises(ValueError, match="twice"):
+        r.claim("c", holds=True, measured="m")
+
+
+def test_to_jsonable():
+    assert to_jsonable({"a": np.arange(3), "b": (np.int64(2), float("inf"))}) == {"a": [0, 1, 2], "b": [2, "inf"]}

@@ -1,0 +1,21 @@
+import math
+
+import pytest
+
+from geofact.stats import binomial_upper_tail, wilson_interval
+
+
+def test_wilson_interval_contains_estimate_and_is_bounded():
+    lo, hi = wilson_interval(7, 10)
+    assert 0 <= lo < 0.7 < hi <= 1
+    assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == 1.0
+    with pytest.raises(ValueError, match="trials"):
+        wilson_interval(0, 0)
+
+
+def test_binomial_upper_tail():
+    assert binomial_upper_tail(10, 0, 0.3) == 1.0
+    assert binomial_upper_tail(3, 3, 0.5) == pytest.approx(1 / 8)
+    assert binomial_upper_tail(5, 2, 0.1) == pytest.approx(1 - 0.9**5 - 5 * 0.1 * 0.9**4)
+    assert binomial_upper_tail(20, 1, 1e-9) == pytest.approx(1 - (1 - 1e-9) ** 20, rel=1e-6)
+    assert not math.isnan(binomial_upper_tail(100, 50, 0.0))

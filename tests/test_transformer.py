@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from geofact.transformer import MLP, AttentionHead, Layer, Transformer
+
+
+def eye(d):
+    return torch.eye(d, dtype=torch.float64)
+
+
+def test_uniform_head_averages_the_causal_prefix():
+    x = torch.arange(12, dtype=torch.float64).reshape(1, 3, 4)  # (batch, seq, d)
+    head = AttentionHead(torch.zeros(4, 1, dtype=torch.float64), torch.zeros(4, 1, dtype=torch.float64), eye(4), eye(4), "uniform")
+    out = head(x)
+    expected = torch.stack([x[0, :1].mean(0), x[0, :2].mean(0), x[0, :3].mean(0)])
+    assert torch.allclose(out[0], expected)
+
+
+def test_softmax_head_is_causal_and_sharp_with_large_scores():
+    d = 2
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
+    # position 2 queries "first coordinate" strongly: it must attend to position 0 only
+    w_q = torch.tensor([[0.0], [50.0]], dtype=torch.float64)
+    w_k = torch.tensor([[1.0], [0.0]], dtype=torch.float64)
+    pattern = AttentionHead(w_q, w_k, eye(d), eye(d)).pattern(x)
+    assert torch.allclose(pattern[0, 0], torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
+    assert pattern[0, 2, 0] > 0.999
+    assert torch.all(pattern.triu(1) == 0)
+
+
+def test_layer_residual_mlp_and_logits():
+    d = 3
+    embed = eye(d)
+    mlp = MLP([2 * eye(d), eye(d)], [torch.full((d,), -1.0, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)])
+    model = Transformer(embed, [Layer([], mlp)], unembed=eye(d))
+    # x = e_i; MLP(x) = relu(2x - 1) = e_i; residual doubles it
+    assert torch.allclose(model.residual(torch.tensor([[1]]))[0, 0], torch.tensor([0.0, 2.0, 0.0], dtype=torch.float64))
+    assert model.logits(torch.tensor([[0, 2]])).argmax(-1).item() == 2
+    assert model.mlp_width == d and model.n_layers == 1 and model.n_heads == 0
+    assert model.n_params == 3 * 9 + 2 * 3 + 9
+
+
+def test_shapes_are_validated():
+    with pytest.raises(ValueError, match="W_O"):
+        AttentionHead(torch.zeros(4, 1), torch.zeros(4, 1), torch.zeros(4, 2), torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="scores"):
+        AttentionHead(torch.zeros(4, 1), torch.zeros(4, 1), torch.zeros(4, 2), torch.zeros(2, 4), "hard")
+    with pytest.raises(ValueError, match="bias"):
+        MLP([torch.zeros(3, 4)], [torch.zeros(3)])
+    with pytest.raises(ValueError, match="unembed"):
+        Transformer(torch.zeros(5, 3), [], torch.zeros(4, 7))
+
+
+def test_to_changes_dtype_not_semantics():
+    model = Transformer(eye(3), [Layer([AttentionHead(torch.zeros(3, 1), torch.zeros(3, 1), eye(3), eye(3), "uniform")])], eye(3))
+    f32 = model.to("cpu", torch.float32)
+    tokens = torch.tensor([[0, 1], [2, 2]])
+    assert f32.embed.dtype == torch.float32
+    assert torch.equal(f32.logits(tokens).argmax(-1), model.logits(tokens).argmax(-1))
