@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ PROBE_SOURCE = (
     "print(_json.dumps(sorted(m for m in _sys.modules if m == 'geofact' or m.startswith('geofact.'))))"
 )
 HIDDEN_TAGS = ("parameters", "injected-parameters")
+KERNEL_NAME = "geofact-runner"
+PAGE_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}  # what readers' Jupyter has
 
 
 class NotebookError(RuntimeError):
@@ -116,10 +119,27 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+def _pin_kernel(tmp: Path) -> str:
+    """A kernelspec running this very interpreter, first on JUPYTER_PATH; returns its name.
+
+    Provenance (torch version, modules) is read in this process, so the kernel must be the same
+    interpreter; a user-wide `python3` kernelspec pointing elsewhere would otherwise win.
+    """
+    spec = tmp / "jupyter" / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"geofact ({sys.executable})",
+        "language": "python",
+    }))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(tmp / "jupyter"), os.environ.get("JUPYTER_PATH")]))
+    return KERNEL_NAME
+
+
 def run_notebook(project: Project, name: str, profile: str, device: str) -> RunRecord:
     nb = project.read_notebook(name)
     params = expected_parameters(project, name, profile, device, nb)
-    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)
     nb.metadata.setdefault("language_info", {"name": "python"})
     nb.cells.append(nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]}))
     commit = git_commit(project.root)
@@ -127,11 +147,13 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
     with tempfile.TemporaryDirectory() as tmp:
         source, executed, results_tmp = (Path(tmp) / f for f in ("in.ipynb", "out.ipynb", "results.json"))
         nbformat.write(nb, source)
+        saved_env = {k: os.environ.get(k) for k in (RESULTS_PATH_ENV, "JUPYTER_PATH")}
         os.environ[RESULTS_PATH_ENV] = str(results_tmp)
+        kernel = _pin_kernel(Path(tmp))
         started = time.perf_counter()
         try:
             papermill.execute_notebook(
-                str(source), str(executed), parameters=params, kernel_name="python3",
+                str(source), str(executed), parameters=params, kernel_name=kernel,
                 progress_bar=False, cwd=str(project.notebooks_dir),
             )
         except papermill.PapermillExecutionError as exc:
@@ -144,7 +166,11 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
                 f"at profile {profile!r}: {exc.ename}: {exc.evalue}\n  executed copy: {failed}"
             ) from None
         finally:
-            os.environ.pop(RESULTS_PATH_ENV, None)
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
         wall = time.perf_counter() - started
         if not results_tmp.exists():
             raise NotebookError(f"notebook {name!r} ran but never called Report.save(): no results were written")
@@ -164,6 +190,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
         "notebook_sha256": sha256_file(project.source(name)),
     }
     modules = _finish_page(out, meta)
+    out.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)  # the pinned runner kernel exists only during the run
     meta["modules"] = module_hashes(modules)
     _check_claims(project, name, report["claims"])
     out.metadata["geofact"] = meta

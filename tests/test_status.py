@@ -1,0 +1,26 @@
+import json
+import shutil
+
+from geofact.ledger import load_ledger
+from geofact.project import Project
+from geofact.status import render_status
+
+
+def test_status_marks_unrun_claims_and_reports_measured_ones(repo, tmp_path):
+    for name in ["claims.yaml", "_toc.yml"]:
+        shutil.copy(repo.root / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    project = Project(tmp_path)
+    page = render_status(project)
+    assert "No results yet" in page and "Measured (" not in page
+
+    claims = load_ledger(project.ledger_path)
+    claim = claims[0]
+    out = tmp_path / "results" / "laptop" / f"{claim.notebook}.json"
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps({"claims": {claim.id: {"verdict": "does not hold", "measured": "0.42", "note": ""}},
+                               "provenance": {"git_commit": "abc", "device": "cpu", "environment": {"torch": "t"},
+                                              "executed_at": "now", "wall_time_s": 1.0}}))
+    page = render_status(project)
+    assert "Measured (laptop)" in page and "❌ does not hold: 0.42" in page
+    assert page.count("— not run") == len(claims) - 1
