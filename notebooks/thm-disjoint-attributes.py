@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Theorem F.1: disjoint attributes in dimension $4\log(NR)$
+# # Theorem F.1: disjoint attributes in dimension 4 log(NR)
 #
 # Appendix F revisits the setting of Nichani et al. (2024): relation $r$ maps subjects into its own
 # attribute set $A_r$, the sets are pairwise disjoint and $|A| = RN$.

@@ -12,7 +12,7 @@ def test_status_marks_unrun_claims_and_reports_measured_ones(repo, tmp_path):
     (tmp_path / "notebooks").mkdir()
     project = Project(tmp_path)
     page = render_status(project)
-    assert "No results yet" in page and "Measured (" not in page
+    assert "No results yet" in page and "- laptop" not in page
 
     claims = load_ledger(project.ledger_path)
     claim = claims[0]
@@ -22,5 +22,5 @@ def test_status_marks_unrun_claims_and_reports_measured_ones(repo, tmp_path):
                                "provenance": {"git_commit": "abc", "device": "cpu", "environment": {"torch": "t"},
                                               "executed_at": "now", "wall_time_s": 1.0}}))
     page = render_status(project)
-    assert "Measured (laptop)" in page and "❌ does not hold: 0.42" in page
-    assert page.count("— not run") == len(claims) - 1
+    assert "- laptop: **does not hold**. 0.42" in page
+    assert page.count("- laptop: not run") == len(claims) - 1
