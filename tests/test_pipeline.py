@@ -69,7 +69,7 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
         results = json.loads(smoke.results("smoke", name).read_text())
         assert results["claims"] and results["provenance"]["parameters"] == meta["parameters"]
     status = smoke.status_page.read_text()
-    assert "- smoke: " in status and "not run" not in status
+    assert "- smoke: **" in status and "- smoke: not run" not in status and "0 not run" in status
 
 
 def test_check_passes_on_a_fresh_run(smoke):
