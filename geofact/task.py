@@ -52,6 +52,40 @@ def single_hop_tokens(N: int, R: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class SharedAttributeTask:
+    """Section 2.1 with k = 1: R bijections g_r: [N] -> [N] into one shared attribute pool.
+
+    Attributes are entity ids in [N] (the output vocabulary is the N entities), so different
+    relations collide on the same outputs: the "routing bottleneck" that distinguishes this setting
+    from Appendix F's disjoint attributes.
+    """
+
+    N: int
+    R: int
+    bijections: np.ndarray = field(repr=False)  # (R, N): row r is g_r
+
+    def __post_init__(self) -> None:
+        _check_sizes(self.N, self.R)
+        if self.bijections.shape != (self.R, self.N):
+            raise ValueError(f"bijections must have shape (R, N) = {(self.R, self.N)}, got {self.bijections.shape}")
+        if any(sorted(row) != list(range(self.N)) for row in self.bijections.tolist()):
+            raise ValueError("every row of bijections must be a permutation of [0, N)")
+
+    @classmethod
+    def random(cls, N: int, R: int, seed: int = 0) -> "SharedAttributeTask":
+        return cls(N, R, random_bijections(N, R, seed))
+
+    @property
+    def n_attributes(self) -> int:
+        return self.N
+
+    def queries(self) -> Queries:
+        tokens = single_hop_tokens(self.N, self.R)
+        s, r = tokens[:, 0].numpy(), (tokens[:, 1] - self.N).numpy()
+        return Queries(tokens, torch.as_tensor(self.bijections[r, s]))
+
+
+@dataclass(frozen=True)
 class DisjointAttributeTask:
     """Appendix F: relation r maps subject s to attribute r*N + maps[r, s] of its own set A_r.
 

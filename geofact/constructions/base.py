@@ -25,11 +25,15 @@ class Evaluation:
 
 @dataclass
 class Construction:
-    """A theorem's transformer: `model` holds the weights, `formulas` the paper's sizes for comparison."""
+    """A theorem's transformer: `model` holds the weights, `formulas` the paper's sizes for comparison.
+
+    `prefix` is prepended to every prompt (e.g. a BOS token for the hierarchical construction).
+    """
 
     name: str
     model: Transformer
     formulas: dict[str, float] = field(default_factory=dict)
+    prefix: tuple[int, ...] = ()
 
     @property
     def d_model(self) -> int:
@@ -55,14 +59,22 @@ class Construction:
     def device(self) -> torch.device:
         return self.model.embed.device
 
+    def _prompt(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Task prompts (batch, seq) -> model input (batch, len(prefix) + seq) on the model's device."""
+        tokens = tokens.to(self.device)
+        if not self.prefix:
+            return tokens
+        prefix = torch.tensor(self.prefix, device=self.device).expand(len(tokens), -1)
+        return torch.cat([prefix, tokens], dim=1)
+
     def predict(self, tokens: torch.Tensor) -> torch.Tensor:
         """Argmax output id at the last position, for prompts (batch, seq)."""
-        return self.model.logits(tokens.to(self.device)).argmax(dim=-1)
+        return self.model.logits(self._prompt(tokens)).argmax(dim=-1)
 
     def evaluate(self, queries: Queries, batch_size: int = 512) -> Evaluation:
         n_correct, min_margin = 0, float("inf")
         for start in range(0, len(queries), batch_size):
-            tokens = queries.tokens[start : start + batch_size].to(self.device)
+            tokens = self._prompt(queries.tokens[start : start + batch_size])
             targets = queries.targets[start : start + batch_size].to(self.device)
             logits = self.model.logits(tokens)  # (batch, vocab_out)
             target_logit = logits.gather(1, targets[:, None]).squeeze(1)
