@@ -201,6 +201,14 @@ def random_code_trials(k: int, base: LogBase, trials: int, seed: int) -> TrialSu
     return TrialSummary(k, base, m, t, trials, successes, violations, over_half)
 
 
+def construction_codes(k: int, m: int, seed: int = 0) -> np.ndarray:
+    """Codes the constructions use: Lemma G.1's bound 3 log2 k at length m, capped at m - 1 so the
+    codes stay distinct (all exact decoding needs); a single code is the all-ones vector."""
+    if k == 1:
+        return np.ones((1, m), dtype=np.int8)
+    return sample_valid_codes(k, m, min(lemma_threshold(k, "2"), m - 1), seed=seed)
+
+
 def decode(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """Nearest code by inner product: argmax_a <x, v_a>. x has shape (..., m); returns (...,) indices."""
     return np.argmax(x @ codes.T.astype(x.dtype, copy=False), axis=-1)

@@ -31,7 +31,7 @@ import math
 import numpy as np
 import torch
 
-from geofact.codes import lemma_threshold, sample_valid_codes
+from geofact.codes import construction_codes, lemma_code_length
 from geofact.constructions.base import Construction
 from geofact.device import resolve_device
 from geofact.task import DisjointAttributeTask
@@ -41,15 +41,8 @@ from geofact.transformer import AttentionHead, Layer, Transformer
 def disjoint_dimensions(N: int, R: int) -> tuple[int, int, int]:
     """(d, m_N, m_R) with d = ceil(4 log2(NR)) split into the subject and relation blocks."""
     d = math.ceil(4 * math.log2(N * R))
-    m_N = math.ceil(4 * math.log2(N))
+    m_N = lemma_code_length(N, "2")
     return d, m_N, d - m_N
-
-
-def _codes(k: int, m: int, seed: int) -> np.ndarray:
-    """Lemma G.1 codes (bound 3 log2 k) of length m; the bound is capped at m - 1 so codes stay distinct."""
-    if k == 1:
-        return np.ones((1, m), dtype=np.int8)
-    return sample_valid_codes(k, m, min(lemma_threshold(k, "2"), m - 1), seed=seed)
 
 
 def disjoint_attribute_transformer(
@@ -68,8 +61,8 @@ def disjoint_attribute_transformer(
         )
     N, R = task.N, task.R
     d, m_N, m_R = disjoint_dimensions(N, R)
-    v = torch.as_tensor(_codes(N, m_N, seed), dtype=dtype)  # (N, m_N)
-    u = torch.as_tensor(_codes(R, m_R, seed + 1), dtype=dtype)  # (R, m_R)
+    v = torch.as_tensor(construction_codes(N, m_N, seed), dtype=dtype)  # (N, m_N)
+    u = torch.as_tensor(construction_codes(R, m_R, seed + 1), dtype=dtype)  # (R, m_R)
 
     embed = torch.zeros(N + R, d, dtype=dtype)  # subjects then relations
     embed[:N, :m_N] = v

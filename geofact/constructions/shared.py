@@ -8,7 +8,7 @@ Three constructions of the proof, each as weights of `geofact.transformer.Transf
 3. `shared_attribute_hierarchical`: 2 heads per layer, 1 + log R layers, a BOS token.
 
 Common to all: the subject i is embedded as the stack (v_{g_1(i)}; ...; v_{g_R(i)}) of the codes of
-its R attributes (Lemma G.1 codes, length m = ceil(4 log2 N)), and the answer is decoded by argmax of
+its R attributes (Lemma G.1 codes, length m = ceil(4 log2 N), `geofact.codes.construction_codes`), and the answer is decoded by argmax of
 <state, v_a> over the N attributes. Choices the proof leaves implicit are stated per function.
 """
 
@@ -16,26 +16,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from geofact.codes import lemma_threshold, sample_valid_codes
+from geofact.codes import construction_codes, lemma_code_length
 from geofact.constructions.base import Construction
 from geofact.device import resolve_device
 from geofact.task import SharedAttributeTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer
-
-
-def code_length(N: int) -> int:
-    """m = ceil(4 log2 N): one attribute code (log base 2, rounded up; see thm-orthogonal-codes)."""
-    return math.ceil(4 * math.log2(N))
-
-
-def _lemma_codes(k: int, m: int, seed: int) -> np.ndarray:
-    """Lemma G.1 codes of length m (bound 3 log2 k, capped at m - 1 so codes stay distinct)."""
-    if k == 1:
-        return np.ones((1, m), dtype=np.int8)
-    return sample_valid_codes(k, m, min(lemma_threshold(k, "2"), m - 1), seed=seed)
 
 
 def _stack(task: SharedAttributeTask, v: torch.Tensor) -> torch.Tensor:
@@ -71,10 +58,10 @@ def shared_attribute_mlp(
     "width R" is not what the proof builds (the notebook compares both).
     """
     N, R = task.N, task.R
-    m = code_length(N)
+    m = lemma_code_length(N, "2")
     d = R * m + 1
     j_coord = R * m
-    v = torch.as_tensor(_lemma_codes(N, m, seed), dtype=dtype)  # (N, m)
+    v = torch.as_tensor(construction_codes(N, m, seed), dtype=dtype)  # (N, m)
 
     embed = _zeros(N + R, d, dtype=dtype)
     embed[:N, : R * m] = _stack(task, v)
@@ -150,12 +137,12 @@ def shared_attribute_attention(
     if beta <= 0:
         raise ValueError(f"beta must be > 0, got {beta}")
     N, R = task.N, task.R
-    m = code_length(N)
+    m = lemma_code_length(N, "2")
     d_u = math.ceil(4 * math.log2(R))
     d = R * m + d_u + 1
     last = d - 1
-    v = torch.as_tensor(_lemma_codes(N, m, seed), dtype=dtype)
-    u = torch.as_tensor(_lemma_codes(R, d_u, seed + 1), dtype=dtype)  # (R, d_u)
+    v = torch.as_tensor(construction_codes(N, m, seed), dtype=dtype)
+    u = torch.as_tensor(construction_codes(R, d_u, seed + 1), dtype=dtype)  # (R, d_u)
 
     embed = _zeros(N + R, d, dtype=dtype)
     embed[:N, : R * m] = _stack(task, v)
@@ -215,13 +202,13 @@ def shared_attribute_hierarchical(
     if beta <= 0:
         raise ValueError(f"beta must be > 0, got {beta}")
     N, R = task.N, task.R
-    m = code_length(N)
+    m = lemma_code_length(N, "2")
     bits = relation_bits(R).to(dtype)
     n_bits = bits.shape[1]
     d = R * m + n_bits + 2
     flag, bos_flag = R * m + n_bits, R * m + n_bits + 1
     bos = N + R
-    v = torch.as_tensor(_lemma_codes(N, m, seed), dtype=dtype)
+    v = torch.as_tensor(construction_codes(N, m, seed), dtype=dtype)
 
     embed = _zeros(N + R + 1, d, dtype=dtype)  # subjects, relations, BOS
     embed[:N, : R * m] = _stack(task, v)

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
+from geofact.codes import lemma_code_length
 from geofact.constructions.shared import (
-    code_length,
     relation_bits,
     shared_attribute_attention,
     shared_attribute_hierarchical,
@@ -21,7 +21,7 @@ def test_mlp_version_is_exact_with_the_papers_dimension(N, R):
     c = shared_attribute_mlp(task, seed=2)
     ev = c.evaluate(task.queries(), batch_size=64)
     assert ev.accuracy == 1.0 and ev.min_margin >= 2
-    m = code_length(N)
+    m = lemma_code_length(N, "2")
     assert c.d_model == R * m + 1 and c.n_layers == 1 and c.n_heads == 1
     assert c.mlp_width == 2 * R * m + 2 * max(R, m)  # the proof's O(R log N) neurons, not the statement's "width R"
 
@@ -32,7 +32,7 @@ def test_attention_version_is_exact_with_repaired_query(N, R):
     c = shared_attribute_attention(task, seed=3)
     ev = c.evaluate(task.queries(), batch_size=64)
     assert ev.accuracy == 1.0 and ev.min_margin > 1
-    assert c.d_model == R * code_length(N) + math.ceil(4 * math.log2(R)) + 1
+    assert c.d_model == R * lemma_code_length(N, "2") + math.ceil(4 * math.log2(R)) + 1
     assert (c.n_heads, c.mlp_width, c.n_layers) == (R, 0, 1)
 
 
@@ -50,7 +50,7 @@ def test_hierarchical_version_is_exact(N, R):
     ev = c.evaluate(task.queries(), batch_size=64)
     n_bits = math.ceil(math.log2(R)) if R > 1 else 0
     assert ev.accuracy == 1.0 and ev.min_margin > 1
-    assert c.n_layers == 1 + n_bits and c.d_model == R * code_length(N) + n_bits + 2
+    assert c.n_layers == 1 + n_bits and c.d_model == R * lemma_code_length(N, "2") + n_bits + 2
     assert c.prefix == (N + R,)  # BOS
 
 
