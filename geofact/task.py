@@ -6,6 +6,9 @@ Token conventions shared by every model in geofact:
 * a single-hop query is the sequence (s, N + r) and is answered at its last position;
 * attributes live in an output vocabulary of their own, described by each task.
 
+A *k-hop* query (Section 2.1) is (s_0, N + r_1, ..., N + r_k) with answer
+s_k = g_{r_k}(... g_{r_1}(s_0)): relations apply left to right.
+
 The *shared-attribute* task (the paper's main setting) has R bijections g_r: [N] -> [N] into one
 attribute pool. The *disjoint-attribute* task (Appendix F, following Nichani et al. 2024) gives each
 relation its own attribute set A_r, |A| = R N, so attribute ids are r * N + (local index).
@@ -35,10 +38,15 @@ def random_bijections(N: int, R: int, seed: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Queries:
-    """All queries of a task with their answers: tokens (Q, seq) and target output ids (Q,)."""
+    """Queries of a task with their answers: tokens (Q, seq) and target output ids (Q,).
+
+    `chain` (Q, k + 1), for k-hop tasks, holds the path s_0, s_1, ..., s_k = target: what a
+    chain-of-thought model is expected to write out (Theorem 4.4).
+    """
 
     tokens: torch.Tensor
     targets: torch.Tensor
+    chain: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -126,3 +134,52 @@ class DisjointAttributeTask:
         tokens = single_hop_tokens(self.N, self.R)
         s, r = tokens[:, 0].numpy(), (tokens[:, 1] - self.N).numpy()
         return Queries(tokens, torch.as_tensor(self.attribute(s, r)))
+
+
+@dataclass(frozen=True)
+class KHopTask:
+    """Section 2.1: R bijections g_r of [N]; a query (s_0, r_1, ..., r_k) asks for s_k = g_{r_k} o ... o g_{r_1}(s_0).
+
+    k = 1 is the shared-attribute task. There are N R^k queries; `queries(sample=...)` draws a uniform
+    random subset without replacement when enumerating them all is too much.
+    """
+
+    N: int
+    R: int
+    k: int
+    bijections: np.ndarray = field(repr=False)  # (R, N): row r is g_r
+
+    def __post_init__(self) -> None:
+        if int(self.k) != self.k or self.k < 1:
+            raise ValueError(f"k (number of hops) must be an integer >= 1, got {self.k!r}")
+        SharedAttributeTask(self.N, self.R, self.bijections)  # same validation of N, R and the bijections
+
+    @classmethod
+    def random(cls, N: int, R: int, k: int, seed: int = 0) -> "KHopTask":
+        return cls(N, R, k, random_bijections(N, R, seed))
+
+    @property
+    def n_queries(self) -> int:
+        return self.N * self.R**self.k
+
+    def path(self, s0: np.ndarray, relations: np.ndarray) -> np.ndarray:
+        """(Q, k + 1) subjects s_0, ..., s_k visited by start subjects s0 (Q,) under relations (Q, k)."""
+        steps = [np.asarray(s0)]
+        for hop in range(self.k):
+            steps.append(self.bijections[relations[:, hop], steps[-1]])
+        return np.stack(steps, axis=1)
+
+    def queries(self, sample: int | None = None, seed: int = 0) -> Queries:
+        """All N R^k queries (subject-major, relation words in lexicographic order), or `sample` of them."""
+        total = self.n_queries
+        if sample is None or sample >= total:
+            index = np.arange(total)
+        elif sample < 1:
+            raise ValueError(f"sample must be >= 1 (or None for all {total} queries), got {sample}")
+        else:
+            index = np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
+        s0, word = np.divmod(index, self.R**self.k)
+        relations = (word[:, None] // self.R ** np.arange(self.k - 1, -1, -1)[None, :]) % self.R  # (Q, k)
+        chain = torch.as_tensor(self.path(s0, relations))
+        tokens = torch.as_tensor(np.concatenate([s0[:, None], self.N + relations], axis=1))
+        return Queries(tokens, chain[:, -1].clone(), chain)

@@ -159,6 +159,33 @@ class Transformer:
         """Logits at the last position (batch, vocab_out)."""
         return self.residual(tokens)[:, -1] @ self.unembed
 
+    def generate(
+        self, tokens: torch.Tensor, steps: int, output_to_input: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Greedy autoregressive generation (chain-of-thought, Theorem 4.4) from prompts (batch, seq).
+
+        Each step appends argmax of the last position's logits, read as an input token through
+        `output_to_input` (vocab_out,) (identity when None). No cache: every step reruns the whole
+        prefix, which is the definition and cheap at these lengths.
+        Returns the emitted output ids (batch, steps) and their logits (batch, steps, vocab_out).
+        """
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        if self.pos_embed is not None and tokens.shape[1] + steps - 1 > self.pos_embed.shape[0]:
+            raise ValueError(
+                f"prompt length {tokens.shape[1]} + {steps - 1} generated tokens exceeds the "
+                f"{self.pos_embed.shape[0]} positions of pos_embed"
+            )
+        outputs, all_logits = [], []
+        for _ in range(steps):
+            logits = self.logits(tokens)  # (batch, vocab_out)
+            choice = logits.argmax(dim=-1)
+            outputs.append(choice)
+            all_logits.append(logits)
+            next_token = choice if output_to_input is None else output_to_input.to(choice.device)[choice]
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        return torch.stack(outputs, dim=1), torch.stack(all_logits, dim=1)
+
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> "Transformer":
         def move(t: torch.Tensor) -> torch.Tensor:
             return t.to(device=device, dtype=dtype if t.is_floating_point() and dtype else t.dtype)

@@ -57,3 +57,16 @@ def test_to_changes_dtype_not_semantics():
     tokens = torch.tensor([[0, 1], [2, 2]])
     assert f32.embed.dtype == torch.float32
     assert torch.equal(f32.logits(tokens).argmax(-1), model.logits(tokens).argmax(-1))
+
+
+def test_generate_feeds_each_output_back_through_the_map():
+    # a 1-layer model whose logits copy the last token's embedding: output a -> input token map[a]
+    vocab = 4
+    embed = torch.eye(vocab, dtype=torch.float64)
+    model = Transformer(embed, [], torch.roll(torch.eye(vocab, dtype=torch.float64), 1, dims=1))  # predicts id + 1
+    out, logits = model.generate(torch.tensor([[0], [2]]), steps=3)
+    assert out.tolist() == [[1, 2, 3], [3, 0, 1]] and logits.shape == (2, 3, vocab)
+    out, _ = model.generate(torch.tensor([[0]]), steps=2, output_to_input=torch.tensor([0, 0, 0, 0]))
+    assert out.tolist() == [[1, 1]]
+    with pytest.raises(ValueError, match="steps"):
+        model.generate(torch.tensor([[0]]), steps=0)
