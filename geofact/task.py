@@ -36,6 +36,15 @@ def random_bijections(N: int, R: int, seed: int) -> np.ndarray:
     return np.stack([rng.permutation(N) for _ in range(R)])
 
 
+def _sample_index(total: int, sample: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of all `total` queries, or of `sample` of them drawn without replacement."""
+    if sample is None or sample >= total:
+        return np.arange(total)
+    if sample < 1:
+        raise ValueError(f"sample must be >= 1 (or None for all {total} queries), got {sample}")
+    return np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
+
+
 @dataclass(frozen=True)
 class Queries:
     """Queries of a task with their answers: tokens (Q, seq) and target output ids (Q,).
@@ -87,8 +96,9 @@ class SharedAttributeTask:
     def n_attributes(self) -> int:
         return self.N
 
-    def queries(self) -> Queries:
-        tokens = single_hop_tokens(self.N, self.R)
+    def queries(self, sample: int | None = None, seed: int = 0) -> Queries:
+        """All N R queries (subject-major), or a uniform random `sample` of them without replacement."""
+        tokens = single_hop_tokens(self.N, self.R)[_sample_index(self.N * self.R, sample, seed)]
         s, r = tokens[:, 0].numpy(), (tokens[:, 1] - self.N).numpy()
         return Queries(tokens, torch.as_tensor(self.bijections[r, s]))
 
@@ -171,13 +181,7 @@ class KHopTask:
 
     def queries(self, sample: int | None = None, seed: int = 0) -> Queries:
         """All N R^k queries (subject-major, relation words in lexicographic order), or `sample` of them."""
-        total = self.n_queries
-        if sample is None or sample >= total:
-            index = np.arange(total)
-        elif sample < 1:
-            raise ValueError(f"sample must be >= 1 (or None for all {total} queries), got {sample}")
-        else:
-            index = np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
+        index = _sample_index(self.n_queries, sample, seed)
         s0, word = np.divmod(index, self.R**self.k)
         relations = (word[:, None] // self.R ** np.arange(self.k - 1, -1, -1)[None, :]) % self.R  # (Q, k)
         chain = torch.as_tensor(self.path(s0, relations))
