@@ -45,7 +45,7 @@ import torch
 
 from geofact.constructions.disjoint import disjoint_attribute_transformer, disjoint_dimensions
 from geofact.notebook import interactive, progress
-from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
+from geofact.plotting import COLORS, subplots, use_style
 from geofact.report import Report
 from geofact.task import DisjointAttributeTask
 
