@@ -38,9 +38,9 @@ def test_attention_version_is_exact_with_repaired_query(N, R):
 
 def test_attention_version_with_the_papers_query_offset_can_fail():
     # Lemma G.1 allows <u_h, u_j> up to 3 d_u / 4, but the paper's offset d_u needs < d_u / 2
-    task = SharedAttributeTask.random(1000, 16, seed=1000 * 16)
-    assert shared_attribute_attention(task, seed=2, query_offset="paper").accuracy(task) < 1.0
-    assert shared_attribute_attention(task, seed=2).accuracy(task) == 1.0
+    task = SharedAttributeTask.random(100, 7, seed=0)
+    assert shared_attribute_attention(task, seed=0, query_offset="paper").accuracy(task) < 1.0
+    assert shared_attribute_attention(task, seed=0).accuracy(task) == 1.0
 
 
 @pytest.mark.parametrize("N,R", SIZES)
