@@ -1,0 +1,49 @@
+"""Single-hop training data: the N R facts (s, r, g_r(s)) and a batch sampler that is a function of
+(seed, step) alone, so a run draws the same batches whether it trains alone or stacked with others.
+
+Sequences are (s, r, g_r(s)). The loss is taken only where the answer is predicted (the relation
+position): the relation after s is uniform over R and unpredictable from s, so a loss on it would
+stay near log R and the 1e-4 early-stopping threshold could never be reached.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from geofact.task import random_bijections
+
+_MASK32 = 0xFFFFFFFF
+INDEX_BITS = 20
+
+
+def facts(N: int, R: int, task_seed: int) -> torch.Tensor:
+    """All N R facts as rows (s, r, g_r(s)), subject-major. Shape (N R, 3), int64."""
+    g = random_bijections(N, R, task_seed)
+    s = np.repeat(np.arange(N), R)
+    r = np.tile(np.arange(R), N)
+    return torch.as_tensor(np.stack([s, r, g[r, s]], axis=1))
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (lowbias32), on int64 tensors kept below 2^32 so products stay < 2^63."""
+    x = x & _MASK32
+    x = ((x ^ (x >> 16)) * 0x7FEB352D) & _MASK32
+    x = ((x ^ (x >> 15)) * 0x846CA68B) & _MASK32
+    return x ^ (x >> 16)
+
+
+def batch_indices(seeds: torch.Tensor, step: int, n_facts: torch.Tensor, batch_size: int, n_max: int) -> torch.Tensor:
+    """For each run, `batch_size` distinct fact indices in [0, n_facts) for this step. Shape (runs, batch).
+
+    Every fact gets the key hash(seed, step, index) with its index in the low bits (keys are unique,
+    so the choice has no ties); the batch is the top keys. Facts beyond a run's own n_facts (padding
+    when runs with different R are stacked) get key -1 and are never drawn.
+    """
+    device = seeds.device
+    index = torch.arange(n_max, device=device)
+    seed_hash = _mix32(seeds[:, None] * 0x9E3779B1 + 0x632BE5AB)
+    h = _mix32(seed_hash ^ _mix32(torch.full_like(seeds[:, None], step) * 0x85EBCA77 + index[None, :]))
+    keys = (h << INDEX_BITS) | index[None, :]
+    keys = torch.where(index[None, :] < n_facts[:, None], keys, torch.full_like(keys, -1))
+    return keys.topk(batch_size, dim=1).indices

@@ -1,0 +1,77 @@
+"""The trained model of Section 5 / Appendix B, written for many runs at once (stacked parameters).
+
+One layer, one head, Pre-RMSNorm, two-layer GELU MLP, separate input embedding and output
+unembedding over the N entities (relations have input embeddings only; the answer is always an
+entity). Every tensor has a leading run dimension M, so M independent models train as one
+computation; with M = 1 it is one ordinary model.
+
+    x   = E_in[tokens] (+ P)                                   # (M, B, L, d)
+    h   = x + Attn(rms(x) * g_attn)                            # uniform: causal mean; learned: softmax(QK^T/sqrt d)
+    h   = h + W_2 gelu(W_1 (rms(h) * g_mlp) + b_1) + b_2
+    out = (rms(h_last) * g_final) E_out                        # (M, B, N) logits at the answer position
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from geofact.training.config import TrainConfig
+
+RMS_EPS = 1e-6
+INIT_STD = 0.02
+
+
+def init_params(config: TrainConfig, seq_len: int = 2, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """One run's parameters from its seed, in a fixed order (so stacked and solo runs start equal)."""
+    g = torch.Generator().manual_seed(config.seed)
+    d, w = config.d, config.width
+
+    def normal(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g, dtype=torch.float64) * INIT_STD).to(dtype)
+
+    p = {"E_ent": normal(config.N, d), "E_rel": normal(config.R, d)}
+    if config.learned_positions:
+        p["P"] = normal(seq_len, d)
+    if config.attention == "learned":
+        p["W_Q"], p["W_K"] = normal(d, d), normal(d, d)
+    p["W_V"], p["W_O"] = normal(d, d), normal(d, d)
+    p["g_attn"], p["g_mlp"], p["g_final"] = (torch.ones(d, dtype=dtype) for _ in range(3))
+    p["W_1"], p["b_1"] = normal(d, w), torch.zeros(w, dtype=dtype)
+    p["W_2"], p["b_2"] = normal(w, d), torch.zeros(d, dtype=dtype)
+    p["E_out"] = normal(d, config.N)
+    return p
+
+
+def rms(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+    """RMSNorm over the last dim; gain (M, d) broadcast over the middle dims of x (M, ..., d)."""
+    gain = gain.reshape(gain.shape[0], *([1] * (x.dim() - 2)), gain.shape[-1])
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * gain
+
+
+def forward(p: dict[str, torch.Tensor], tokens: torch.Tensor, n_entities: int) -> torch.Tensor:
+    """Logits (M, B, N) at the last position for stacked parameters and tokens (M, B, L).
+
+    Token ids: entities 0..N-1, relations N + r (as in geofact.task).
+    """
+    M, B, L = tokens.shape
+    E_in = torch.cat([p["E_ent"], p["E_rel"]], dim=1)  # (M, N + R, d)
+    x = E_in[torch.arange(M, device=tokens.device)[:, None, None], tokens]  # (M, B, L, d)
+    if "P" in p:
+        x = x + p["P"][:, None, :L]
+    xn = rms(x, p["g_attn"])
+    causal = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
+    if "W_Q" in p:
+        q = torch.einsum("mbld,mde->mble", xn, p["W_Q"])
+        k = torch.einsum("mbld,mde->mble", xn, p["W_K"])
+        scores = torch.einsum("mbqe,mbke->mbqk", q, k) / math.sqrt(q.shape[-1])
+        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # (M, B, L, L)
+        mixed = pattern @ xn
+    else:
+        mixed = torch.cumsum(xn, dim=2) / torch.arange(1, L + 1, device=x.device, dtype=x.dtype)[:, None]
+    h = x + torch.einsum("mbld,mde->mble", torch.einsum("mbld,mde->mble", mixed, p["W_V"]), p["W_O"])
+    h = h[:, :, -1]  # (M, B, d): only the answer position is read (single layer: nothing else needs it)
+    z = torch.nn.functional.gelu(torch.baddbmm(p["b_1"][:, None], rms(h, p["g_mlp"]), p["W_1"]))
+    h = h + torch.baddbmm(p["b_2"][:, None], z, p["W_2"])
+    return torch.bmm(rms(h, p["g_final"]), p["E_out"])  # (M, B, N)

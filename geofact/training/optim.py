@@ -1,0 +1,53 @@
+"""AdamW and gradient-norm clipping for stacked runs, equal to torch.optim.AdamW + clip_grad_norm_ per run.
+
+Each run keeps its own step count, learning rate and clipping norm; a run that has stopped, or a
+tensor a run keeps frozen, is masked out of the update (no step, no weight decay), exactly as if it
+were not in that run's optimiser.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BETAS = (0.9, 0.999)
+EPS = 1e-8
+
+
+def _per_run(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """(M,) -> (M, 1, ..., 1) to broadcast against a stacked tensor."""
+    return x.reshape(-1, *([1] * (like.dim() - 1)))
+
+
+def clip_grad_norms(grads: dict[str, torch.Tensor], max_norm: float, trainable: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Scale each run's gradients so their joint L2 norm is at most max_norm (torch's formula). Returns norms (M,)."""
+    sq = sum((g.pow(2) * _per_run(trainable[k], g)).flatten(1).sum(1) for k, g in grads.items())
+    norms = sq.sqrt()
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads.values():
+        g.mul_(_per_run(coef, g))
+    return norms
+
+
+class StackedAdamW:
+    def __init__(self, params: dict[str, torch.Tensor], lr: torch.Tensor, weight_decay: float) -> None:
+        self.params, self.lr, self.weight_decay = params, lr, weight_decay
+        self.m = {k: torch.zeros_like(v) for k, v in params.items()}
+        self.v = {k: torch.zeros_like(v) for k, v in params.items()}
+        self.t = torch.zeros_like(lr)
+
+    @torch.no_grad()
+    def step(self, grads: dict[str, torch.Tensor], active: torch.Tensor, trainable: dict[str, torch.Tensor]) -> None:
+        """One AdamW step for the runs in `active` (M,) bool, on the tensors each run trains."""
+        beta1, beta2 = BETAS
+        self.t += active.to(self.t.dtype)
+        t = self.t.clamp(min=1)
+        step_size = self.lr / (1 - beta1**t)
+        bias2_sqrt = (1 - beta2**t).sqrt()
+        for k, p in self.params.items():
+            on = _per_run((active & trainable[k]).to(p.dtype), p)
+            g = grads[k]
+            p.mul_(1 - on * _per_run(self.lr * self.weight_decay, p))
+            self.m[k].copy_(torch.where(on > 0, torch.lerp(self.m[k], g, 1 - beta1), self.m[k]))  # torch's update
+            self.v[k].copy_(torch.where(on > 0, beta2 * self.v[k] + (1 - beta2) * g * g, self.v[k]))
+            denom = self.v[k].sqrt() / _per_run(bias2_sqrt, p) + EPS
+            p.sub_(on * _per_run(step_size, p) * self.m[k] / denom)

@@ -1,0 +1,126 @@
+"""Train many single-hop runs as one stacked computation (Section 5, Appendix B).
+
+Runs that share `TrainConfig.shape_key()` are stacked: every parameter gets a leading run
+dimension, one forward/backward serves them all, and `StackedAdamW` updates each run as its own
+torch.optim.AdamW would. Runs differ in seed, task seed, R (relation tables are padded), learning
+rate and frozen/trainable; each stops on its own when its loss falls below the threshold.
+`tests/training/test_trainer.py` checks the result against the plain loop of `reference.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn import functional as F
+
+from geofact.device import resolve_device
+from geofact.training.config import TrainConfig
+from geofact.training.data import batch_indices, facts
+from geofact.training.model import forward, init_params
+from geofact.training.optim import StackedAdamW, clip_grad_norms
+
+
+@dataclass
+class RunResult:
+    """What one run produced. `params` are the trained weights (CPU), without the relation padding."""
+
+    config: TrainConfig
+    steps: int  # optimiser steps taken (< max_steps when it stopped early)
+    final_loss: float  # training loss of the last batch seen
+    accuracy: float  # fraction of all N R facts answered by argmax
+    stopped_early: bool
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, batch loss) every log_every steps
+    seconds: float = 0.0  # wall time of the group this run trained in
+    params: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+
+
+def configure_cpu(threads: int | None = None) -> None:
+    """Flush denormals to zero (weight decay drives weights denormal, ~10x slower steps) and set threads."""
+    torch.set_flush_denormal(True)
+    torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0))))
+
+
+def _stack(configs: list[TrainConfig], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    R_max = max(c.R for c in configs)
+    runs = [init_params(c, dtype=dtype) for c in configs]
+    for p in runs:
+        p["E_rel"] = F.pad(p["E_rel"], (0, 0, 0, R_max - p["E_rel"].shape[0]))
+    return {k: torch.stack([p[k] for p in runs]).to(device).requires_grad_() for k in runs[0]}
+
+
+@torch.no_grad()
+def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int, chunk: int = 8192) -> list[float]:
+    """Fraction of each run's own N R facts whose argmax answer is right."""
+    out = []
+    for m, table in enumerate(tables):
+        one = {k: v[m : m + 1] for k, v in params.items()}
+        correct = 0
+        for start in range(0, len(table), chunk):
+            rows = table[start : start + chunk]
+            tokens = torch.stack([rows[:, 0], N + rows[:, 1]], 1)[None]
+            correct += int((forward(one, tokens, N)[0].argmax(-1) == rows[:, 2]).sum())
+        out.append(correct / len(table))
+    return out
+
+
+def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
+                progress=None, dtype: torch.dtype = torch.float32) -> list[RunResult]:
+    """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps."""
+    if len({c.shape_key() for c in configs}) != 1:
+        raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); use train_runs to group them")
+    device = resolve_device(device)
+    if device.type == "cpu":
+        configure_cpu()
+    start = time.perf_counter()
+    first = configs[0]
+    M, N, B = len(configs), first.N, first.batch_size
+    params = _stack(configs, device, dtype)
+    trainable = {k: torch.ones(M, dtype=torch.bool, device=device) for k in params}
+    trainable["E_ent"] = torch.tensor([not c.frozen_embeddings for c in configs], device=device)
+    opt = StackedAdamW({k: v.data for k, v in params.items()},
+                       torch.tensor([c.lr for c in configs], dtype=dtype, device=device), first.weight_decay)
+    tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]
+    n_facts = torch.tensor([len(t) for t in tables], device=device)
+    n_max = int(n_facts.max())
+    padded = torch.stack([F.pad(t, (0, 0, 0, n_max - len(t))) for t in tables])  # (M, n_max, 3)
+    seeds = torch.tensor([c.seed for c in configs], device=device)
+    run_index = torch.arange(M, device=device)[:, None]
+
+    active = torch.ones(M, dtype=torch.bool, device=device)
+    steps = torch.full((M,), first.max_steps, dtype=torch.long)
+    last_loss = torch.full((M,), float("nan"))
+    curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
+    for step in range(first.max_steps):
+        batch = padded[run_index, batch_indices(seeds, step, n_facts, B, n_max)]  # (M, B, 3)
+        tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
+        logits = forward(params, tokens, N)  # (M, B, N)
+        losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(M, B).mean(1)
+        loss_cpu = losses.detach().cpu()
+        was_active = active.cpu()
+        last_loss = torch.where(was_active, loss_cpu, last_loss)
+        if step % log_every == 0:
+            for m in torch.nonzero(was_active).flatten().tolist():
+                curves[m].append((step, float(loss_cpu[m])))
+        done = was_active & (loss_cpu < first.loss_threshold)
+        steps[done] = step
+        active &= ~done.to(device)
+        if not bool(active.any()):
+            break
+        grads = torch.autograd.grad(losses.sum(), list(params.values()))
+        grads = dict(zip(params, grads))
+        clip_grad_norms(grads, first.grad_clip, trainable)
+        opt.step(grads, active, trainable)
+        if progress is not None:
+            progress.update(int(active.sum()))
+    accs = accuracy({k: v.detach() for k, v in params.items()}, tables, N)
+    seconds = time.perf_counter() - start
+    results = []
+    for m, c in enumerate(configs):
+        weights = {k: v[m].detach().cpu().clone() for k, v in params.items()}
+        weights["E_rel"] = weights["E_rel"][: c.R]
+        results.append(RunResult(c, int(steps[m]), float(last_loss[m]), accs[m], int(steps[m]) < c.max_steps,
+                                 curves[m], seconds, weights))
+    return results

@@ -1,0 +1,53 @@
+import pytest
+import torch
+
+from geofact.training.config import TrainConfig
+from geofact.training.reference import train_single
+from geofact.training.trainer import train_group
+
+BASE = dict(N=48, d=12, batch_size=64, max_steps=40)
+
+
+def mixed_runs(**over):
+    """Seeds, R (padded when stacked), frozen/trainable and learning rates in one group."""
+    kw = {**BASE, **over}
+    return [
+        TrainConfig(R=2, seed=0, lr=3e-2, **kw),
+        TrainConfig(R=3, seed=1, lr=3e-2, frozen_embeddings=True, **kw),
+        TrainConfig(R=2, seed=2, lr=1e-2, task_seed=7, **kw),
+    ]
+
+
+@pytest.mark.parametrize("attention,positions", [("uniform", False), ("learned", True)])
+def test_stacked_training_equals_training_each_run_alone(attention, positions):
+    configs = mixed_runs(attention=attention, learned_positions=positions)
+    stacked = train_group(configs, dtype=torch.float64)
+    for config, result in zip(configs, stacked):
+        model, steps, loss = train_single(config, dtype=torch.float64)
+        assert result.steps == steps and result.final_loss == pytest.approx(loss, rel=1e-10)
+        for name, value in result.params.items():
+            torch.testing.assert_close(value, getattr(model, name).detach(), rtol=1e-9, atol=1e-11)
+
+
+def test_frozen_embeddings_stay_at_their_initialisation_and_others_move():
+    frozen, free = train_group([TrainConfig(R=2, seed=0, frozen_embeddings=True, lr=1e-2, **BASE),
+                                TrainConfig(R=2, seed=0, lr=1e-2, **BASE)])
+    assert not torch.equal(frozen.params["E_ent"], free.params["E_ent"])
+    from geofact.training.model import init_params
+
+    assert torch.equal(frozen.params["E_ent"], init_params(frozen.config)["E_ent"])
+    assert not torch.equal(frozen.params["E_out"], init_params(frozen.config)["E_out"])
+
+
+def test_early_stopping_is_per_run_and_matches_the_plain_loop():
+    easy = TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=400, lr=5e-2, loss_threshold=0.05, seed=0)
+    hard = TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=400, lr=1e-4, loss_threshold=0.05, seed=1)
+    r_easy, r_hard = train_group([easy, hard], dtype=torch.float64)
+    assert r_easy.stopped_early and not r_hard.stopped_early and r_hard.steps == 400
+    assert r_easy.steps == train_single(easy, dtype=torch.float64)[1]
+    assert r_easy.accuracy == 1.0
+
+
+def test_groups_must_share_shapes():
+    with pytest.raises(ValueError, match="shape_key"):
+        train_group([TrainConfig(d=8, **{k: v for k, v in BASE.items() if k != "d"}), TrainConfig(**BASE)])
