@@ -1,0 +1,104 @@
+"""Sweeps of training runs with a per-run cache: config -> JSON (+ weights as NPZ).
+
+`run_sweep(configs, cache_dir)` trains only the runs whose result is not already in `cache_dir`,
+stacking compatible runs (`TrainConfig.shape_key`) in groups of at most `group_size`, and writes
+each group's results as soon as it finishes; an interrupted sweep loses at most the group in
+flight and a rerun resumes from the cache. Each JSON holds the config, the result, the code
+version and the device; the NPZ holds the trained weights under their parameter names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from geofact.device import describe_device, resolve_device
+import geofact
+from geofact.provenance import git_commit
+from geofact.training.config import TrainConfig
+from geofact.training.trainer import RunResult, train_group
+
+SCHEMA = "geofact.training.run/1"
+
+
+def result_path(cache_dir: Path, config: TrainConfig) -> Path:
+    return Path(cache_dir) / f"{config.key()}.json"
+
+
+def provenance(device: torch.device) -> dict:
+    """Code version and device recorded with every run."""
+    root = Path(geofact.__file__).resolve().parents[1]
+    return {"geofact": geofact.__version__, "git_commit": git_commit(root), "device": describe_device(device),
+            "torch": torch.__version__}
+
+
+def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: bool) -> None:
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    key = result.config.key()
+    if save_weights:
+        np.savez_compressed(cache_dir / f"{key}.npz", **{k: v.float().numpy() for k, v in result.params.items()})
+    record = {
+        "schema": SCHEMA,
+        "config": result.config.as_dict(),
+        "steps": result.steps,
+        "final_loss": result.final_loss,
+        "accuracy": result.accuracy,
+        "stopped_early": result.stopped_early,
+        "loss_curve": result.loss_curve,
+        "group_seconds": result.seconds,
+        "weights": f"{key}.npz" if save_weights else None,
+        "provenance": origin,
+    }
+    tmp = result_path(cache_dir, result.config).with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(result_path(cache_dir, result.config))  # atomic: a killed write never leaves a half file
+
+
+def load_result(cache_dir: Path, config: TrainConfig) -> dict | None:
+    path = result_path(cache_dir, config)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    if record.get("schema") != SCHEMA or record["config"] != config.as_dict():
+        raise ValueError(f"{path} does not hold a {SCHEMA} record of this config; delete it to recompute")
+    return record
+
+
+def load_weights(cache_dir: Path, config: TrainConfig) -> dict[str, torch.Tensor]:
+    """The trained weights of a cached run (saved with save_weights=True)."""
+    with np.load(Path(cache_dir) / f"{config.key()}.npz") as z:
+        return {k: torch.from_numpy(z[k]) for k in z.files}
+
+
+def run_sweep(configs: list[TrainConfig], cache_dir: Path, device: str | torch.device = "cpu", group_size: int = 64,
+              save_weights: bool = True, progress: bool = True) -> list[dict]:
+    """Results (cache records) of every config, in order, training the missing ones."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    device = resolve_device(device)
+    missing = list({c.key(): c for c in configs if load_result(cache_dir, c) is None}.values())
+    groups: dict[tuple, list[TrainConfig]] = defaultdict(list)
+    for c in missing:
+        groups[c.shape_key()].append(c)
+    chunks = [g[i : i + group_size] for g in groups.values() for i in range(0, len(g), group_size)]
+    bar = None
+    if progress and chunks:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(c.max_steps for c in missing), desc=f"training {len(missing)} runs ({len(configs) - len(missing)} cached)", unit="run-step")
+    finished_steps, origin = 0, provenance(device)
+    for chunk in chunks:
+        for result in train_group(chunk, device=device, progress=bar):
+            save_result(cache_dir, result, origin, save_weights)
+        finished_steps += sum(c.max_steps for c in chunk)
+        if bar is not None:  # runs that stopped early skip their remaining steps
+            bar.n = finished_steps
+            bar.refresh()
+    if bar is not None:
+        bar.close()
+    return [load_result(cache_dir, c) for c in configs]
