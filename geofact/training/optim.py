@@ -43,11 +43,22 @@ class StackedAdamW:
         t = self.t.clamp(min=1)
         step_size = self.lr / (1 - beta1**t)
         bias2_sqrt = (1 - beta2**t).sqrt()
+        decay = 1 - self.lr * self.weight_decay
         for k, p in self.params.items():
-            on = _per_run((active & trainable[k]).to(p.dtype), p)
-            g = grads[k]
-            p.mul_(1 - on * _per_run(self.lr * self.weight_decay, p))
-            self.m[k].copy_(torch.where(on > 0, torch.lerp(self.m[k], g, 1 - beta1), self.m[k]))  # torch's update
-            self.v[k].copy_(torch.where(on > 0, beta2 * self.v[k] + (1 - beta2) * g * g, self.v[k]))
-            denom = self.v[k].sqrt() / _per_run(bias2_sqrt, p) + EPS
-            p.sub_(on * _per_run(step_size, p) * self.m[k] / denom)
+            on = active & trainable[k]
+            if not bool(on.any()):
+                continue
+            g, m, v = grads[k], self.m[k], self.v[k]
+            if bool(on.all()):  # the common case, in place: torch's single-tensor AdamW, per-run scalars
+                p.mul_(_per_run(decay, p))
+                m.lerp_(g, 1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                p.sub_(_per_run(step_size, p) * m / (v.sqrt() / _per_run(bias2_sqrt, p) + EPS))
+                continue
+            idx = torch.nonzero(on).flatten()  # update only these runs; the others stay bit-identical
+            p_on, g_on, m_on, v_on = p[idx], g[idx], m[idx], v[idx]
+            p_on.mul_(_per_run(decay[idx], p_on))
+            m_on.lerp_(g_on, 1 - beta1)
+            v_on.mul_(beta2).addcmul_(g_on, g_on, value=1 - beta2)
+            p_on.sub_(_per_run(step_size[idx], p_on) * m_on / (v_on.sqrt() / _per_run(bias2_sqrt[idx], p_on) + EPS))
+            p[idx], m[idx], v[idx] = p_on, m_on, v_on

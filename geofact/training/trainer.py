@@ -67,8 +67,12 @@ def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int
 
 
 def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
-                progress=None, dtype: torch.dtype = torch.float32) -> list[RunResult]:
-    """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps."""
+                progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True) -> list[RunResult]:
+    """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps.
+
+    `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
+    use it to time training alone.
+    """
     if len({c.shape_key() for c in configs}) != 1:
         raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); use train_runs to group them")
     device = resolve_device(device)
@@ -115,7 +119,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         opt.step(grads, active, trainable)
         if progress is not None:
             progress.update(int(active.sum()))
-    accs = accuracy({k: v.detach() for k, v in params.items()}, tables, N)
+    accs = accuracy({k: v.detach() for k, v in params.items()}, tables, N) if evaluate else [float("nan")] * M
     seconds = time.perf_counter() - start
     results = []
     for m, c in enumerate(configs):
