@@ -16,6 +16,7 @@ import torch
 from geofact.device import resolve_device
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
+from geofact.training.sweep import default_group_size
 from geofact.training.trainer import configure_cpu, train_group
 
 
@@ -54,6 +55,9 @@ def main() -> None:
         configure_cpu()
     peak = matmul_peak(device)
     print(f"device {device}, matmul peak {peak / 1e9:.1f} GFLOP/s (float32, 2048^3)")
+    warm = [TrainConfig(N=4096, R=8, d=32, batch_size=1024, max_steps=2, loss_threshold=0.0)]
+    train_single(warm[0], device=device)
+    train_group(warm, device=device, evaluate=False)  # first-call costs (allocator, thread pools) out of the timings
     for d in args.d:
         configs = [TrainConfig(N=4096, R=8, d=d, batch_size=1024, max_steps=args.steps, lr=1e-3, loss_threshold=0.0, seed=s)
                    for s in range(args.runs)]
@@ -66,11 +70,17 @@ def main() -> None:
         train_group(configs, device=device, log_every=10**9, evaluate=False)
         sync(device)
         stacked = time.perf_counter() - start
+        size = default_group_size(configs[0], device)
+        start = time.perf_counter()
+        for i in range(0, len(configs), size):
+            train_group(configs[i : i + size], device=device, log_every=10**9, evaluate=False)
+        sync(device)
+        policy = time.perf_counter() - start
         model_steps = args.runs * args.steps
         flops = step_flops(configs[0]) * model_steps
         print(f"d={d:>4}: plain {model_steps / plain:8.2f} model-steps/s ({flops / plain / peak:5.1%} of peak), "
-              f"stacked {model_steps / stacked:8.2f} model-steps/s ({flops / stacked / peak:5.1%} of peak), "
-              f"ratio {plain / stacked:.2f}x")
+              f"stacked x{len(configs)} {model_steps / stacked:8.2f} ({flops / stacked / peak:5.1%}), ratio {plain / stacked:.2f}x; "
+              f"default stacks of {size}: {model_steps / policy:8.2f} ({flops / policy / peak:5.1%}), ratio {plain / policy:.2f}x")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,14 @@ def init_params(config: TrainConfig, seq_len: int = 2, dtype: torch.dtype = torc
     return p
 
 
+def n_params(config: TrainConfig, seq_len: int = 2) -> int:
+    """Parameters of one run (entries of every tensor init_params makes)."""
+    d, w, N, R = config.d, config.width, config.N, config.R
+    attention = (4 if config.attention == "learned" else 2) * d * d
+    positions = seq_len * d if config.learned_positions else 0
+    return (N + R) * d + positions + attention + 3 * d + d * w + w + w * d + d + d * N
+
+
 def rms(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     """RMSNorm over the last dim; gain (M, d) broadcast over the middle dims of x (M, ..., d)."""
     gain = gain.reshape(gain.shape[0], *([1] * (x.dim() - 2)), gain.shape[-1])

@@ -53,7 +53,8 @@ class StackedAdamW:
                 p.mul_(_per_run(decay, p))
                 m.lerp_(g, 1 - beta1)
                 v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                p.sub_(_per_run(step_size, p) * m / (v.sqrt() / _per_run(bias2_sqrt, p) + EPS))
+                denom = v.sqrt().div_(_per_run(bias2_sqrt, p)).add_(EPS)
+                p.addcdiv_(m * _per_run(step_size, p), denom, value=-1)
                 continue
             idx = torch.nonzero(on).flatten()  # update only these runs; the others stay bit-identical
             p_on, g_on, m_on, v_on = p[idx], g[idx], m[idx], v[idx]
