@@ -28,6 +28,16 @@ def clip_grad_norms(grads: dict[str, torch.Tensor], max_norm: float, trainable: 
     return norms
 
 
+def _adamw_(p, g, m, v, decay, step_size, bias2_sqrt) -> None:
+    """torch's single-tensor AdamW update, in place, with per-run (M,) decay, step size and bias correction."""
+    beta1, beta2 = BETAS
+    p.mul_(_per_run(decay, p))
+    m.lerp_(g, 1 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    denom = v.sqrt().div_(_per_run(bias2_sqrt, p)).add_(EPS)
+    p.addcdiv_(m * _per_run(step_size, p), denom, value=-1)
+
+
 class StackedAdamW:
     def __init__(self, params: dict[str, torch.Tensor], lr: torch.Tensor, weight_decay: float) -> None:
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
@@ -49,17 +59,10 @@ class StackedAdamW:
             if not bool(on.any()):
                 continue
             g, m, v = grads[k], self.m[k], self.v[k]
-            if bool(on.all()):  # the common case, in place: torch's single-tensor AdamW, per-run scalars
-                p.mul_(_per_run(decay, p))
-                m.lerp_(g, 1 - beta1)
-                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                denom = v.sqrt().div_(_per_run(bias2_sqrt, p)).add_(EPS)
-                p.addcdiv_(m * _per_run(step_size, p), denom, value=-1)
+            if bool(on.all()):  # the common case: update the whole stack in place
+                _adamw_(p, g, m, v, decay, step_size, bias2_sqrt)
                 continue
             idx = torch.nonzero(on).flatten()  # update only these runs; the others stay bit-identical
-            p_on, g_on, m_on, v_on = p[idx], g[idx], m[idx], v[idx]
-            p_on.mul_(_per_run(decay[idx], p_on))
-            m_on.lerp_(g_on, 1 - beta1)
-            v_on.mul_(beta2).addcmul_(g_on, g_on, value=1 - beta2)
-            p_on.sub_(_per_run(step_size[idx], p_on) * m_on / (v_on.sqrt() / _per_run(bias2_sqrt[idx], p_on) + EPS))
+            p_on, m_on, v_on = p[idx], m[idx], v[idx]
+            _adamw_(p_on, g[idx], m_on, v_on, decay[idx], step_size[idx], bias2_sqrt[idx])
             p[idx], m[idx], v[idx] = p_on, m_on, v_on

@@ -74,7 +74,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     use it to time training alone.
     """
     if len({c.shape_key() for c in configs}) != 1:
-        raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); use train_runs to group them")
+        raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); run_sweep groups them")
     device = resolve_device(device)
     if device.type == "cpu":
         configure_cpu()
