@@ -8,21 +8,21 @@ stay near log R and the 1e-4 early-stopping threshold could never be reached.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from geofact.task import random_bijections
+from geofact.task import SharedAttributeTask
 
 _MASK32 = 0xFFFFFFFF
 INDEX_BITS = 20
 
 
 def facts(N: int, R: int, task_seed: int) -> torch.Tensor:
-    """All N R facts as rows (s, r, g_r(s)), subject-major. Shape (N R, 3), int64."""
-    g = random_bijections(N, R, task_seed)
-    s = np.repeat(np.arange(N), R)
-    r = np.tile(np.arange(R), N)
-    return torch.as_tensor(np.stack([s, r, g[r, s]], axis=1))
+    """All N R facts of SharedAttributeTask.random(N, R, task_seed) as rows (s, r, g_r(s)), subject-major.
+
+    Shape (N R, 3), int64; r is the relation index (its token is N + r).
+    """
+    q = SharedAttributeTask.random(N, R, task_seed).queries()
+    return torch.stack([q.tokens[:, 0], q.tokens[:, 1] - N, q.targets], dim=1)
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
