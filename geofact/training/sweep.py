@@ -76,16 +76,22 @@ def load_weights(cache_dir: Path, config: TrainConfig) -> dict[str, torch.Tensor
         return {k: torch.from_numpy(z[k]) for k in z.files}
 
 
-GPU_STACK_BUDGET = 2**29  # parameters per stacked group on a GPU
+CPU_LOGITS_BUDGET = 2**24  # logits entries (runs x batch x N) per stacked group on a CPU: 64 MiB in float32
+GPU_LOGITS_BUDGET = 2**30
+GPU_PARAM_BUDGET = 2**29
 
 
 def default_group_size(config: TrainConfig, device: torch.device) -> int:
-    """How many runs to stack. On CPU one: a 2-core CPU is compute-bound at these shapes and
-    bench/bench_trainer.py measured stacks of 8 at 0.54-0.88x the plain loop's model-steps/s.
-    On a GPU, where one small run cannot fill the device, as many as fit the budget."""
+    """How many runs to stack: as many as keep the step's logits (runs x batch x N) within budget.
+
+    bench/bench_trainer.py on a 2-core CPU (N = 4096, batch 1024): stacks of 4 run at 1.05-1.29x
+    the plain loop's model-steps/s, stacks of 16 at 1.02-1.11x; at N = 512, batch 512 stacks of 32
+    reach ~3x a single run. On a GPU, where one small run cannot fill the device, many more fit.
+    """
+    logits = config.batch_size * config.N
     if device.type == "cpu":
-        return 1
-    return max(1, GPU_STACK_BUDGET // n_params(config))
+        return max(1, CPU_LOGITS_BUDGET // logits)
+    return max(1, min(GPU_PARAM_BUDGET // n_params(config), GPU_LOGITS_BUDGET // logits))
 
 
 def run_sweep(configs: list[TrainConfig], cache_dir: Path, device: str | torch.device = "cpu",
