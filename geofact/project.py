@@ -39,6 +39,11 @@ class Project:
         return self.root / "results"
 
     @property
+    def runs_dir(self) -> Path:
+        """The training-run cache (geofact.training.sweep): one JSON + NPZ per run, not committed."""
+        return self.root / ".geofact" / "runs"
+
+    @property
     def ledger_path(self) -> Path:
         return self.root / "claims.yaml"
 

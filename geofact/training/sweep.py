@@ -37,7 +37,7 @@ def provenance(device: torch.device) -> dict:
             "torch": torch.__version__}
 
 
-def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: bool) -> None:
+def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: bool, group_size: int = 1) -> None:
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     key = result.config.key()
@@ -51,7 +51,8 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
         "accuracy": result.accuracy,
         "stopped_early": result.stopped_early,
         "loss_curve": result.loss_curve,
-        "group_seconds": result.seconds,
+        "group_seconds": result.seconds,  # wall time of the stacked group this run trained in
+        "group_size": group_size,  # runs in that group: group_seconds / group_size is this run's share
         "weights": f"{key}.npz" if save_weights else None,
         "provenance": origin,
     }
@@ -119,7 +120,7 @@ def run_sweep(configs: list[TrainConfig], cache_dir: Path, device: str | torch.d
     finished_steps, origin = 0, provenance(device)
     for chunk in chunks:
         for result in train_group(chunk, device=device, progress=bar):
-            save_result(cache_dir, result, origin, save_weights)
+            save_result(cache_dir, result, origin, save_weights, len(chunk))
         finished_steps += sum(c.max_steps for c in chunk)
         if bar is not None:  # runs that stopped early skip their remaining steps
             bar.n = finished_steps

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, fit_log, fit_power
+
+
+@pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
+def test_find_d_min_on_a_step(true_d):
+    calls = []
+
+    def acc(d):
+        calls.append(d)
+        return 1.0 if d >= true_d else 0.1
+
+    s = find_d_min(acc, level=0.95, d_start=2, d_max=4096)
+    assert s.d_min == true_d
+    lo, hi = s.bracket
+    assert hi == true_d and lo == true_d - 1
+    assert len(calls) == len(set(calls))  # nothing trained twice
+    assert len(calls) <= 2 * int(np.log2(4096)) + 2
+
+
+def test_find_d_min_none_when_d_max_fails_and_rel_tol_stops_early():
+    s = find_d_min(lambda d: 0.5, d_max=100)
+    assert s.d_min is None and s.trials[-1][0] == 100
+    exact = find_d_min(lambda d: float(d >= 300), d_max=1024)
+    coarse = find_d_min(lambda d: float(d >= 300), d_max=1024, rel_tol=0.125)
+    assert exact.d_min == 300
+    assert 300 <= coarse.d_min <= 300 * 1.15 and len(coarse.trials) < len(exact.trials)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"level": 0}, "level"), ({"d_start": 0}, "d_start"), ({"rel_tol": -1}, "rel_tol")])
+def test_find_d_min_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        find_d_min(lambda d: 1.0, **kwargs)
+
+
+def test_fits_recover_their_own_model_and_prefer_it():
+    N = 2.0 ** np.arange(7, 16)
+    log_curve, power_curve = 5 + 3 * np.log2(N), 0.5 * N**0.9
+    lf, pf = fit_log(N, log_curve), fit_power(N, power_curve)
+    assert lf.form == LOG_FORM and lf.params == pytest.approx({"a": 5, "b": 3}) and lf.r2 == pytest.approx(1)
+    assert pf.form == POWER_FORM and pf.params == pytest.approx({"c": 0.5, "alpha": 0.9}) and pf.r2 == pytest.approx(1)
+    assert fit_power(N, log_curve).r2 < 0.999 and fit_log(N, power_curve).r2 < 0.9
+    np.testing.assert_allclose(lf(N), log_curve)
+    with pytest.raises(ValueError, match="y > 0"):
+        fit_power(N, log_curve - 100)
