@@ -1,0 +1,77 @@
+"""Linear readout (Section 5.1, Appendix B.3 "Linear readout"): per relation r a ridge map W_r with
+features_x W_r ~ a_{g_r(x)}, fitted on training subjects and scored on held-out subjects by
+classification: the prediction is the attribute whose vector is nearest (cosine) among all N.
+
+The attribute vector a_y is the output unembedding of entity y (a column of E_out): it is the
+direction the model's final state must point to for y to win the softmax, the natural reading of
+"the attribute's vector" in a model with separate input and output embeddings. The features are the
+subject's input embedding s_x, or the post-attention hidden state h(x, r) at the answer position.
+The map is affine (the intercept is not penalised): h(x, r) carries the relation's own embedding, a
+constant offset for fixed r.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Affine ridge regression: (W, b) minimising |X W + b - Y|^2 + alpha |W|^2. X (n, d), Y (n, k)."""
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    x_mean, y_mean = X.mean(0), Y.mean(0)
+    Xc, Yc = X - x_mean, Y - y_mean
+    gram = Xc.T @ Xc + alpha * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)  # (d, d)
+    W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution  # lstsq: a singular gram (alpha = 0, n < d) still solves
+    return W, y_mean - x_mean @ W
+
+
+def nearest(pred: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """Index of the row of `vectors` (N, k) with the highest cosine to each row of pred (n, k)."""
+    return (torch.nn.functional.normalize(pred, dim=-1) @ torch.nn.functional.normalize(vectors, dim=-1).T).argmax(-1)
+
+
+@dataclass(frozen=True)
+class Readout:
+    accuracy: torch.Tensor  # (R,) held-out classification accuracy per relation
+    maps: list[tuple[torch.Tensor, torch.Tensor]]  # (W_r (d, k), b_r (k,)) per relation, fitted on training subjects
+
+    @property
+    def mean(self) -> float:
+        return float(self.accuracy.mean())
+
+
+def split_subjects(N: int, held_out: float, seed: int) -> torch.Tensor:
+    """Boolean (N,) mask of training subjects; a `held_out` fraction (at least one subject) is left out."""
+    if not 0 < held_out < 1:
+        raise ValueError(f"held_out must be in (0, 1), got {held_out}")
+    n_test = max(1, round(held_out * N))
+    if n_test >= N:
+        raise ValueError(f"held_out={held_out} leaves no training subject at N={N}")
+    order = torch.randperm(N, generator=torch.Generator().manual_seed(seed))
+    train = torch.ones(N, dtype=torch.bool)
+    train[order[:n_test]] = False
+    return train
+
+
+def linear_readout(features: torch.Tensor, answers: torch.Tensor, vectors: torch.Tensor, train: torch.Tensor,
+                   alpha: float = 1e-3) -> Readout:
+    """Per-relation ridge readout scored on held-out subjects.
+
+    features (R, N, d): features[r, x] is the input for subject x under relation r (the same s_x for
+    every r, or h(x, r)); answers (R, N): g_r(x); vectors (N, k): the attribute vectors; train (N,)
+    bool: the subjects to fit on (the rest are scored).
+    """
+    R, N, _ = features.shape
+    if answers.shape != (R, N) or train.shape != (N,):
+        raise ValueError(f"answers must be (R, N) = {(R, N)} and train (N,), got {tuple(answers.shape)} and {tuple(train.shape)}")
+    test = ~train
+    accuracy, maps = [], []
+    for r in range(R):
+        W, b = ridge(features[r, train], vectors[answers[r, train]], alpha)
+        predicted = nearest(features[r, test] @ W + b, vectors)
+        accuracy.append((predicted == answers[r, test]).double().mean())
+        maps.append((W, b))
+    return Readout(torch.stack(accuracy), maps)

@@ -1,0 +1,60 @@
+import pytest
+import torch
+
+from geofact.analysis.readout import linear_readout, nearest, ridge, split_subjects
+from geofact.task import SharedAttributeTask
+
+
+def planted(N=256, R=3, k=8, d=32, seed=0):
+    """Subject embeddings that are exact superpositions of their R attribute vectors (Theorem 4.1's form)."""
+    g = torch.Generator().manual_seed(seed)
+    task = SharedAttributeTask.random(N, R, seed)
+    answers = torch.as_tensor(task.bijections)  # (R, N)
+    vectors = torch.randn(N, k, generator=g, dtype=torch.float64)
+    projections = torch.randn(R, k, d, generator=g, dtype=torch.float64)
+    s = sum(vectors[answers[r]] @ projections[r] for r in range(R))  # (N, d)
+    return s, answers, vectors
+
+
+def test_ridge_recovers_an_affine_map():
+    X = torch.randn(200, 5, dtype=torch.float64)
+    W0, b0 = torch.randn(5, 3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    W, b = ridge(X, X @ W0 + b0, alpha=0.0)
+    torch.testing.assert_close(W, W0)
+    torch.testing.assert_close(b, b0)
+    with pytest.raises(ValueError, match="alpha"):
+        ridge(X, X, alpha=-1)
+
+
+def test_exact_superposition_reads_out_perfectly_on_held_out_subjects():
+    s, answers, vectors = planted()
+    R, N = answers.shape
+    train = split_subjects(N, 0.2, seed=1)
+    out = linear_readout(s.expand(R, N, -1), answers, vectors, train, alpha=1e-8)
+    assert out.accuracy.tolist() == [1.0] * R
+
+
+def test_random_embeddings_read_out_at_chance():
+    _, answers, vectors = planted(N=512)
+    R, N = answers.shape
+    s = torch.randn(N, 32, dtype=torch.float64)
+    out = linear_readout(s.expand(R, N, -1), answers, vectors, split_subjects(N, 0.2, seed=1))
+    assert out.mean < 10 / N  # chance is 1/N; a fitted map cannot generalise to held-out random rows
+
+
+def test_shuffled_attributes_break_a_planted_readout():
+    s, answers, vectors = planted()
+    R, N = answers.shape
+    shuffled = answers[:, torch.randperm(N, generator=torch.Generator().manual_seed(3))]
+    out = linear_readout(s.expand(R, N, -1), shuffled, vectors, split_subjects(N, 0.2, seed=1), alpha=1e-8)
+    assert out.mean < 10 / N
+
+
+def test_split_and_shapes_are_checked():
+    train = split_subjects(100, 0.2, seed=0)
+    assert int((~train).sum()) == 20 and torch.equal(train, split_subjects(100, 0.2, seed=0))
+    with pytest.raises(ValueError, match="held_out"):
+        split_subjects(100, 1.0, seed=0)
+    with pytest.raises(ValueError, match="answers must be"):
+        linear_readout(torch.zeros(2, 10, 4), torch.zeros(3, 10, dtype=torch.long), torch.zeros(10, 4), train[:10])
+    assert nearest(torch.tensor([[0.0, 2.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])).tolist() == [1]
