@@ -40,25 +40,3 @@ def use_style() -> None:
 def subplots(ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float = 3.6, **kwargs):
     """plt.subplots sized per panel, so multi-panel figures keep readable panels."""
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
-
-
-def heatmap(ax, mean, std, x_labels, y_labels, vmin: float = 0.0, vmax: float = 1.0, cmap: str = "viridis"):
-    """Cells coloured by `mean` (rows = y_labels, cols = x_labels), annotated "mean ± std"; NaN cells blank.
-
-    Returns the image (for a colour bar)."""
-    import numpy as np
-
-    mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
-    image = ax.imshow(mean, origin="lower", aspect="auto", vmin=vmin, vmax=vmax, cmap=cmap)
-    colormap = mpl.colormaps[cmap]
-    for i in range(mean.shape[0]):
-        for j in range(mean.shape[1]):
-            if np.isnan(mean[i, j]):
-                continue
-            dark = sum(colormap((mean[i, j] - vmin) / (vmax - vmin))[:3]) < 1.5
-            ax.text(j, i, f"{mean[i, j]:.2f}\n±{std[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if dark else "black")
-    ax.set_xticks(range(len(x_labels)), [str(x) for x in x_labels])
-    ax.set_yticks(range(len(y_labels)), [str(y) for y in y_labels])
-    ax.grid(False)
-    return image

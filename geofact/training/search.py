@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Generator, Hashable
 
 import numpy as np
 
@@ -30,6 +30,39 @@ class DminSearch:
         return max(failing, default=0), min(passing, default=None)
 
 
+def _check(level: float, d_start: int, d_max: int, rel_tol: float) -> None:
+    if not 0 < level <= 1:
+        raise ValueError(f"level must be in (0, 1], got {level}")
+    if not 1 <= d_start <= d_max:
+        raise ValueError(f"d_start must be in [1, d_max={d_max}], got {d_start}")
+    if rel_tol < 0:
+        raise ValueError(f"rel_tol must be >= 0, got {rel_tol}")
+
+
+def _search(level: float, d_start: int, d_max: int, rel_tol: float) -> Generator[int, float, DminSearch]:
+    """One search as a generator: yields the next d to try, is sent its accuracy, returns the result."""
+    search = DminSearch(level=level, d_min=None, d_max=d_max)
+
+    def passes(d: int, acc: float) -> bool:
+        search.trials.append((d, float(acc)))
+        return acc >= level
+
+    lo, d = 0, d_start
+    while not passes(d, (yield d)):
+        if d == d_max:
+            return search
+        lo, d = d, min(2 * d, d_max)
+    hi = d
+    while hi - lo > max(1, math.floor(rel_tol * hi)):
+        mid = (lo + hi) // 2
+        if passes(mid, (yield mid)):
+            hi = mid
+        else:
+            lo = mid
+    search.d_min = hi
+    return search
+
+
 def find_d_min(accuracy_at: Callable[[int], float], level: float = 0.95, d_start: int = 2, d_max: int = 4096,
                rel_tol: float = 0.0) -> DminSearch:
     """Smallest d in [1, d_max] with accuracy_at(d) >= level.
@@ -38,33 +71,28 @@ def find_d_min(accuracy_at: Callable[[int], float], level: float = 0.95, d_start
     last failing and the first passing d until they are adjacent, or within rel_tol of the passing
     one (rel_tol = 0.125 stops at 12.5% resolution and saves the last, most expensive, steps).
     """
-    if not 0 < level <= 1:
-        raise ValueError(f"level must be in (0, 1], got {level}")
-    if not 1 <= d_start <= d_max:
-        raise ValueError(f"d_start must be in [1, d_max={d_max}], got {d_start}")
-    if rel_tol < 0:
-        raise ValueError(f"rel_tol must be >= 0, got {rel_tol}")
-    search = DminSearch(level=level, d_min=None, d_max=d_max)
+    return find_d_min_many(lambda asks: [accuracy_at(d) for _, d in asks], [None], level, d_start, d_max, rel_tol)[None]
 
-    def passes(d: int) -> bool:
-        acc = float(accuracy_at(d))
-        search.trials.append((d, acc))
-        return acc >= level
 
-    lo, d = 0, d_start
-    while not passes(d):
-        if d == d_max:
-            return search
-        lo, d = d, min(2 * d, d_max)
-    hi = d
-    while hi - lo > max(1, math.floor(rel_tol * hi)):
-        mid = (lo + hi) // 2
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    search.d_min = hi
-    return search
+def find_d_min_many(accuracies_at: Callable[[list[tuple[Hashable, int]]], list[float]], keys: list[Hashable],
+                    level: float = 0.95, d_start: int = 2, d_max: int = 4096, rel_tol: float = 0.0) -> dict[Hashable, DminSearch]:
+    """find_d_min for several curves at once, in rounds: each round asks `accuracies_at` for every
+    unfinished curve's next (key, d) in one call, so a trainer can stack the runs that share a shape
+    (in the doubling phase all curves try the same d)."""
+    _check(level, d_start, d_max, rel_tol)
+    searches = {k: _search(level, d_start, d_max, rel_tol) for k in keys}
+    asks = {k: next(g) for k, g in searches.items()}
+    done: dict[Hashable, DminSearch] = {}
+    while asks:
+        pending = list(asks.items())
+        answers = accuracies_at(pending)
+        asks = {}
+        for (k, _), acc in zip(pending, answers, strict=True):
+            try:
+                asks[k] = searches[k].send(acc)
+            except StopIteration as stop:
+                done[k] = stop.value
+    return {k: done[k] for k in keys}
 
 
 @dataclass(frozen=True)

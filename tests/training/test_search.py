@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, fit_log, fit_power
+from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, find_d_min_many, fit_log, fit_power
 
 
 @pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
@@ -45,3 +45,18 @@ def test_fits_recover_their_own_model_and_prefer_it():
     np.testing.assert_allclose(lf(N), log_curve)
     with pytest.raises(ValueError, match="y > 0"):
         fit_power(N, log_curve - 100)
+
+
+def test_find_d_min_many_asks_in_rounds_and_matches_one_at_a_time():
+    truth = {"a": 5, "b": 40, "c": 300}
+    rounds = []
+
+    def accuracies(asks):
+        rounds.append(asks)
+        return [float(d >= truth[k]) for k, d in asks]
+
+    many = find_d_min_many(accuracies, list(truth), d_start=2, d_max=1024)
+    assert {k: s.d_min for k, s in many.items()} == truth
+    assert rounds[0] == [("a", 2), ("b", 2), ("c", 2)]  # the doubling phase asks every curve for the same d
+    for k, t in truth.items():
+        assert many[k].trials == find_d_min(lambda d, t=t: float(d >= t), d_start=2, d_max=1024).trials
