@@ -9,6 +9,9 @@ computation; with M = 1 it is one ordinary model.
     h   = x + Attn(rms(x) * g_attn)                            # uniform: causal mean; learned: softmax(QK^T/sqrt d)
     h   = h + W_2 gelu(W_1 (rms(h) * g_mlp) + b_1) + b_2
     out = (rms(h_last) * g_final) E_out                        # (M, B, N) logits at the answer position
+
+`hidden` returns the post-attention state at the answer position (what the mechanism analyses read),
+`head` the rest; `forward` is the two in turn.
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ def rms(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],), eps=RMS_EPS) * gain
 
 
-def forward(p: dict[str, torch.Tensor], tokens: torch.Tensor, n_entities: int) -> torch.Tensor:
-    """Logits (M, B, N) at the last position for stacked parameters and tokens (M, B, L).
+def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    """Post-attention residual state h (M, B, d) at the last position for tokens (M, B, L).
 
+    This is the "hidden state h" of the mechanism analyses (Appendix B.3): everything the MLP sees.
     Token ids: entities 0..N-1, relations N + r (as in geofact.task). With one layer only the last
     position is read, so attention is computed for that query alone: the last row of the causal
     pattern sees every position (uniform attention is then the plain mean over positions).
@@ -80,7 +84,16 @@ def forward(p: dict[str, torch.Tensor], tokens: torch.Tensor, n_entities: int) -
         mixed = torch.einsum("mbl,mbld->mbd", pattern, xn)
     else:
         mixed = xn.mean(2)  # (M, B, d)
-    h = x[:, :, -1] + torch.bmm(torch.bmm(mixed, p["W_V"]), p["W_O"])  # (M, B, d)
+    return x[:, :, -1] + torch.bmm(torch.bmm(mixed, p["W_V"]), p["W_O"])  # (M, B, d)
+
+
+def head(p: dict[str, torch.Tensor], h: torch.Tensor) -> torch.Tensor:
+    """MLP block and unembedding: logits (M, B, N) from post-attention states h (M, B, d)."""
     z = F.gelu(torch.baddbmm(p["b_1"][:, None], rms(h, p["g_mlp"]), p["W_1"]))
     h = h + torch.baddbmm(p["b_2"][:, None], z, p["W_2"])
     return torch.bmm(rms(h, p["g_final"]), p["E_out"])  # (M, B, N)
+
+
+def forward(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    """Logits (M, B, N) at the last position for stacked parameters and tokens (M, B, L)."""
+    return head(p, hidden(p, tokens))

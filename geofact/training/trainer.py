@@ -83,7 +83,7 @@ def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int
         for start in range(0, len(table), chunk):
             rows = table[start : start + chunk]
             tokens = torch.stack([rows[:, 0], N + rows[:, 1]], 1)[None]
-            correct += int((forward(one, tokens, N)[0].argmax(-1) == rows[:, 2]).sum())
+            correct += int((forward(one, tokens)[0].argmax(-1) == rows[:, 2]).sum())
         out.append(correct / len(table))
     return out
 
@@ -122,7 +122,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     for step in range(first.max_steps):
         batch = padded[run_index, batch_indices(seeds, step, n_facts, B, n_max)]  # (M, B, 3)
         tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
-        logits = forward(params, tokens, N)  # (M, B, N)
+        logits = forward(params, tokens)  # (M, B, N)
         losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(M, B).mean(1)
         loss_cpu = losses.detach().cpu()
         was_active = active.cpu()

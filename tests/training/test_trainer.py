@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from geofact.training.config import TrainConfig
-from geofact.training.reference import train_single
+from geofact.training.model import forward, head, hidden, init_params
+from geofact.training.reference import SingleRunModel, train_single
 from geofact.training.trainer import train_group
 
 BASE = dict(N=48, d=12, batch_size=64, max_steps=40)
@@ -51,3 +52,14 @@ def test_early_stopping_is_per_run_and_matches_the_plain_loop():
 def test_groups_must_share_shapes():
     with pytest.raises(ValueError, match="shape_key"):
         train_group([TrainConfig(d=8, **{k: v for k, v in BASE.items() if k != "d"}), TrainConfig(**BASE)])
+
+
+def test_hidden_then_head_is_the_forward_and_matches_the_reference_module():
+    for attention in ("uniform", "learned"):
+        c = TrainConfig(N=16, R=3, d=8, batch_size=8, attention=attention, learned_positions=attention == "learned")
+        p = {k: v[None] for k, v in init_params(c, dtype=torch.float64).items()}
+        tokens = torch.stack([torch.arange(16), 16 + torch.arange(16) % 3], 1)  # (16, 2)
+        h = hidden(p, tokens[None])
+        assert h.shape == (1, 16, 8)
+        torch.testing.assert_close(head(p, h), forward(p, tokens[None]))
+        torch.testing.assert_close(forward(p, tokens[None])[0], SingleRunModel(c, dtype=torch.float64)(tokens))
