@@ -65,9 +65,19 @@ def configure_cpu(threads: int | None = None) -> None:
     torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0))))
 
 
-def _stack(configs: list[TrainConfig], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def _stack(configs: list[TrainConfig], device: torch.device, dtype: torch.dtype,
+           init: list[dict[str, torch.Tensor]] | None) -> dict[str, torch.Tensor]:
     R_max = max(c.R for c in configs)
     runs = [init_params(c, dtype=dtype) for c in configs]
+    if init is not None:
+        if len(init) != len(configs):
+            raise ValueError(f"init must give one weight dict per config ({len(configs)}), got {len(init)}")
+        for c, fresh, given in zip(configs, runs, init):
+            for k, v in given.items():
+                if k not in fresh or fresh[k].shape != v.shape:
+                    raise ValueError(f"init[{k!r}] must have shape {tuple(fresh[k].shape) if k in fresh else None} "
+                                     f"for N={c.N}, R={c.R}, d={c.d}; got {tuple(v.shape)}")
+                fresh[k] = v.to(dtype)
     for p in runs:
         p["E_rel"] = F.pad(p["E_rel"], (0, 0, 0, R_max - p["E_rel"].shape[0]))
     return {k: torch.stack([p[k] for p in runs]).to(device).requires_grad_() for k in runs[0]}
@@ -89,11 +99,14 @@ def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int
 
 
 def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
-                progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True) -> list[RunResult]:
+                progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True,
+                init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None) -> list[RunResult]:
     """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps.
 
     `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
-    use it to time training alone.
+    use it to time training alone. `init` (one dict per run) replaces the seeded initial weights it
+    names, and `train_only` (parameter names) freezes every other tensor: together they retrain part
+    of a trained model, as the MLP-freeze transfer does (Appendix B.3: only the subject embeddings).
     """
     if len({c.shape_key() for c in configs}) != 1:
         raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); run_sweep groups them")
@@ -103,9 +116,11 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     start = time.perf_counter()
     first = configs[0]
     M, N, B = len(configs), first.N, first.batch_size
-    params = _stack(configs, device, dtype)
-    trainable = {k: torch.ones(M, dtype=torch.bool, device=device) for k in params}
-    trainable["E_ent"] = torch.tensor([not c.frozen_embeddings for c in configs], device=device)
+    params = _stack(configs, device, dtype, init)
+    if train_only is not None and not set(train_only) <= set(params):
+        raise ValueError(f"train_only must name parameters among {sorted(params)}, got {sorted(train_only)}")
+    trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in params}
+    trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
     opt = StackedAdamW({k: v.data for k, v in params.items()},
                        torch.tensor([c.lr for c in configs], dtype=dtype, device=device), first.weight_decay)
     tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]

@@ -63,3 +63,20 @@ def test_hidden_then_head_is_the_forward_and_matches_the_reference_module():
         assert h.shape == (1, 16, 8)
         torch.testing.assert_close(head(p, h), forward(p, tokens[None]))
         torch.testing.assert_close(forward(p, tokens[None])[0], SingleRunModel(c, dtype=torch.float64)(tokens))
+
+
+def test_init_and_train_only_retrain_just_the_named_tensors():
+    c = TrainConfig(N=32, R=2, d=8, batch_size=16, max_steps=30, loss_threshold=0.0)
+    trained = train_group([c])[0].params
+    retrain = TrainConfig(N=32, R=2, d=8, batch_size=16, max_steps=30, loss_threshold=0.0, task_seed=7)
+    new_embeddings = torch.randn(32, 8) * 0.02
+    out = train_group([retrain], init=[{**trained, "E_ent": new_embeddings}], train_only=("E_ent",))[0].params
+    for k, v in trained.items():
+        if k == "E_ent":
+            assert not torch.equal(out[k], new_embeddings)
+        else:
+            assert torch.equal(out[k], v), k
+    with pytest.raises(ValueError, match="train_only must name"):
+        train_group([retrain], train_only=("nope",))
+    with pytest.raises(ValueError, match=r"init\['E_ent'\] must have shape"):
+        train_group([retrain], init=[{"E_ent": torch.zeros(3, 3)}])
