@@ -60,7 +60,7 @@ from geofact.project import Project
 from geofact.report import Report
 from geofact.training.config import TrainConfig
 from geofact.training.search import find_d_min_many, fit_log, fit_power
-from geofact.training.sweep import run_sweep
+from geofact.training.sweep import run_sweep, training_seconds
 
 use_style()
 report = Report("exp-scaling")
@@ -99,7 +99,7 @@ curves = [(name, w, N) for name in REGIMES for w in widths for N in N_values]
 searches = find_d_min_many(accuracies_at, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol)
 all_records = [r for recs in records.values() for r in recs]
 report.number("runs", len(all_records))
-report.number("train_seconds", sum(r["group_seconds"] / r["group_size"] for r in all_records))
+report.number("train_seconds", training_seconds(all_records))
 report.number("wall_seconds", time.perf_counter() - started)
 report.number("search_rounds", len(rounds))
 

@@ -109,15 +109,19 @@ def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20
             "N": N, "R": R, "batch_size": batch_size, "rows": [asdict(r) for r in rows]}
 
 
+def peak_fraction(result: dict, row: dict, rate: float) -> float:
+    """Matmul FLOP/s achieved at `rate` model-steps/s as a fraction of the device's measured peak."""
+    return rate * row["flop_per_step"] / result["matmul_peak_flops"]
+
+
 def format_rows(result: dict) -> list[str]:
     """One line per d: rates, ratios to the plain loop and fractions of peak."""
     peak = result["matmul_peak_flops"]
     lines = [f"device {result['device']}, {result['threads']} threads, matmul peak {peak / 1e9:.1f} GFLOP/s (float32)"]
     for r in result["rows"]:
-        frac = lambda rate: rate * r["flop_per_step"] / peak  # noqa: E731
         lines.append(
-            f"d={r['d']:>4}: plain {r['plain']:8.2f} model-steps/s ({frac(r['plain']):5.1%} of peak; "
+            f"d={r['d']:>4}: plain {r['plain']:8.2f} model-steps/s ({peak_fraction(result, r, r['plain']):5.1%} of peak; "
             f"untuned {r['plain_untuned']:.2f}), stacked x{r['runs']} {r['stacked']:8.2f} ({r['stacked'] / r['plain']:.2f}x), "
-            f"default stacks of {r['group_size']} {r['policy']:8.2f} ({r['policy'] / r['plain']:.2f}x, {frac(r['policy']):5.1%} of peak)"
+            f"default stacks of {r['group_size']} {r['policy']:8.2f} ({r['policy'] / r['plain']:.2f}x, {peak_fraction(result, r, r['policy']):5.1%} of peak)"
         )
     return lines

@@ -77,6 +77,11 @@ def load_weights(cache_dir: Path, config: TrainConfig) -> dict[str, torch.Tensor
         return {k: torch.from_numpy(z[k]) for k in z.files}
 
 
+def training_seconds(records: list[dict]) -> float:
+    """Training compute behind cached runs: each run's share of its stacked group's wall time."""
+    return sum(r["group_seconds"] / r["group_size"] for r in records)
+
+
 CPU_LOGITS_BUDGET = 2**24  # logits entries (runs x batch x N) per stacked group on a CPU: 64 MiB in float32
 GPU_LOGITS_BUDGET = 2**30
 GPU_PARAM_BUDGET = 2**29
