@@ -56,9 +56,14 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
         "weights": f"{key}.npz" if save_weights else None,
         "provenance": origin,
     }
-    tmp = result_path(cache_dir, result.config).with_suffix(".tmp")
+    write_json(result_path(cache_dir, result.config), record)
+
+
+def write_json(path: Path, record: dict) -> None:
+    """Write a JSON record atomically: a killed write never leaves a half file to be read as a result."""
+    tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(result_path(cache_dir, result.config))  # atomic: a killed write never leaves a half file
+    tmp.replace(path)
 
 
 def load_result(cache_dir: Path, config: TrainConfig) -> dict | None:

@@ -34,6 +34,7 @@ class RunResult:
     accuracy: float  # fraction of all N R facts answered by argmax
     stopped_early: bool
     loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, batch loss) every log_every steps
+    accuracy_curve: list[tuple[int, float]] = field(default_factory=list)  # (updates so far, accuracy) every eval_every steps
     seconds: float = 0.0  # wall time of the group this run trained in
     params: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
@@ -100,14 +101,19 @@ def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int
 
 def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
                 progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True,
-                init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None) -> list[RunResult]:
+                init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None,
+                eval_every: int | None = None) -> list[RunResult]:
     """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps.
 
     `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
     use it to time training alone. `init` (one dict per run) replaces the seeded initial weights it
     names, and `train_only` (parameter names) freezes every other tensor: together they retrain part
     of a trained model, as the MLP-freeze transfer does (Appendix B.3: only the subject embeddings).
+    `eval_every` records each run's accuracy over all its facts before the first update, every
+    `eval_every` updates and at the end (`RunResult.accuracy_curve`).
     """
+    if eval_every is not None and eval_every < 1:
+        raise ValueError(f"eval_every must be >= 1 (or None), got {eval_every}")
     if len({c.shape_key() for c in configs}) != 1:
         raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); run_sweep groups them")
     device = resolve_device(device)
@@ -121,6 +127,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         raise ValueError(f"train_only must name parameters among {sorted(params)}, got {sorted(train_only)}")
     trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in params}
     trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
+    names = [k for k in params if bool(trainable[k].any())]  # gradients of tensors no run trains are never needed
     opt = StackedAdamW({k: v.data for k, v in params.items()},
                        torch.tensor([c.lr for c in configs], dtype=dtype, device=device), first.weight_decay)
     tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]
@@ -134,7 +141,16 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     steps = torch.full((M,), first.max_steps, dtype=torch.long)
     last_loss = torch.full((M,), float("nan"))
     curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
+    acc_curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
+
+    def record_accuracy(updates: torch.Tensor) -> None:
+        for m, a in enumerate(accuracy({k: v.detach() for k, v in params.items()}, tables, N)):
+            if not acc_curves[m] or acc_curves[m][-1][0] != int(updates[m]):
+                acc_curves[m].append((int(updates[m]), a))
+
     for step in range(first.max_steps):
+        if eval_every is not None and step % eval_every == 0:
+            record_accuracy(torch.where(active.cpu(), step, steps))
         batch = padded[run_index, batch_indices(seeds, step, n_facts, B, n_max)]  # (M, B, 3)
         tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
         logits = forward(params, tokens)  # (M, B, N)
@@ -150,18 +166,21 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         active &= ~done.to(device)
         if not bool(active.any()):
             break
-        grads = torch.autograd.grad(losses.sum(), list(params.values()))
-        grads = dict(zip(params, grads))
+        grads = dict(zip(names, torch.autograd.grad(losses.sum(), [params[k] for k in names])))
         clip_grad_norms(grads, first.grad_clip, trainable)
         opt.step(grads, active, trainable)
         if progress is not None:
             progress.update(int(active.sum()))
-    accs = accuracy({k: v.detach() for k, v in params.items()}, tables, N) if evaluate else [float("nan")] * M
+    if eval_every is not None:
+        record_accuracy(steps)
+        accs = [curve[-1][1] for curve in acc_curves]
+    else:
+        accs = accuracy({k: v.detach() for k, v in params.items()}, tables, N) if evaluate else [float("nan")] * M
     seconds = time.perf_counter() - start
     results = []
     for m, c in enumerate(configs):
         weights = {k: v[m].detach().cpu().clone() for k, v in params.items()}
         weights["E_rel"] = weights["E_rel"][: c.R]
         results.append(RunResult(c, int(steps[m]), float(last_loss[m]), accs[m], int(steps[m]) < c.max_steps,
-                                 curves[m], seconds, weights))
+                                 curves[m], acc_curves[m], seconds, weights))
     return results

@@ -1,9 +1,14 @@
+import dataclasses
+
 import pytest
 import torch
 
 from geofact.analysis.readout import linear_readout, nearest, split_subjects
-from geofact.analysis.transfer import smart_init
+from geofact.analysis.trained import TrainedModel
+from geofact.analysis.transfer import (CONDITIONS, TransferConfig, new_answers, run_transfers, smart_init,
+                                       starting_embeddings)
 from geofact.task import SharedAttributeTask
+from geofact.training.config import TrainConfig
 from tests.analysis.test_readout import planted
 
 
@@ -20,3 +25,43 @@ def test_smart_init_encodes_new_bijections_under_a_planted_superposition():
 def test_smart_init_checks_its_input():
     with pytest.raises(ValueError, match="one readout map per relation"):
         smart_init([(torch.zeros(4, 2), torch.zeros(2))], torch.zeros(5, 2), torch.zeros(2, 5, dtype=torch.long))
+
+
+BASE = TrainConfig(N=32, R=2, d=32, batch_size=64, max_steps=400, lr=3e-2)
+
+
+def test_transfer_runs_the_three_retraining_conditions_and_resumes_from_its_cache(tmp_path):
+    configs = [TransferConfig(BASE, new_task_seed=5, steps=30, eval_every=10),
+               TransferConfig(dataclasses.replace(BASE, frozen_embeddings=True), new_task_seed=5, steps=30, eval_every=10)]
+    records = run_transfers(configs, tmp_path, progress=False)
+    for config, record in zip(configs, records):
+        assert set(record["curves"]) == set(CONDITIONS)
+        for curve in record["curves"].values():
+            assert [s for s, _ in curve] == [0, 10, 20, 30]
+        model = TrainedModel.load(tmp_path, config.base)
+        starts, on_g = starting_embeddings(config, model)
+        assert record["smart_on_g"] == on_g
+        # step 0 is the untrained start: the smart init's zero-shot accuracy on g', the random start's on g and g'
+        assert record["curves"]["smart"][0][1] == model.accuracy(starts["smart"], new_answers(config))
+        assert record["curves"]["control"][0][1] == model.accuracy(starts["control"])
+        assert record["curves"]["random"][0][1] == model.accuracy(starts["random"], new_answers(config))
+        assert record["config"]["base"] == config.base.as_dict() and record["provenance"]["device"]
+    learned = records[0]
+    assert learned["smart_on_g"] > 0.9  # a model trained past its capacity reads its own table back
+    # control retrains toward g: its accuracy on g rises from the random start
+    assert learned["curves"]["control"][-1][1] > learned["curves"]["control"][0][1]
+
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "transfer").iterdir()}
+    assert run_transfers(configs, tmp_path, progress=False) == records
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "transfer").iterdir()} == before
+
+
+def test_transfer_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="new_task_seed must differ"):
+        TransferConfig(BASE, new_task_seed=0)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        TransferConfig(BASE, new_task_seed=1, steps=0)
+    with pytest.raises(ValueError, match="condition must be one of"):
+        TransferConfig(BASE, new_task_seed=1).retrain_config("zero-shot")
+    retrain = TransferConfig(BASE, new_task_seed=1, lr=0.5).retrain_config("smart")
+    assert (retrain.task_seed, retrain.lr, retrain.frozen_embeddings, retrain.loss_threshold) == (1, 0.5, False, 0.0)

@@ -80,3 +80,18 @@ def test_init_and_train_only_retrain_just_the_named_tensors():
         train_group([retrain], train_only=("nope",))
     with pytest.raises(ValueError, match=r"init\['E_ent'\] must have shape"):
         train_group([retrain], init=[{"E_ent": torch.zeros(3, 3)}])
+
+
+def test_accuracy_curve_starts_before_training_and_ends_at_the_final_accuracy():
+    early = TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=400, lr=3e-2, loss_threshold=0.5)
+    full = TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=25, lr=3e-2, loss_threshold=0.0, seed=1)
+    for c, result in zip([early, full], [train_group([early], eval_every=10)[0], train_group([full], eval_every=10)[0]]):
+        steps = [s for s, _ in result.accuracy_curve]
+        assert steps[0] == 0 and steps == sorted(set(steps)), steps
+        assert steps[-1] == result.steps and result.accuracy_curve[-1][1] == result.accuracy
+        assert all(s % 10 == 0 for s in steps[:-1])
+    assert result.steps == 25 and steps == [0, 10, 20, 25]
+    assert train_group([early], eval_every=10)[0].stopped_early  # the early stop still fires
+    assert train_group([full])[0].accuracy_curve == []
+    with pytest.raises(ValueError, match="eval_every must be >= 1"):
+        train_group([full], eval_every=0)

@@ -1,0 +1,29 @@
+import torch
+
+from geofact.analysis.trained import TrainedModel
+from geofact.training.config import TrainConfig
+from geofact.training.model import init_params
+from geofact.training.sweep import run_sweep
+from geofact.training.trainer import train_group
+
+
+def test_a_trained_model_reads_back_what_the_trainer_measured(tmp_path):
+    config = TrainConfig(N=32, R=3, d=16, batch_size=32, max_steps=150, lr=3e-2, seed=4)
+    record = run_sweep([config], tmp_path, progress=False)[0]
+    model = TrainedModel.load(tmp_path, config)
+    h = model.hidden_states()
+    assert h.shape == (3, 32, 16) and model.answers.shape == (3, 32)
+    assert model.accuracy() == record["accuracy"] > 0.3  # same facts, same model, same argmax
+    assert torch.equal(model.hidden_states(model.subject_embeddings), h)
+    # states are relation-major: row r holds the queries (x, r) for every subject x
+    assert torch.equal(model.predict(h)[1], model.predict(h[1][None])[0])
+    assert model.attribute_vectors.shape == (32, 16)
+    other = torch.randn(32, 16)
+    assert not torch.equal(model.hidden_states(other), h)
+
+
+def test_frozen_models_keep_their_random_subject_embeddings():
+    config = TrainConfig(N=16, R=2, d=8, batch_size=16, max_steps=5, frozen_embeddings=True)
+    result = train_group([config])[0]
+    model = TrainedModel(config, result.params)
+    assert torch.equal(model.subject_embeddings, init_params(config)["E_ent"])
