@@ -77,13 +77,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
-from geofact.heatmap import heatmap
+from geofact.heatmap import heatmap_panels
 from geofact.notebook import interactive
 from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
 from geofact.training.benchmark import benchmark, format_rows, peak_fraction
-from geofact.training.config import TrainConfig
+from geofact.training.grid import REGIMES, by_cell, capacity_config, capacity_grid, capacity_threshold
 from geofact.training.sweep import run_sweep, training_seconds
 
 use_style()
@@ -91,14 +91,12 @@ report = Report("exp-capacity")
 cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
 if not 0 < perfect <= 1:
     raise ValueError(f"perfect must be in (0, 1], got {perfect}")
-if not (R_values and d_values and seeds and lr_values and lr_seeds):
-    raise ValueError("R_values, d_values, seeds, lr_values and lr_seeds must be non-empty")
-REGIMES = {"learned": False, "frozen": True}
+if not (lr_values and lr_seeds):
+    raise ValueError("lr_values and lr_seeds must be non-empty")
 
 
-def config(N: int, R: int, d: int, frozen: bool, seed: int, lr: float, steps: int) -> TrainConfig:
-    return TrainConfig(N=N, R=R, d=d, frozen_embeddings=frozen, seed=seed, lr=lr, max_steps=steps,
-                       batch_size=min(batch_size, N * R))
+def config(N: int, R: int, d: int, frozen: bool, seed: int, lr: float, steps: int):
+    return capacity_config(N, R, d, frozen, seed, lr, steps, batch_size)
 
 
 # %% [markdown]
@@ -169,22 +167,17 @@ if paper_lr_acc:
 # ## The capacity grid
 
 # %%
-grid = {(name, R, d, s): config(N, R, d, frozen, s, lr, max_steps)
-        for name, frozen in REGIMES.items() for R in R_values for d in d_values for s in seeds}
+grid = capacity_grid(N, R_values, d_values, seeds, lr, max_steps, batch_size)
 started = time.perf_counter()
 grid_records = dict(zip(grid, run_sweep(list(grid.values()), cache, device=device)))
 report.number("grid_runs", len(grid))
 report.number("grid_train_seconds", training_seconds(list(grid_records.values())))
 report.number("grid_wall_seconds", time.perf_counter() - started)
 
-acc = {name: np.array([[[grid_records[name, R, d, s]["accuracy"] for s in seeds] for d in d_values] for R in R_values])
-       for name in REGIMES}  # (R, d, seed)
+acc = by_cell({k: r["accuracy"] for k, r in grid_records.items()}, R_values, d_values, seeds)  # (R, d, seed)
 fig, axes = subplots(2, 1, width=5.6, height=4.2)
-for ax, name in zip(axes[0], REGIMES):
-    image = heatmap(ax, acc[name].mean(-1), acc[name].std(-1), d_values, R_values)
-    ax.set(xlabel="embedding dimension d", ylabel="relations R",
-           title=f"{name} embeddings: final accuracy (N={N}, {len(seeds)} seeds)")
-fig.colorbar(image, ax=axes[0].tolist(), label="accuracy, mean over seeds", shrink=0.8)
+heatmap_panels(axes[0], fig, {f"{name} embeddings: final accuracy (N={N}, {len(seeds)} seeds)": acc[name] for name in REGIMES},
+               d_values, R_values, "accuracy, mean over seeds")
 plt.show()
 
 
@@ -193,16 +186,8 @@ plt.show()
 # the std is the population std of three numbers. The thresholds the claims are about:
 
 # %%
-def threshold(name: str, R_index: int) -> int | None:
-    """Smallest d of the grid from which the mean accuracy stays >= perfect (None: never)."""
-    ok = acc[name][R_index].mean(-1) >= perfect
-    for j in range(len(d_values)):
-        if ok[j:].all():
-            return d_values[j]
-    return None
-
-
-thresholds = {name: [threshold(name, i) for i in range(len(R_values))] for name in REGIMES}
+thresholds = {name: [capacity_threshold(acc[name][i].mean(-1), d_values, perfect) for i in range(len(R_values))]
+              for name in REGIMES}
 for name in REGIMES:
     print(f"{name:>8}: smallest d reaching mean accuracy >= {perfect} for R = "
           + ", ".join(f"{R}: {t}" for R, t in zip(R_values, thresholds[name])))

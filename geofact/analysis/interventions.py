@@ -23,6 +23,9 @@ from typing import Callable
 
 import torch
 
+from geofact.analysis.readout import linear_readout, split_subjects
+from geofact.analysis.trained import TrainedModel
+
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
     """Moore-Penrose pseudoinverse of W (d, m) from its top-k singular triplets: (m, d)."""
@@ -71,3 +74,27 @@ def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> to
     g = torch.Generator().manual_seed(seed)
     offset = torch.randint(1, N, (len(subjects), R), generator=g)
     return (answers[:, subjects].T + offset) % N
+
+
+def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2, alpha: float = 1e-3,
+                      seed: int = 0) -> list[Selectivity]:
+    """Selectivity of rank-k edits of one trained run's hidden states, for each k in `ks`.
+
+    The readout maps W_r are fitted from h on the training subjects (geofact.analysis.readout, same
+    split as `model_readouts`); every held-out subject gets one random swap per relation.
+    """
+    d = model.config.d
+    if not ks or not all(1 <= k <= d for k in ks):
+        raise ValueError(f"ks must be a non-empty list of ranks in [1, d={d}], got {ks}")
+    train = split_subjects(model.config.N, held_out, seed)
+    hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors
+    maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
+    subjects = torch.nonzero(~train).flatten()
+    new = random_swaps(answers, subjects, seed)
+    return [intervene(hidden, answers, model.predict, maps, vectors, subjects, new, k) for k in ks]
+
+
+def rank_grid(d: int, points: int = 32) -> list[int]:
+    """Ranks 1..d to sweep: every rank when d <= points, else about `points` evenly spaced, d included."""
+    step = max(1, d // points)
+    return sorted({*range(step, d + 1, step), 1, d})

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from geofact.analysis.trained import TrainedModel
+
 
 def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Affine ridge regression: (W, b) minimising |X W + b - Y|^2 + alpha |W|^2. X (n, d), Y (n, k)."""
@@ -75,3 +77,28 @@ def linear_readout(features: torch.Tensor, answers: torch.Tensor, vectors: torch
         accuracy.append((predicted == answers[r, test]).double().mean())
         maps.append((W, b))
     return Readout(torch.stack(accuracy), maps)
+
+
+READOUTS = {
+    "s": "subject embedding s_x",
+    "h": "hidden state h(x, r)",
+    "random": "random vectors in place of s_x (baseline)",
+    "shuffled": "s_x against another subject's attributes (baseline)",
+}
+
+
+def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0) -> dict[str, Readout]:
+    """The readouts of READOUTS on one trained run, all on the same held-out subjects.
+
+    The two baselines calibrate the scoring: features with no information (random Gaussian vectors
+    of the same shape) and targets with no relation to the features (the attributes of a randomly
+    permuted subject) must both read out at about chance, 1/N.
+    """
+    R, N = model.config.R, model.config.N
+    train = split_subjects(N, held_out, seed)
+    g = torch.Generator().manual_seed(seed)
+    s = model.subject_embeddings.expand(R, -1, -1)  # (R, N, d): the same s_x for every relation
+    answers, vectors = model.answers, model.attribute_vectors
+    features = {"s": s, "h": model.hidden_states(), "random": torch.randn(s.shape, generator=g), "shuffled": s}
+    targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, torch.randperm(N, generator=g)]}
+    return {name: linear_readout(features[name], targets[name], vectors, train, alpha) for name in READOUTS}

@@ -15,7 +15,7 @@ import torch
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import head, hidden
-from geofact.training.sweep import load_weights
+from geofact.training.sweep import load_weights, run_sweep
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,10 @@ class TrainedModel:
         """Fraction of the N R facts answered right, optionally with other subject embeddings / bijections."""
         answers = self.answers if answers is None else answers
         return float((self.predict(self.hidden_states(embeddings)) == answers).double().mean())
+
+
+def trained_grid(configs: dict, cache_dir: Path, device: str = "cpu") -> tuple[dict, dict]:
+    """({key: run record}, {key: TrainedModel}) for a dict of configs, training the missing runs through
+    the run cache (geofact.training.sweep.run_sweep) first."""
+    records = dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device)))
+    return records, {k: TrainedModel.load(cache_dir, c) for k, c in configs.items()}

@@ -1,9 +1,12 @@
 import pytest
 import torch
 
-from geofact.analysis.interventions import intervene, random_swaps, truncated_pinv
+from geofact.analysis.interventions import intervene, random_swaps, rank_grid, selectivity_sweep, truncated_pinv
 from geofact.analysis.readout import linear_readout, nearest, split_subjects
+from geofact.analysis.trained import TrainedModel
 from geofact.task import SharedAttributeTask
+from geofact.training.config import TrainConfig
+from geofact.training.sweep import run_sweep
 
 
 def block_model(N=128, R=3, m=6, seed=0):
@@ -57,3 +60,21 @@ def test_random_swaps_never_keep_the_answer():
     subjects = torch.arange(50)
     new = random_swaps(answers, subjects, seed=0)
     assert new.shape == (50, 4) and not (new == answers.T).any() and new.max() < 50
+
+
+def test_selectivity_sweep_on_a_trained_model(tmp_path):
+    config = TrainConfig(N=128, R=2, d=16, batch_size=128, max_steps=200, lr=3e-2)
+    run_sweep([config], tmp_path, progress=False)
+    model = TrainedModel.load(tmp_path, config)
+    sweep = selectivity_sweep(model, [1, 4, 16], seed=2)
+    assert [s.k for s in sweep] == [1, 4, 16]
+    assert all(0 <= s.follows <= 1 and 0 <= s.stays <= 1 for s in sweep)
+    assert sweep[0].stays > 0.9  # a rank-1 edit is tiny: the other relation's answers stay
+    with pytest.raises(ValueError, match=r"ks must be a non-empty list of ranks in \[1, d=16\]"):
+        selectivity_sweep(model, [0, 17])
+
+
+def test_rank_grid_covers_one_to_d():
+    assert rank_grid(5) == [1, 2, 3, 4, 5]
+    grid = rank_grid(100, points=10)
+    assert grid[0] == 1 and grid[-1] == 100 and len(grid) <= 12 and grid == sorted(set(grid))

@@ -1,8 +1,11 @@
 import pytest
 import torch
 
-from geofact.analysis.readout import linear_readout, nearest, ridge, split_subjects
+from geofact.analysis.readout import READOUTS, linear_readout, model_readouts, nearest, ridge, split_subjects
+from geofact.analysis.trained import TrainedModel
 from geofact.task import SharedAttributeTask
+from geofact.training.config import TrainConfig
+from geofact.training.sweep import run_sweep
 
 
 def planted(N=256, R=3, k=8, d=32, seed=0):
@@ -58,3 +61,14 @@ def test_split_and_shapes_are_checked():
     with pytest.raises(ValueError, match="answers must be"):
         linear_readout(torch.zeros(2, 10, 4), torch.zeros(3, 10, dtype=torch.long), torch.zeros(10, 4), train[:10])
     assert nearest(torch.tensor([[0.0, 2.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])).tolist() == [1]
+
+
+def test_model_readout_baselines_sit_at_chance_on_a_trained_model(tmp_path):
+    config = TrainConfig(N=256, R=2, d=16, batch_size=256, max_steps=300, lr=3e-2)
+    run_sweep([config], tmp_path, progress=False)
+    readouts = model_readouts(TrainedModel.load(tmp_path, config), held_out=0.25, seed=3)
+    assert set(readouts) == set(READOUTS)
+    assert all(r.accuracy.shape == (2,) for r in readouts.values())
+    # 64 held-out subjects x 2 relations, chance 1/256: a handful of lucky hits at most
+    assert readouts["random"].mean < 0.05 and readouts["shuffled"].mean < 0.05
+    assert readouts["s"].mean > 0.2 and readouts["h"].mean > 0.2  # and the model's own readouts are far above

@@ -27,7 +27,7 @@ def test_smart_init_checks_its_input():
         smart_init([(torch.zeros(4, 2), torch.zeros(2))], torch.zeros(5, 2), torch.zeros(2, 5, dtype=torch.long))
 
 
-BASE = TrainConfig(N=32, R=2, d=32, batch_size=64, max_steps=400, lr=3e-2)
+BASE = TrainConfig(N=64, R=2, d=16, batch_size=64, max_steps=400, lr=3e-2)
 
 
 def test_transfer_runs_the_three_retraining_conditions_and_resumes_from_its_cache(tmp_path):
@@ -42,9 +42,11 @@ def test_transfer_runs_the_three_retraining_conditions_and_resumes_from_its_cach
         starts, on_g = starting_embeddings(config, model)
         assert record["smart_on_g"] == on_g
         # step 0 is the untrained start: the smart init's zero-shot accuracy on g', the random start's on g and g'
-        assert record["curves"]["smart"][0][1] == model.accuracy(starts["smart"], new_answers(config))
-        assert record["curves"]["control"][0][1] == model.accuracy(starts["control"])
-        assert record["curves"]["random"][0][1] == model.accuracy(starts["random"], new_answers(config))
+        # (stacked and solo forwards round differently: allow one fact of the N R to flip)
+        one_fact = 1 / (config.base.N * config.base.R)
+        assert record["curves"]["smart"][0][1] == pytest.approx(model.accuracy(starts["smart"], new_answers(config)), abs=one_fact)
+        assert record["curves"]["control"][0][1] == pytest.approx(model.accuracy(starts["control"]), abs=one_fact)
+        assert record["curves"]["random"][0][1] == pytest.approx(model.accuracy(starts["random"], new_answers(config)), abs=one_fact)
         assert record["config"]["base"] == config.base.as_dict() and record["provenance"]["device"]
     learned = records[0]
     assert learned["smart_on_g"] > 0.9  # a model trained past its capacity reads its own table back
