@@ -28,8 +28,8 @@ def heatmap(ax, mean, std, x_labels, y_labels, vmin: float = 0.0, vmax: float = 
 
 def heatmap_panels(axes, fig, grids: dict[str, np.ndarray], d_values, R_values, what: str, vmin: float = 0.0,
                    vmax: float = 1.0) -> None:
-    """One heatmap per entry of `grids` ({title: (R, d, seed) array}, mean ± std over seeds) on a row of
-    axes, over d (x) and R (y), with one shared colour bar labelled `what`."""
+    """One heatmap per entry of `grids` ({title: (R, d, seed) array}, mean ± std over seeds), one per axis
+    of `axes` (a sequence), over d (x) and R (y), with one shared colour bar labelled `what`."""
     for ax, (title, values) in zip(axes, grids.items()):
         image = heatmap(ax, values.mean(-1), values.std(-1), d_values, R_values, vmin=vmin, vmax=vmax)
         ax.set(xlabel="embedding dimension d", ylabel="relations R", title=title)

@@ -61,7 +61,7 @@ max_steps = 15000
 retrain_steps = 1000  # steps of retraining the subject embeddings
 eval_every = 100  # accuracy over all N R facts every this many retraining steps
 retrain_lr = None  # None: each model's own learning rate
-new_task_offset = 1000  # the new bijections use task seed = model seed + this
+new_task_offset = 1000  # the new bijections use the model's task seed plus this
 alpha = 1e-3  # ridge penalty of the readout maps behind the smart init
 perfect = 0.99  # a cell "has capacity" when the model's mean accuracy is at least this (as on exp-capacity)
 substantial = 0.5  # zero-shot accuracy the verdict calls substantial
@@ -131,8 +131,8 @@ plt.show()
 
 # %%
 for name in ("frozen", "learned"):
-    fig, axes = subplots(len(PANELS), 1, width=4.4, height=3.8)
-    heatmap_panels(axes[0], fig, {f"{name}: {title}": panel[key][name] for key, (title, _) in PANELS.items()},
+    fig, axes = subplots(2, 2, width=4.6, height=3.8)
+    heatmap_panels(axes.flatten(), fig, {f"{name}: {title}": panel[key][name] for key, (title, _) in PANELS.items()},
                    d_values, R_values, "accuracy")
     plt.show()
 

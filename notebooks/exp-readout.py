@@ -139,6 +139,7 @@ for ax, name in zip(axes[0], REGIMES):
     ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="held-out readout accuracy",
            title=f"{name} embeddings: s_x (solid), h (dotted)", ylim=(min(chance, baseline_max) / 3, 1.5))
     ax.set_xticks(d_values, [str(d) for d in d_values])
+    ax.minorticks_off()
 axes[0][0].legend(ncol=2)
 plt.show()
 
