@@ -192,6 +192,9 @@ report.number("n_capacity_cells", int(capacity.sum()))
 report.number("selectivity_cap_min", float(sel_cap.min()) if capacity.any() else None, glue=bool(capacity.any()))
 report.number("selectivity_cap_max", float(sel_cap.max()) if capacity.any() else None, glue=bool(capacity.any()))
 report.number("selectivity_learned_max", float(selectivity["learned"].mean(-1).max()))
+i_best, j_best = np.unravel_index(selectivity["learned"].mean(-1).argmax(), capacity.shape)
+report.number("selectivity_learned_max_R", R_values[i_best])
+report.number("selectivity_learned_max_d", d_values[j_best])
 report.number("selectivity_frozen_max", float(selectivity["frozen"].mean(-1).max()))
 report.number("frozen_lower_cells", int(frozen_lower.sum()))
 report.number("n_cells", int(frozen_lower.size))
@@ -210,13 +213,13 @@ if capacity.any():
         f"{np.median(k_over_d):.2f}."))
 
 # %% [markdown]
-# Selectivity is highest, {glue:text}`selectivity_learned_max:.2f`, for learned embeddings with $d$
-# well above the capacity threshold; frozen-embedding models reach at most
+# The highest selectivity of a learned-embedding cell is {glue:text}`selectivity_learned_max:.2f`
+# (at $R$ = {glue:text}`selectivity_learned_max_R:d`, $d$ = {glue:text}`selectivity_learned_max_d:d`);
+# frozen-embedding models reach at most
 # {glue:text}`selectivity_frozen_max:.2f`, and sit below the learned ones in
 # {glue:text}`frozen_lower_cells:d` of the {glue:text}`n_cells:d` cells. The full pseudoinverse
-# ($k = d$) was the best rank for {glue:text}`full_rank_best_runs:d` learned models: at full rank the
-# edit is amplified by the smallest singular values and scrambles every relation's answer, as the
-# rank plot shows.
+# ($k = d$) was the best rank for {glue:text}`full_rank_best_runs:d` learned models; the rank plot
+# shows what the smallest singular values do to $A$ and $C$ as $k$ approaches $d$.
 
 # %%
 example = best["learned", example_R, example_d, seeds[0]]

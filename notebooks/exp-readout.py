@@ -190,19 +190,26 @@ for i, R in enumerate(R_values):
 # every $R$ reads out from $s_x$ at {glue:text}`learned_s_at_dmax:.3f` or better.
 
 # %%
+learned_s = readout["s"]["learned"].mean(-1)  # (R, d)
+rises = all(np.all(np.diff(learned_s[i][learned_cap[i]]) >= 0) for i in range(len(R_values)))
 if learned_cap.any():
     display(Markdown(
         f"In the {int(learned_cap.sum())} cells where the learned model reaches accuracy {perfect}, the readout from "
         f"$s_x$ is at least {cells('learned', 's', learned_cap).min():.3f} and from $h$ at least "
-        f"{cells('learned', 'h', learned_cap).min():.3f}; it rises with $d$ beyond the capacity threshold, so "
-        "cells just at the threshold store the attributes less linearly than cells with room to spare."))
+        f"{cells('learned', 'h', learned_cap).min():.3f}"
+        + ("; for every $R$ it rises with $d$ beyond the capacity threshold, so cells just at the threshold store "
+           "the attributes less linearly than cells with room to spare." if rises else ".")))
+frozen_s = readout["s"]["frozen"].mean(-1)  # (R, d)
+fades = bool(np.all(np.diff(frozen_s[:, -1]) < 0))
 display(Markdown(
-    f"With frozen embeddings the readout from $s_x$ reaches {cells('frozen', 's', everywhere).max():.3f} "
-    f"(at $R$ = {R_values[i_fs]}, $d$ = {d_values[j_fs]}), against chance {chance:.5f}. The input embeddings "
-    "are random and never trained, but the attribute vectors are: $E_{\\text{out}}$ learns to place $a_y$ where "
-    "the frozen model's computation on $s_x$ lands, and with few relations per subject that landing point is "
-    "close to a linear function of $s_x$. The superposition then lives in the output embeddings instead of the "
-    "input ones, and it fades as $R$ grows (more attributes to fit into each $a_y$)."))
+    f"With frozen embeddings the readout from $s_x$ reaches {frozen_s.max():.3f} "
+    f"(at $R$ = {R_values[i_fs]}, $d$ = {d_values[j_fs]}), against chance {chance:.5f}."
+    + (" The input embeddings are random and never trained, but the attribute vectors are: $E_{\\text{out}}$ "
+       "learns to place $a_y$ where the frozen model's computation on $s_x$ lands, and with few relations per "
+       "subject that landing point is close to a linear function of $s_x$: the superposition then lives in the "
+       f"output embeddings instead of the input ones. At $d$ = {d_values[-1]} it fades as $R$ grows ("
+       + ", ".join(f"{v:.3f} at $R$ = {R}" for R, v in zip(R_values, frozen_s[:, -1]))
+       + "): more attributes to fit into each $a_y$." if frozen_s.max() > chance_factor * chance and fades else "")))
 
 # %% [markdown]
 # ## Verdicts
