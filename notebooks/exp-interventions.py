@@ -67,11 +67,11 @@ from pathlib import Path
 import numpy as np
 from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
-from tqdm.auto import tqdm
 
 from geofact.analysis.interventions import rank_grid, selectivity_sweep
 from geofact.analysis.trained import trained_grid
 from geofact.heatmap import heatmap_panels
+from geofact.notebook import interactive, progress
 from geofact.plotting import COLORS, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
@@ -89,7 +89,7 @@ if rank_points < 1:
 grid = capacity_grid(N, R_values, d_values, seeds, lr, max_steps, batch_size)
 records, models = trained_grid(grid, cache, device)
 sweeps = {key: selectivity_sweep(model, rank_grid(model.config.d, rank_points), held_out, alpha, split_seed)
-          for key, model in tqdm(models.items(), desc="interventions")}
+          for key, model in progress(models.items(), desc="interventions")}
 best = {key: max(sweep, key=lambda s: s.score) for key, sweep in sweeps.items()}
 acc = by_cell({k: r["accuracy"] for k, r in records.items()}, R_values, d_values, seeds)  # (R, d, seed)
 selectivity = by_cell({k: b.score for k, b in best.items()}, R_values, d_values, seeds)
@@ -132,25 +132,33 @@ plt.show()
 # %% [markdown]
 # ## The rank $k$: follows, stays and selectivity
 #
-# At the largest grid cell, for one seed: $A$ rises with $k$ (the edit reaches the readout direction)
-# while $C$ falls (the small singular values amplify the edit into directions other relations read).
+# At the largest grid cell, for one seed (in Jupyter the control below picks any cell). Each singular
+# direction added to the pseudoinverse adds to the edit in proportion to $1/\sigma$, so the edit grows
+# with $k$: it must be large enough along the readout direction for the model to follow ($A$), and
+# every extra bit of it is a chance to move what the other relations read ($C$).
 # The vertical line is $d_{\min}(R)$, the smallest grid $d$ at which the learned model reaches accuracy
 # {glue:text}`perfect`.
 
 # %%
+def rank_plot(R: int, d: int, seed: int) -> None:
+    """A, C and selectivity against k for one grid cell, learned and frozen."""
+    fig, axes = subplots(2, 1, width=4.8, height=3.6, sharey=True)
+    threshold = d_min[R_values.index(R)]
+    for ax, name in zip(axes[0], REGIMES):
+        sweep = sweeps[name, R, d, seed]
+        ks = [s.k for s in sweep]
+        ax.plot(ks, [s.follows for s in sweep], color=COLORS["measured"], label="A: follows the swap")
+        ax.plot(ks, [s.stays for s in sweep], color=COLORS["alt"], label="C: other relations stay")
+        ax.plot(ks, [s.score for s in sweep], color="black", label="selectivity sqrt(A C)")
+        if threshold is not None:
+            ax.axvline(threshold, color=COLORS["theory"], linestyle=":", label=f"d_min(R={R}) = {threshold}")
+        ax.set(xlabel="rank k of the pseudoinverse", ylabel="fraction", title=f"{name}: R={R}, d={d}, seed {seed}")
+    axes[0][0].legend()
+    plt.show()
+
+
 example_R, example_d = R_values[-1], d_values[-1]
-fig, axes = subplots(2, 1, width=4.8, height=3.6, sharey=True)
-for ax, name in zip(axes[0], REGIMES):
-    sweep = sweeps[name, example_R, example_d, seeds[0]]
-    ks = [s.k for s in sweep]
-    ax.plot(ks, [s.follows for s in sweep], color=COLORS["measured"], label="A: follows the swap")
-    ax.plot(ks, [s.stays for s in sweep], color=COLORS["alt"], label="C: other relations stay")
-    ax.plot(ks, [s.score for s in sweep], color="black", label="selectivity sqrt(A C)")
-    if d_min[-1] is not None:
-        ax.axvline(d_min[-1], color=COLORS["theory"], linestyle=":", label=f"d_min(R={example_R}) = {d_min[-1]}")
-    ax.set(xlabel="rank k of the pseudoinverse", ylabel="fraction", title=f"{name}: R={example_R}, d={example_d}, seed {seeds[0]}")
-axes[0][0].legend()
-plt.show()
+interactive(rank_plot, defaults=dict(R=example_R, d=example_d, seed=seeds[0]), R=R_values, d=d_values, seed=seeds)
 
 # %% [markdown]
 # ## The best $k$ against $d_{\min}$
