@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from geofact.device import resolve_device
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import INIT_STD
-from geofact.training.sweep import default_group_size, provenance, run_sweep, write_json
+from geofact.training.sweep import default_group_size, provenance, read_json, run_sweep, stack_chunks, write_json
 from geofact.training.trainer import train_group
 
 SCHEMA = "geofact.analysis.transfer/1"
@@ -114,13 +113,7 @@ def transfer_path(cache_dir: Path, config: TransferConfig) -> Path:
 
 
 def load_transfer(cache_dir: Path, config: TransferConfig) -> dict | None:
-    path = transfer_path(cache_dir, config)
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    if record.get("schema") != SCHEMA or record["config"] != config.as_dict():
-        raise ValueError(f"{path} does not hold a {SCHEMA} record of this config; delete it to recompute")
-    return record
+    return read_json(transfer_path(cache_dir, config), SCHEMA, config.as_dict())
 
 
 def run_transfers(configs: list[TransferConfig], cache_dir: Path, device: str | torch.device = "cpu",
@@ -134,13 +127,8 @@ def run_transfers(configs: list[TransferConfig], cache_dir: Path, device: str | 
     device = resolve_device(device)
     run_sweep([c.base for c in configs], cache_dir, device=device, progress=progress)
     missing = list({c.key(): c for c in configs if load_transfer(cache_dir, c) is None}.values())
-    groups: dict[tuple, list[TransferConfig]] = defaultdict(list)
-    for c in missing:
-        groups[c.retrain_config("control").shape_key(), c.eval_every].append(c)
-    chunks = []
-    for group in groups.values():
-        size = max(1, default_group_size(group[0].retrain_config("control"), device) // len(CONDITIONS))
-        chunks += [group[i : i + size] for i in range(0, len(group), size)]
+    chunks = stack_chunks(missing, lambda c: (c.retrain_config("control").shape_key(), c.eval_every),
+                          lambda c: max(1, default_group_size(c.retrain_config("control"), device) // len(CONDITIONS)))
     bar = None
     if progress and chunks:
         from tqdm.auto import tqdm

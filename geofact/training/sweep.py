@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -66,14 +67,18 @@ def write_json(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def load_result(cache_dir: Path, config: TrainConfig) -> dict | None:
-    path = result_path(cache_dir, config)
+def read_json(path: Path, schema: str, config: dict) -> dict | None:
+    """A cached record written by write_json (None when absent); an error if it holds another schema or config."""
     if not path.exists():
         return None
     record = json.loads(path.read_text())
-    if record.get("schema") != SCHEMA or record["config"] != config.as_dict():
-        raise ValueError(f"{path} does not hold a {SCHEMA} record of this config; delete it to recompute")
+    if record.get("schema") != schema or record["config"] != config:
+        raise ValueError(f"{path} does not hold a {schema} record of this config; delete it to recompute")
     return record
+
+
+def load_result(cache_dir: Path, config: TrainConfig) -> dict | None:
+    return read_json(result_path(cache_dir, config), SCHEMA, config.as_dict())
 
 
 def load_weights(cache_dir: Path, config: TrainConfig) -> dict[str, torch.Tensor]:
@@ -105,6 +110,19 @@ def default_group_size(config: TrainConfig, device: torch.device) -> int:
     return max(1, min(GPU_PARAM_BUDGET // n_params(config), GPU_LOGITS_BUDGET // logits))
 
 
+def stack_chunks(items: list, key: Callable[[Any], Any], size: Callable[[Any], int]) -> list[list]:
+    """Items grouped by key(item) (what can train stacked), each group cut into chunks of at most
+    size(its first item)."""
+    groups: dict[Any, list] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    chunks = []
+    for group in groups.values():
+        n = size(group[0])
+        chunks += [group[i : i + n] for i in range(0, len(group), n)]
+    return chunks
+
+
 def run_sweep(configs: list[TrainConfig], cache_dir: Path, device: str | torch.device = "cpu",
               group_size: int | None = None, save_weights: bool = True, progress: bool = True) -> list[dict]:
     """Results (cache records) of every config, in order, training the missing ones.
@@ -115,13 +133,7 @@ def run_sweep(configs: list[TrainConfig], cache_dir: Path, device: str | torch.d
         raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
     device = resolve_device(device)
     missing = list({c.key(): c for c in configs if load_result(cache_dir, c) is None}.values())
-    groups: dict[tuple, list[TrainConfig]] = defaultdict(list)
-    for c in missing:
-        groups[c.shape_key()].append(c)
-    chunks = []
-    for group in groups.values():
-        size = group_size or default_group_size(group[0], device)
-        chunks += [group[i : i + size] for i in range(0, len(group), size)]
+    chunks = stack_chunks(missing, TrainConfig.shape_key, lambda c: group_size or default_group_size(c, device))
     bar = None
     if progress and chunks:
         from tqdm.auto import tqdm
