@@ -29,9 +29,13 @@ from geofact.analysis.trained import TrainedModel
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
     """Moore-Penrose pseudoinverse of W (d, m) from its top-k singular triplets: (m, d)."""
-    if not 1 <= k <= min(W.shape):
-        raise ValueError(f"k must be in [1, {min(W.shape)}], got {k}")
-    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    return _pinv_from_svd(torch.linalg.svd(W, full_matrices=False), k)
+
+
+def _pinv_from_svd(svd: tuple[torch.Tensor, torch.Tensor, torch.Tensor], k: int) -> torch.Tensor:
+    U, S, Vh = svd
+    if not 1 <= k <= len(S):
+        raise ValueError(f"k must be in [1, {len(S)}], got {k}")
     return Vh[:k].T @ torch.diag(1.0 / S[:k]) @ U[:, :k].T
 
 
@@ -48,24 +52,30 @@ class Selectivity:
 
 def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[torch.Tensor], torch.Tensor],
               maps: list[torch.Tensor], vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
-              k: int) -> Selectivity:
-    """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at rank k.
+              ks: list[int]) -> list[Selectivity]:
+    """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at each rank in ks.
 
     hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (R, n, d) to
     predicted ids (R, n), relation by relation; maps[r] (d, m): the readout W_r; vectors (N, m): a_y.
+    Each W_r is decomposed once for all ranks.
     """
     R = hidden.shape[0]
     h = hidden[:, subjects]  # (R, n, d)
-    follows = stays = stays_total = 0
-    for r in range(R):
-        delta = (vectors[new_answers[:, r]] - vectors[answers[r, subjects]]) @ truncated_pinv(maps[r], k)  # (n, d)
-        predicted = predict(h + delta[None])  # (R, n): every relation's query on the edited subject
-        follows += int((predicted[r] == new_answers[:, r]).sum())
-        others = [q for q in range(R) if q != r]
-        stays += int((predicted[others] == answers[others][:, subjects]).sum())
-        stays_total += len(others) * len(subjects)
-    n = R * len(subjects)
-    return Selectivity(k, follows / n, stays / stays_total if stays_total else 1.0)
+    svds = [torch.linalg.svd(W, full_matrices=False) for W in maps]
+    shifts = [vectors[new_answers[:, r]] - vectors[answers[r, subjects]] for r in range(R)]  # Delta a, (n, m) each
+    out = []
+    for k in ks:
+        follows = stays = stays_total = 0
+        for r in range(R):
+            delta = shifts[r] @ _pinv_from_svd(svds[r], k)  # (n, d)
+            predicted = predict(h + delta[None])  # (R, n): every relation's query on the edited subject
+            follows += int((predicted[r] == new_answers[:, r]).sum())
+            others = [q for q in range(R) if q != r]
+            stays += int((predicted[others] == answers[others][:, subjects]).sum())
+            stays_total += len(others) * len(subjects)
+        n = R * len(subjects)
+        out.append(Selectivity(k, follows / n, stays / stays_total if stays_total else 1.0))
+    return out
 
 
 def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> torch.Tensor:
@@ -91,7 +101,7 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
     subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
-    return [intervene(hidden, answers, model.predict, maps, vectors, subjects, new, k) for k in ks]
+    return intervene(hidden, answers, model.predict, maps, vectors, subjects, new, ks)
 
 
 def rank_grid(d: int, points: int = 32) -> list[int]:

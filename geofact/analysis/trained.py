@@ -8,6 +8,7 @@ unembedding of entity y, a column of E_out; see geofact.analysis.readout for why
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -28,7 +29,7 @@ class TrainedModel:
         """A run from the run cache (geofact.training.sweep, trained with save_weights=True)."""
         return cls(config, load_weights(cache_dir, config))
 
-    @property
+    @cached_property  # drawn and validated once: every analysis and accuracy() reads it
     def answers(self) -> torch.Tensor:
         """(R, N): g_r(x), the bijections the run was trained on."""
         c = self.config

@@ -37,7 +37,7 @@ def test_a_block_selector_is_perfectly_selective_with_fitted_readouts():
     train = split_subjects(N, 0.2, seed=0)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha=1e-8).maps]
     subjects = torch.nonzero(~train).flatten()
-    s = intervene(hidden, answers, predict, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), k=m)
+    s = intervene(hidden, answers, predict, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), ks=[m])[0]
     assert s.follows == 1.0 and s.stays == 1.0 and s.score == 1.0
 
 
@@ -51,7 +51,7 @@ def test_an_entangled_predictor_is_not_selective():
 
     maps = [torch.eye(d, dtype=torch.float64)[:, r * m : (r + 1) * m] for r in range(R)]
     subjects = torch.arange(40)
-    s = intervene(hidden, answers, entangled, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), k=m)
+    s = intervene(hidden, answers, entangled, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), ks=[m])[0]
     assert s.follows < 0.2
 
 
