@@ -89,7 +89,7 @@ if rank_points < 1:
 grid = capacity_grid(N, R_values, d_values, seeds, lr, max_steps, batch_size)
 records, models = trained_grid(grid, cache, device)
 sweeps = {key: selectivity_sweep(model, rank_grid(model.config.d, rank_points), held_out, alpha, split_seed)
-          for key, model in progress(models.items(), desc="interventions")}
+          for key, model in progress(models, total=len(grid), desc="interventions")}
 best = {key: max(sweep, key=lambda s: s.score) for key, sweep in sweeps.items()}
 acc = by_cell({k: r["accuracy"] for k, r in records.items()}, R_values, d_values, seeds)  # (R, d, seed)
 selectivity = by_cell({k: b.score for k, b in best.items()}, R_values, d_values, seeds)

@@ -89,7 +89,7 @@ if chance_factor < 1:
 
 grid = capacity_grid(N, R_values, d_values, seeds, lr, max_steps, batch_size)
 records, models = trained_grid(grid, cache, device)
-readouts = {key: model_readouts(model, held_out, alpha, split_seed) for key, model in progress(models.items(), desc="readouts")}
+readouts = {key: model_readouts(model, held_out, alpha, split_seed) for key, model in progress(models, total=len(grid), desc="readouts")}
 acc = by_cell({k: r["accuracy"] for k, r in records.items()}, R_values, d_values, seeds)  # (R, d, seed)
 readout = {what: by_cell({k: r[what].mean for k, r in readouts.items()}, R_values, d_values, seeds) for what in READOUTS}
 capacity = {name: acc[name].mean(-1) >= perfect for name in REGIMES}  # (R, d) cells where the model learned its table

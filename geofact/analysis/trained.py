@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any, Iterator
 
 import torch
 
@@ -70,8 +71,9 @@ class TrainedModel:
         return float((self.predict(self.hidden_states(embeddings)) == answers).double().mean())
 
 
-def trained_grid(configs: dict, cache_dir: Path, device: str = "cpu") -> tuple[dict, dict]:
-    """({key: run record}, {key: TrainedModel}) for a dict of configs, training the missing runs through
-    the run cache (geofact.training.sweep.run_sweep) first."""
+def trained_grid(configs: dict, cache_dir: Path, device: str = "cpu") -> tuple[dict, Iterator[tuple[Any, TrainedModel]]]:
+    """({key: run record}, (key, TrainedModel) pairs) for a dict of configs, training the missing runs
+    through the run cache (geofact.training.sweep.run_sweep) first. The models load one at a time as the
+    pairs are consumed: a paper-scale grid does not fit in memory at once."""
     records = dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device)))
-    return records, {k: TrainedModel.load(cache_dir, c) for k, c in configs.items()}
+    return records, ((k, TrainedModel.load(cache_dir, c)) for k, c in configs.items())
