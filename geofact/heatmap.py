@@ -26,11 +26,11 @@ def heatmap(ax, mean, std, x_labels, y_labels, vmin: float = 0.0, vmax: float = 
     return image
 
 
-def heatmap_panels(axes, fig, grids: dict[str, np.ndarray], d_values, R_values, what: str, vmin: float = 0.0,
-                   vmax: float = 1.0) -> None:
-    """One heatmap per entry of `grids` ({title: (R, d, seed) array}, mean ± std over seeds), one per axis
-    of `axes` (a sequence), over d (x) and R (y), with one shared colour bar labelled `what`."""
+def heatmap_panels(axes, fig, grids: dict[str, np.ndarray], x_values, y_values, what: str, vmin: float = 0.0,
+                   vmax: float = 1.0, xlabel: str = "embedding dimension d", ylabel: str = "relations R") -> None:
+    """One heatmap per entry of `grids` ({title: (y, x, seed) array}, mean ± std over seeds), one per axis
+    of `axes` (a sequence), with one shared colour bar labelled `what`. By default x is d and y is R."""
     for ax, (title, values) in zip(axes, grids.items()):
-        image = heatmap(ax, values.mean(-1), values.std(-1), d_values, R_values, vmin=vmin, vmax=vmax)
-        ax.set(xlabel="embedding dimension d", ylabel="relations R", title=title)
+        image = heatmap(ax, values.mean(-1), values.std(-1), x_values, y_values, vmin=vmin, vmax=vmax)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     fig.colorbar(image, ax=list(axes), label=what, shrink=0.8)

@@ -6,12 +6,13 @@ entity). Every tensor has a leading run dimension M, so M independent models tra
 computation; with M = 1 it is one ordinary model.
 
     x   = E_in[tokens] (+ P)                                   # (M, B, L, d)
-    h   = x + Attn(rms(x) * g_attn)                            # uniform: causal mean; learned: softmax(QK^T/sqrt d)
+    h   = x + Attn(rms(x) * g_attn)                            # uniform: causal mean; learned: causal softmax(QK^T/sqrt d)
     h   = h + W_2 gelu(W_1 (rms(h) * g_mlp) + b_1) + b_2
-    out = (rms(h_last) * g_final) E_out                        # (M, B, N) logits at the answer position
+    out = (rms(h) * g_final) E_out                             # (M, B, N) logits
 
-`hidden` returns the post-attention state at the answer position (what the mechanism analyses read),
-`head` the rest; `forward` is the two in turn.
+Single-hop reads one position, the last: `hidden` returns the post-attention state there (what the
+mechanism analyses read), `head` the rest, `forward` the two in turn. Multi-hop with chain-of-thought
+predicts at several positions: `causal_hidden` gives the state at every position (Appendix C).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ import math
 import torch
 from torch.nn import functional as F
 
-from geofact.training.config import TrainConfig
+from geofact.training.config import MultiHopConfig, TrainConfig
 
 RMS_EPS = 1e-6
 INIT_STD = 0.02
 
 
-def init_params(config: TrainConfig, seq_len: int = 2, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+def init_params(config: TrainConfig | MultiHopConfig, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """One run's parameters from its seed, in a fixed order (so stacked and solo runs start equal)."""
     g = torch.Generator().manual_seed(config.seed)
     d, w = config.d, config.width
@@ -37,7 +38,7 @@ def init_params(config: TrainConfig, seq_len: int = 2, dtype: torch.dtype = torc
 
     p = {"E_ent": normal(config.N, d), "E_rel": normal(config.R, d)}
     if config.learned_positions:
-        p["P"] = normal(seq_len, d)
+        p["P"] = normal(config.seq_len, d)
     if config.attention == "learned":
         p["W_Q"], p["W_K"] = normal(d, d), normal(d, d)
     p["W_V"], p["W_O"] = normal(d, d), normal(d, d)
@@ -48,11 +49,11 @@ def init_params(config: TrainConfig, seq_len: int = 2, dtype: torch.dtype = torc
     return p
 
 
-def n_params(config: TrainConfig, seq_len: int = 2) -> int:
+def n_params(config: TrainConfig | MultiHopConfig) -> int:
     """Parameters of one run (entries of every tensor init_params makes)."""
     d, w, N, R = config.d, config.width, config.N, config.R
     attention = (4 if config.attention == "learned" else 2) * d * d
-    positions = seq_len * d if config.learned_positions else 0
+    positions = config.seq_len * d if config.learned_positions else 0
     return (N + R) * d + positions + attention + 3 * d + d * w + w + w * d + d + d * N
 
 
@@ -62,20 +63,26 @@ def rms(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],), eps=RMS_EPS) * gain
 
 
+def embed(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    """Input embeddings x (M, B, L, d) of tokens (M, B, L): entities 0..N-1, relations N + r (as in geofact.task)."""
+    M, B, L = tokens.shape
+    E_in = torch.cat([p["E_ent"], p["E_rel"]], dim=1)  # (M, N + R, d)
+    rows = tokens + (torch.arange(M, device=tokens.device) * E_in.shape[1])[:, None, None]
+    x = F.embedding(rows, E_in.flatten(0, 1))  # one flat table, so the backward is one scatter
+    if "P" in p:
+        x = x + p["P"][:, None, :L]
+    return x
+
+
 def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     """Post-attention residual state h (M, B, d) at the last position for tokens (M, B, L).
 
     This is the "hidden state h" of the mechanism analyses (Appendix B.3): everything the MLP sees.
-    Token ids: entities 0..N-1, relations N + r (as in geofact.task). With one layer only the last
-    position is read, so attention is computed for that query alone: the last row of the causal
-    pattern sees every position (uniform attention is then the plain mean over positions).
+    With one layer only the last position is read, so attention is computed for that query alone:
+    the last row of the causal pattern sees every position (uniform attention is then the plain mean).
     """
-    M, B, L = tokens.shape
-    E_in = torch.cat([p["E_ent"], p["E_rel"]], dim=1)  # (M, N + R, d)
-    rows = tokens + (torch.arange(M, device=tokens.device) * E_in.shape[1])[:, None, None]
-    x = F.embedding(rows, E_in.flatten(0, 1))  # (M, B, L, d); one flat table, so the backward is one scatter
-    if "P" in p:
-        x = x + p["P"][:, None, :L]
+    x = embed(p, tokens)  # (M, B, L, d)
+    M, B, L, _ = x.shape
     xn = rms(x, p["g_attn"])
     if "W_Q" in p:
         q = torch.bmm(xn[:, :, -1], p["W_Q"])  # (M, B, d)
@@ -85,6 +92,25 @@ def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     else:
         mixed = xn.mean(2)  # (M, B, d)
     return x[:, :, -1] + torch.bmm(torch.bmm(mixed, p["W_V"]), p["W_O"])  # (M, B, d)
+
+
+def causal_hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    """Post-attention residual states (M, B, L, d) at every position of tokens (M, B, L), causally masked.
+
+    Position l sees positions 0..l, so the state at the last position equals `hidden`'s.
+    """
+    x = embed(p, tokens)  # (M, B, L, d)
+    M, B, L, d = x.shape
+    xn = rms(x, p["g_attn"])
+    if "W_Q" in p:
+        q = torch.bmm(xn.flatten(1, 2), p["W_Q"]).view(M, B, L, d)
+        k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, d)
+        future = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)
+        scores = torch.einsum("mbqe,mbke->mbqk", q, k) / math.sqrt(d)  # (M, B, L, L)
+        mixed = scores.masked_fill(future, float("-inf")).softmax(-1) @ xn  # (M, B, L, d)
+    else:
+        mixed = xn.cumsum(2) / torch.arange(1, L + 1, device=x.device, dtype=x.dtype)[:, None]
+    return x + torch.bmm(torch.bmm(mixed.flatten(1, 2), p["W_V"]), p["W_O"]).view(M, B, L, d)
 
 
 def head(p: dict[str, torch.Tensor], h: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,11 @@ class RunResult:
     seconds: float = 0.0  # wall time of the group this run trained in
     params: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
+    def record(self) -> dict:
+        """The JSON-able outcome (geofact.training.sweep adds config, timing, weights file and provenance)."""
+        return {"steps": self.steps, "final_loss": self.final_loss, "accuracy": self.accuracy,
+                "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
+
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
@@ -66,8 +71,10 @@ def configure_cpu(threads: int | None = None) -> None:
     torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0))))
 
 
-def _stack(configs: list[TrainConfig], device: torch.device, dtype: torch.dtype,
-           init: list[dict[str, torch.Tensor]] | None) -> dict[str, torch.Tensor]:
+def stack_params(configs: list, device: torch.device, dtype: torch.dtype,
+                 init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
+    """Every run's seeded initial weights (or `init`'s replacements) stacked along a leading run
+    dimension, relation tables zero-padded to the largest R; leaves that require grad."""
     R_max = max(c.R for c in configs)
     runs = [init_params(c, dtype=dtype) for c in configs]
     if init is not None:
@@ -82,6 +89,29 @@ def _stack(configs: list[TrainConfig], device: torch.device, dtype: torch.dtype,
     for p in runs:
         p["E_rel"] = F.pad(p["E_rel"], (0, 0, 0, R_max - p["E_rel"].shape[0]))
     return {k: torch.stack([p[k] for p in runs]).to(device).requires_grad_() for k in runs[0]}
+
+
+class StackedUpdates:
+    """One optimiser step for stacked runs: gradients of the summed per-run losses, per-run clipping,
+    per-run AdamW. Tensors no run trains get no gradient; frozen entity embeddings
+    (`frozen_embeddings`) and tensors outside `train_only` are masked per run."""
+
+    def __init__(self, params: dict[str, torch.Tensor], configs: list, train_only: tuple[str, ...] | None = None) -> None:
+        if train_only is not None and not set(train_only) <= set(params):
+            raise ValueError(f"train_only must name parameters among {sorted(params)}, got {sorted(train_only)}")
+        device, M = params["E_ent"].device, len(configs)
+        self.params, self.grad_clip = params, configs[0].grad_clip
+        self.trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in params}
+        self.trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
+        self.names = [k for k in params if bool(self.trainable[k].any())]
+        lr = torch.tensor([c.lr for c in configs], dtype=params["E_ent"].dtype, device=device)
+        self.opt = StackedAdamW({k: v.data for k, v in params.items()}, lr, configs[0].weight_decay)
+
+    def __call__(self, losses: torch.Tensor, active: torch.Tensor) -> None:
+        """Update the runs in `active` (M,) bool from their losses (M,)."""
+        grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [self.params[k] for k in self.names])))
+        clip_grad_norms(grads, self.grad_clip, self.trainable)
+        self.opt.step(grads, active, self.trainable)
 
 
 @torch.no_grad()
@@ -122,14 +152,8 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     start = time.perf_counter()
     first = configs[0]
     M, N, B = len(configs), first.N, first.batch_size
-    params = _stack(configs, device, dtype, init)
-    if train_only is not None and not set(train_only) <= set(params):
-        raise ValueError(f"train_only must name parameters among {sorted(params)}, got {sorted(train_only)}")
-    trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in params}
-    trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
-    names = [k for k in params if bool(trainable[k].any())]  # gradients of tensors no run trains are never needed
-    opt = StackedAdamW({k: v.data for k, v in params.items()},
-                       torch.tensor([c.lr for c in configs], dtype=dtype, device=device), first.weight_decay)
+    params = stack_params(configs, device, dtype, init)
+    update = StackedUpdates(params, configs, train_only)
     tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]
     n_facts = torch.tensor([len(t) for t in tables], device=device)
     n_max = int(n_facts.max())
@@ -166,9 +190,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         active &= ~done.to(device)
         if not bool(active.any()):
             break
-        grads = dict(zip(names, torch.autograd.grad(losses.sum(), [params[k] for k in names])))
-        clip_grad_norms(grads, first.grad_clip, trainable)
-        opt.step(grads, active, trainable)
+        update(losses, active)
         if progress is not None:
             progress.update(int(active.sum()))
     if eval_every is not None:

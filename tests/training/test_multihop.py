@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from geofact.task import KHopTask
-from geofact.training.multihop import IGNORE, sequences, split_queries
+from geofact.training.config import MultiHopConfig
+from geofact.training.multihop import IGNORE, BatchSampler, query_ids, query_sets, sequences, walk
 
 
 def compose(task: KHopTask, s0: int, relations: list[int]) -> int:
@@ -46,20 +47,78 @@ def test_one_hop_is_the_same_with_and_without_cot():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
-def key(prompts: torch.Tensor) -> set[tuple[int, ...]]:
-    return {tuple(row) for row in prompts.tolist()}
+def ids(queries: torch.Tensor, R: int) -> set[int]:
+    return set(query_ids(queries, R).tolist())
 
 
-def test_split_queries_keeps_eval_disjoint_or_inside_the_pool():
-    task = KHopTask.random(N=16, R=4, k=2, seed=0)  # 256 queries
-    held = split_queries(task, train_size=100, eval_size=50, eval_seen=False, seed=3)
-    assert len(key(held.train_prompts)) == 100 and len(key(held.eval_prompts)) == 50
-    assert not key(held.train_prompts) & key(held.eval_prompts)
-    seen = split_queries(task, train_size=100, eval_size=50, eval_seen=True, seed=3)
-    assert key(seen.eval_prompts) <= key(seen.train_prompts)
-    assert torch.equal(seen.train_chain[:, 0], seen.train_prompts[:, 0])  # paths start at the prompt's subject
-    assert len(split_queries(task, None, 10, True, 0).train_prompts) == 256
-    with pytest.raises(ValueError, match="eval_size must be in \\[1, 6\\]"):
-        split_queries(task, train_size=250, eval_size=10, eval_seen=False, seed=0)
-    with pytest.raises(ValueError, match="train_size must be in"):
-        split_queries(task, train_size=0, eval_size=1, eval_seen=True, seed=0)
+def small(**kw) -> MultiHopConfig:
+    return MultiHopConfig(**{"N": 16, "R": 4, "k": 2, "d": 8, "batch_size": 64, "eval_queries": 50} | kw)
+
+
+def test_query_ids_are_the_tasks_enumeration_order():
+    task = KHopTask.random(N=5, R=3, k=3, seed=0)
+    q = task.queries()
+    queries = torch.cat([q.tokens[:, :1], q.tokens[:, 1:] - 5], dim=1)
+    assert torch.equal(query_ids(queries, 3), torch.arange(5 * 27))
+
+
+def test_walk_follows_the_bijections_of_each_stacked_run():
+    tasks = [KHopTask.random(N=10, R=R, k=3, seed=R) for R in (2, 3)]
+    tables = torch.stack([torch.nn.functional.pad(torch.as_tensor(t.bijections), (0, 0, 0, 3 - t.R)) for t in tasks])
+    queries = [t.queries(sample=20, seed=1) for t in tasks]
+    stacked = torch.stack([torch.cat([q.tokens[:, :1], q.tokens[:, 1:] - 10], 1) for q in queries])
+    path = walk(tables, stacked)
+    for m, q in enumerate(queries):
+        assert torch.equal(path[m], q.chain)
+
+
+def test_a_pool_holds_its_eval_set_or_keeps_clear_of_it():
+    seen, held = query_sets(small(train_queries=100)), query_sets(small(train_queries=100, eval_seen=False))
+    assert len(ids(seen.pool, 4)) == 100 and ids(seen.eval, 4) <= ids(seen.pool, 4) and len(seen.eval) == 50
+    assert len(ids(held.eval, 4)) == 50 and not ids(held.eval, 4) & ids(held.pool, 4)
+    tight = query_sets(small(train_queries=250, eval_seen=False))  # 256 queries: only 6 left to hold out
+    assert len(tight.eval) == 6 and not ids(tight.eval, 4) & ids(tight.pool, 4)
+    with pytest.raises(ValueError, match=r"train_queries must be below N R\^k = 256"):
+        small(train_queries=256, eval_seen=False)
+
+
+def test_pool_batches_come_from_the_pool():
+    c = small(train_queries=30)
+    sample = BatchSampler([c], [query_sets(c)], torch.device("cpu"))
+    drawn = torch.cat([sample(step)[0] for step in range(10)])
+    assert ids(drawn, 4) <= ids(query_sets(c).pool, 4) and len(ids(drawn, 4)) == 30
+
+
+def test_fresh_held_out_batches_never_hold_an_eval_query():
+    c = small(eval_queries=1000, eval_seen=False)  # capped at half of the 256 queries
+    sets = query_sets(c)
+    assert len(sets.eval) == 128
+    sample = BatchSampler([c], [sets], torch.device("cpu"))
+    drawn = torch.cat([sample(step)[0] for step in range(50)])
+    assert not ids(drawn, 4) & ids(sets.eval, 4)
+    assert len(ids(drawn, 4)) == 128  # every other query turns up
+    seen = BatchSampler([small()], [query_sets(small())], torch.device("cpu"))
+    assert len(ids(torch.cat([seen(step)[0] for step in range(50)]), 4)) == 256
+
+
+def test_a_run_draws_the_same_batches_alone_or_stacked_with_other_relations_counts():
+    configs = [small(R=2, seed=3, eval_seen=False), small(R=4, seed=5, eval_seen=False)]
+    sets = [query_sets(c) for c in configs]
+    stacked = BatchSampler(configs, sets, torch.device("cpu"))
+    for m in range(2):
+        alone = BatchSampler(configs[m : m + 1], sets[m : m + 1], torch.device("cpu"))
+        for step in (0, 7):
+            assert torch.equal(stacked(step)[m], alone(step)[0])
+    assert stacked(0)[0, :, 1:].max() == 1  # relations stay below each run's own R
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("k", 0, "k must be an integer >= 1"),
+    ("train_queries", 0, "train_queries must be None"),
+    ("check_every", 0, "check_every must be an integer >= 1"),
+    ("target_accuracy", 1.5, "target_accuracy must be in \\(0, 1\\]"),
+    ("R", 20, "R must be an integer in \\[1, N=16\\]"),
+])
+def test_config_names_the_bad_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        small(**{field: value})
