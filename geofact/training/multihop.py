@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 
 from geofact.task import KHopTask
-from geofact.training.config import MAX_POOL, MultiHopConfig
+from geofact.training.config import MultiHopConfig
 from geofact.training.data import _mix32
 
 IGNORE = -100
@@ -126,7 +126,7 @@ class BatchSampler:
             self.held_out = torch.cat([i.to(device) + m * self.space for m, i in zip(run.tolist(), ids)])
 
     def __call__(self, step: int) -> torch.Tensor:
-        B, k = self.batch_size, self.k
+        B = self.batch_size
         if self.pools is not None:
             index = _hashes(self.seeds, step, B, 1, 0)[..., 0] % self.counts[:, None]  # (M, B)
             return self.pools[torch.arange(len(self.seeds), device=index.device)[:, None], index]

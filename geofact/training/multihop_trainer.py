@@ -103,7 +103,7 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
         configure_cpu()
     start = time.perf_counter()
     first = configs[0]
-    M, N, B, k, T = len(configs), first.N, first.batch_size, first.k, first.n_targets
+    M, N, B, T = len(configs), first.N, first.batch_size, first.n_targets
     sets = [query_sets(c) for c in configs]
     tables = _pad([torch.as_tensor(s.task.bijections) for s in sets], device)  # (M, R_max, N)
     eval_queries = _pad([s.eval for s in sets], device)  # (M, E_max, k + 1)
