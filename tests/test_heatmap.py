@@ -22,8 +22,9 @@ def test_heatmap_annotates_every_finite_cell_with_mean_and_std():
 def test_heatmap_panels_draw_one_map_per_grid_over_seeds_with_one_colour_bar():
     grids = {"a": np.zeros((2, 3, 2)), "b": np.stack([np.ones((2, 3)), np.zeros((2, 3))], -1)}
     fig, axes = plt.subplots(1, 2)
-    heatmap_panels(axes, fig, grids, d_values=[8, 16, 32], R_values=[2, 4], what="accuracy")
+    heatmap_panels(axes, fig, grids, x_values=[8, 16, 32], y_values=[2, 4], what="accuracy", ylabel="hops k")
     assert [ax.get_title() for ax in axes] == ["a", "b"]
+    assert axes[0].get_xlabel() == "embedding dimension d" and axes[0].get_ylabel() == "hops k"
     assert "0.50\n±0.50" in [t.get_text() for t in axes[1].texts]  # mean ± std over the seed axis
     assert len(fig.axes) == 3 and fig.axes[-1].get_ylabel() == "accuracy"
     plt.close(fig)
