@@ -93,7 +93,7 @@ from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 from matplotlib.patches import Rectangle
 
-from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension
+from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
 from geofact.heatmap import heatmap_panels
@@ -192,8 +192,8 @@ def cells(field: str) -> dict[str, np.ndarray]:
 
 acc = cells("accuracy")
 mean = {name: a.mean(-1) for name, a in acc.items()}  # (k, R)
-fits = {"CoT": [[cot_dimension(N, R, k) <= d for R in R_values] for k in k_values],
-        "no CoT": [[no_cot_tree_dimension(N, R, k) <= d for R in R_values] for k in k_values]}
+predicted = predicted_cells(N, d, k_values, R_values)
+fits = {"CoT": predicted["cot"], "no CoT": predicted["no_cot_tree"]}
 fig, axes = subplots(2, 2, width=5.0, height=3.6)
 heatmap_panels(axes.flatten(), fig, {name: acc[name] for name in CONDITIONS},
                R_values, k_values, "final-answer accuracy, mean over seeds", xlabel="relations R", ylabel="hops k")

@@ -122,8 +122,7 @@ class BatchSampler:
             ids = [query_ids(s.eval, c.R) for c, s in zip(configs, sets)]
             # run m's ids shifted by m * space, so that one sorted isin serves every run
             self.space = max(c.n_queries for c in configs)
-            run = torch.arange(len(configs), device=device)
-            self.held_out = torch.cat([i.to(device) + m * self.space for m, i in zip(run.tolist(), ids)])
+            self.held_out = torch.cat([i.to(device) + m * self.space for m, i in enumerate(ids)])
 
     def __call__(self, step: int) -> torch.Tensor:
         B = self.batch_size

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
-from geofact.device import resolve_device
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
-from geofact.training.trainer import StackedUpdates, configure_cpu, stack_params
+from geofact.training.trainer import StackedUpdates, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
 
@@ -96,11 +95,7 @@ def evaluate(p: dict[str, torch.Tensor], tables: torch.Tensor, queries: torch.Te
 def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "cpu", progress=None,
                    dtype: torch.dtype = torch.float32) -> list[MultiHopResult]:
     """Train runs with one MultiHopConfig.shape_key() together; `progress` (a tqdm) advances by run-steps."""
-    if len({c.shape_key() for c in configs}) != 1:
-        raise ValueError("train_multihop needs runs with equal MultiHopConfig.shape_key(); run_sweep groups them")
-    device = resolve_device(device)
-    if device.type == "cpu":
-        configure_cpu()
+    device = start_group(configs, device, "train_multihop")
     start = time.perf_counter()
     first = configs[0]
     M, N, B, T = len(configs), first.N, first.batch_size, first.n_targets

@@ -91,6 +91,16 @@ def stack_params(configs: list, device: torch.device, dtype: torch.dtype,
     return {k: torch.stack([p[k] for p in runs]).to(device).requires_grad_() for k in runs[0]}
 
 
+def start_group(configs: list, device: str | torch.device, trainer: str) -> torch.device:
+    """Check that the runs can be stacked (equal shape_key()) and ready the device they train on."""
+    if len({c.shape_key() for c in configs}) != 1:
+        raise ValueError(f"{trainer} needs runs with equal {type(configs[0]).__name__}.shape_key(); run_sweep groups them")
+    device = resolve_device(device)
+    if device.type == "cpu":
+        configure_cpu()
+    return device
+
+
 class StackedUpdates:
     """One optimiser step for stacked runs: gradients of the summed per-run losses, per-run clipping,
     per-run AdamW. Tensors no run trains get no gradient; frozen entity embeddings
@@ -144,11 +154,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     """
     if eval_every is not None and eval_every < 1:
         raise ValueError(f"eval_every must be >= 1 (or None), got {eval_every}")
-    if len({c.shape_key() for c in configs}) != 1:
-        raise ValueError("train_group needs runs with equal TrainConfig.shape_key(); run_sweep groups them")
-    device = resolve_device(device)
-    if device.type == "cpu":
-        configure_cpu()
+    device = start_group(configs, device, "train_group")
     start = time.perf_counter()
     first = configs[0]
     M, N, B = len(configs), first.N, first.batch_size
