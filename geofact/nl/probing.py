@@ -1,0 +1,142 @@
+"""The real-LM probing experiment (`sec:real-lm-probing`, `app:real-lm-probing-train`), cached per relation.
+
+For one model and category: every fact of each relation is rendered through that relation's template
+for the run (one template per run, chosen deterministically), the subject states of all of them are
+collected in one streamed pass, and a stack of per-layer probes is fit per relation. Each relation's
+result is written as JSON as soon as it is done, keyed by everything that determines it (model,
+category, relation, mode, probe config, template seed, corpus digest), so an interrupted run resumes
+with the relations it has and a changed corpus or config never reuses a stale number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from geofact.nl.corpus import Corpus, facts, render, template_for_run
+from geofact.nl.lm import LoadedLM
+from geofact.nl.probe import (
+    ProbeConfig,
+    chance_metrics,
+    fit_probes,
+    gold_ranks,
+    majority_ranks,
+    rank_metrics,
+    subject_split,
+)
+from geofact.nl.states import encode, subject_states
+from geofact.training.sweep import provenance, read_json, write_json
+
+SCHEMA = "geofact.nl.probe/1"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]
+
+
+def run_config(lm: LoadedLM, corpus: Corpus, category: str, relation: str, mode: str, probe: ProbeConfig,
+               template_seed: int) -> dict:
+    return {"model": lm.name, "category": category, "relation": relation, "mode": mode, "probe": probe.as_dict(),
+            "template_seed": template_seed, "corpus_version": corpus.version, "corpus_digest": corpus.digest}
+
+
+def result_path(cache_dir: Path, config: dict) -> Path:
+    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    return Path(cache_dir) / _slug(config["model"]) / f"{config['category']}.{config['relation']}.{key}.json"
+
+
+def _probe_relation(lm: LoadedLM, states: torch.Tensor, gold: torch.Tensor, subjects: list[str],
+                    probe: ProbeConfig) -> dict:
+    """Fit the per-layer probes of one relation and score them on its held-out subjects."""
+    train, val = subject_split(subjects, probe.val_fraction, probe.seed)
+    unembedding = lm.unembedding().float().cpu()
+    targets = unembedding[gold]  # (n, d): the LM-head rows of the answers' first tokens
+    probes, log = fit_probes(states, targets, train, val, probe)
+    layers = []
+    with torch.no_grad():
+        predictions = probes(states[val].transpose(0, 1).contiguous())  # (L, n_val, d)
+        for layer, pred in enumerate(predictions):
+            layers.append({"layer": layer, **rank_metrics(gold_ranks(pred, gold[val], unembedding))})
+    majority = rank_metrics(majority_ranks(gold[train], gold[val], lm.vocab_size))
+    return {
+        "n_train": len(train), "n_val": len(val), "n_answer_tokens": int(torch.unique(gold).numel()),
+        "layers": layers, "chance": chance_metrics(lm.vocab_size), "majority": majority, **log,
+    }
+
+
+def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path, relations: list[str] | None = None,
+                   mode: str = "last", probe: ProbeConfig = ProbeConfig(), template_seed: int = 0,
+                   max_entities: int | None = None, batch_size: int = 32) -> list[dict]:
+    """Probe results for the relations of one category (all by default), computing only the uncached ones."""
+    cat = corpus.category(category)
+    chosen = list(cat.relations) if relations is None else relations
+    unknown = sorted(set(chosen) - set(cat.relations))
+    if unknown:
+        raise ValueError(f"relations must be among {sorted(cat.relations)} for {category!r}, got {unknown}")
+    if max_entities is not None and max_entities < 10:
+        raise ValueError(f"max_entities must be >= 10 (or None for all), got {max_entities}")
+    configs = {r: {**run_config(lm, corpus, category, r, mode, probe, template_seed), "max_entities": max_entities}
+               for r in chosen}
+    records = {r: read_json(result_path(cache_dir, c), SCHEMA, c) for r, c in configs.items()}
+    todo = [r for r in chosen if records[r] is None]
+    if todo:
+        started = time.perf_counter()
+        per_relation = {}
+        for relation in todo:
+            template = template_for_run(category, relation, template_seed)
+            kept, encoded, dropped = [], [], []
+            for fact in facts(corpus, category, relation)[:max_entities]:
+                rendered = render(corpus, fact, template)
+                try:
+                    encoded.append(encode(lm, rendered))
+                    kept.append(rendered)
+                except ValueError:
+                    dropped.append(fact.subject)
+            per_relation[relation] = (template, kept, encoded, dropped)
+        everything = [e for _, _, enc, _ in per_relation.values() for e in enc]
+        states = subject_states(lm, everything, mode=mode, batch_size=batch_size, desc=f"{category} states")
+        state_seconds = time.perf_counter() - started
+        offset = 0
+        origin = provenance(lm.device)
+        for relation in todo:
+            template, kept, encoded, dropped = per_relation[relation]
+            rel_states = states[offset: offset + len(encoded)]
+            offset += len(encoded)
+            fit_start = time.perf_counter()
+            gold = torch.tensor([e.answer_token for e in encoded])
+            result = _probe_relation(lm, rel_states, gold, [r.fact.subject for r in kept], probe)
+            record = {
+                "schema": SCHEMA, "config": configs[relation], "model_info": lm.describe(),
+                "template": template, "template_text": cat.relations[relation].templates[template],
+                "example": kept[0].prompt if kept else None, "dropped": dropped, **result,
+                "seconds": {"states_share": state_seconds * len(encoded) / max(1, len(everything)),
+                            "probes": time.perf_counter() - fit_start},
+                "provenance": origin,
+            }
+            path = result_path(cache_dir, configs[relation])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(path, record)
+            records[relation] = record
+    return [records[r] for r in chosen]
+
+
+def layer_table(records: list[dict]) -> dict[str, np.ndarray]:
+    """Per-layer metrics averaged over relations (the paper's per-category cells).  metric -> (L + 1,)"""
+    return {m: np.mean([[row[m] for row in rec["layers"]] for rec in records], axis=0) for m in ("hits1", "hits10", "mrr")}
+
+
+def best_layer_summary(records: list[dict]) -> dict[str, float]:
+    """The row of `tab:real-lm-best-mrr` for one (model, category): the best layer by relation-averaged
+    Hits@1 (the paper's rule), its MRR and Hits@1, layer-0 MRR, and the best layer's depth fraction."""
+    table = layer_table(records)
+    best = int(np.argmax(table["hits1"]))
+    depth = len(table["hits1"]) - 1
+    return {"layer0_mrr": float(table["mrr"][0]), "best_mrr": float(table["mrr"][best]),
+            "best_hits1": float(table["hits1"][best]), "best_layer": best, "depth": depth,
+            "best_fraction": best / depth}
