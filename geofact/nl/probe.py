@@ -87,27 +87,29 @@ class StackedProbes(torch.nn.Module):
 
 
 def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], val: list[int],
-               config: ProbeConfig) -> tuple[StackedProbes, dict]:
-    """Train one probe per layer on states (n, L, d_in) -> targets (n, d_out); returns the probes at each
-    layer's best validation loss and a log (epochs run per layer, best validation loss per layer)."""
+               config: ProbeConfig, device: str | torch.device = "cpu") -> tuple[StackedProbes, dict]:
+    """Train one probe per layer on states (n, L, d_in) -> targets (n, d_out) on `device`; returns the
+    probes (on the CPU) at each layer's best validation loss and a log (epochs run and best validation
+    loss per layer)."""
     n, n_layers, d_in = states.shape
     d_out = targets.shape[1]
     rank = min(config.rank, d_in, d_out)
     generator = torch.Generator().manual_seed(config.seed)
-    probes = StackedProbes(n_layers, d_in, d_out, rank, generator)
+    probes = StackedProbes(n_layers, d_in, d_out, rank, generator).to(device)
     optimiser = torch.optim.AdamW(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    x = states.transpose(0, 1).contiguous()  # (L, n, d_in)
+    x = states.transpose(0, 1).contiguous().to(device)  # (L, n, d_in)
+    targets = targets.to(device)
     x_train, y_train = x[:, train], targets[train]
     x_val, y_val = x[:, val], targets[val]
-    best = torch.full((n_layers,), math.inf)
+    best = torch.full((n_layers,), math.inf, device=device)
     best_params = {k: v.detach().clone() for k, v in probes.state_dict().items()}
-    waited = torch.zeros(n_layers, dtype=torch.long)
-    active = torch.ones(n_layers, dtype=torch.bool)
-    epochs = torch.zeros(n_layers, dtype=torch.long)
+    waited = torch.zeros(n_layers, dtype=torch.long, device=device)
+    active = torch.ones(n_layers, dtype=torch.bool, device=device)
+    epochs = torch.zeros(n_layers, dtype=torch.long, device=device)
     for _ in range(config.max_epochs):
         order = torch.randperm(len(train), generator=generator)
         for start in range(0, len(train), config.batch_size):
-            idx = order[start: start + config.batch_size]
+            idx = order[start: start + config.batch_size].to(device)
             loss = _cos_loss(probes(x_train[:, idx]), y_train[idx]).sum()
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
@@ -124,7 +126,7 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
         if not active.any():
             break
     probes.load_state_dict(best_params)
-    return probes, {"epochs": epochs.tolist(), "best_val_loss": best.tolist(), "rank": rank}
+    return probes.cpu(), {"epochs": epochs.tolist(), "best_val_loss": best.tolist(), "rank": rank}
 
 
 @torch.no_grad()
