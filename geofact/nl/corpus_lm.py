@@ -272,10 +272,13 @@ def corpus_lm_readout(model: OneLayerLM, vocab: Vocab, examples: list[Example], 
         train, val = subject_split([e.rendered.fact.subject for e in bucket], probe.val_fraction, probe.seed)
         probes, log = fit_probes(states, unembedding[gold], train, val, probe)
         with torch.no_grad():
-            predictions = probes(states[val].transpose(0, 1).contiguous())  # (2, n_val, d)
-        layers = [{"layer": layer, **rank_metrics(gold_ranks(pred, gold[val], unembedding))}
+            predictions = probes(states.transpose(0, 1).contiguous())  # (2, n, d)
+        # held-out subjects are the measurement; the training subjects tell fitting apart from generalising
+        layers = [{"layer": layer, **rank_metrics(gold_ranks(pred[val], gold[val], unembedding))}
                   for layer, pred in enumerate(predictions)]
+        seen = [{"layer": layer, **rank_metrics(gold_ranks(pred[train], gold[train], unembedding))}
+                for layer, pred in enumerate(predictions)]
         results.append({"category": category, "relation": relation, "n_train": len(train), "n_val": len(val),
-                        "layers": layers, "majority": rank_metrics(majority_ranks(gold[train], gold[val], len(vocab))),
-                        **log})
+                        "layers": layers, "train_layers": seen,
+                        "majority": rank_metrics(majority_ranks(gold[train], gold[val], len(vocab))), **log})
     return results
