@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
-from geofact.nl.probe import ProbeConfig, fit_probes, gold_ranks, majority_ranks, rank_metrics, subject_split
+from geofact.nl.probe import ProbeConfig, probe_and_score, unit_rows
 from geofact.notebook import progress
 from geofact.training.sweep import provenance, write_json
 
@@ -265,20 +265,13 @@ def corpus_lm_readout(model: OneLayerLM, vocab: Vocab, examples: list[Example], 
         if e.rendered.template == template_for_run(fact.category, fact.relation, template_seed):
             buckets.setdefault((fact.category, fact.relation), []).append(e)
     unembedding = model.unembed.weight.detach()  # (V, d)
+    d_unit = unit_rows(unembedding)
     results = []
     for (category, relation), bucket in progress(list(buckets.items()), desc="readout probes", unit="relation"):
         states = subject_mean_states(model, bucket, vocab)  # (n, 2, d)
         gold = torch.tensor([e.ids[e.answer_positions[0]] for e in bucket])
-        train, val = subject_split([e.rendered.fact.subject for e in bucket], probe.val_fraction, probe.seed)
-        probes, log = fit_probes(states, unembedding[gold], train, val, probe)
-        with torch.no_grad():
-            predictions = probes(states.transpose(0, 1).contiguous())  # (2, n, d)
         # held-out subjects are the measurement; the training subjects tell fitting apart from generalising
-        layers = [{"layer": layer, **rank_metrics(gold_ranks(pred[val], gold[val], unembedding))}
-                  for layer, pred in enumerate(predictions)]
-        seen = [{"layer": layer, **rank_metrics(gold_ranks(pred[train], gold[train], unembedding))}
-                for layer, pred in enumerate(predictions)]
-        results.append({"category": category, "relation": relation, "n_train": len(train), "n_val": len(val),
-                        "layers": layers, "train_layers": seen,
-                        "majority": rank_metrics(majority_ranks(gold[train], gold[val], len(vocab))), **log})
+        scored = probe_and_score(states, gold, [e.rendered.fact.subject for e in bucket], unembedding, d_unit, probe,
+                                 score_seen=True)
+        results.append({"category": category, "relation": relation, **scored})
     return results

@@ -32,16 +32,13 @@ class ProbeConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        checks = {
-            "rank": self.rank >= 1, "lr": self.lr > 0, "weight_decay": self.weight_decay >= 0,
-            "max_epochs": self.max_epochs >= 1, "patience": self.patience >= 1, "batch_size": self.batch_size >= 1,
-            "val_fraction": 0 < self.val_fraction < 1,
-        }
-        ranges = {"rank": ">= 1", "lr": "> 0", "weight_decay": ">= 0", "max_epochs": ">= 1", "patience": ">= 1",
-                  "batch_size": ">= 1", "val_fraction": "in (0, 1)"}
-        for name, ok in checks.items():
+        ranges = {"rank": (self.rank >= 1, ">= 1"), "lr": (self.lr > 0, "> 0"),
+                  "weight_decay": (self.weight_decay >= 0, ">= 0"), "max_epochs": (self.max_epochs >= 1, ">= 1"),
+                  "patience": (self.patience >= 1, ">= 1"), "batch_size": (self.batch_size >= 1, ">= 1"),
+                  "val_fraction": (0 < self.val_fraction < 1, "in (0, 1)")}
+        for name, (ok, allowed) in ranges.items():
             if not ok:
-                raise ValueError(f"ProbeConfig.{name} must be {ranges[name]}, got {getattr(self, name)!r}")
+                raise ValueError(f"ProbeConfig.{name} must be {allowed}, got {getattr(self, name)!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -130,10 +127,15 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
 
 
 @torch.no_grad()
-def gold_ranks(pred: torch.Tensor, gold: torch.Tensor, unembedding: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+def unit_rows(unembedding: torch.Tensor) -> torch.Tensor:
+    """The LM-head rows scaled to unit length, what `gold_ranks` scores against: computed once per model,
+    not once per (relation, layer).  (V, d) -> (V, d)"""
+    return F.normalize(unembedding.float(), dim=-1)
+
+
+def gold_ranks(pred: torch.Tensor, gold: torch.Tensor, d_unit: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     """Rank (1 = best) of each gold token when cos(pred, D[v]) is ranked over the whole vocabulary;
-    ties count against the gold token.  pred (n, d), gold (n,), unembedding (V, d) -> (n,)"""
-    d_unit = F.normalize(unembedding.float(), dim=-1)
+    ties count against the gold token.  pred (n, d), gold (n,), d_unit = unit_rows(D) (V, d) -> (n,)"""
     p_unit = F.normalize(pred.float(), dim=-1)
     chunks = range(0, d_unit.shape[0], chunk)
     # the gold score is read off the same matmul it is compared with: a separately computed dot product
@@ -148,6 +150,27 @@ def gold_ranks(pred: torch.Tensor, gold: torch.Tensor, unembedding: torch.Tensor
     for start in chunks:
         better += (p_unit @ d_unit[start: start + chunk].T > gold_score[:, None]).sum(-1)
     return better + 1
+
+
+def probe_and_score(states: torch.Tensor, gold: torch.Tensor, subjects: list[str], unembedding: torch.Tensor,
+                    d_unit: torch.Tensor, config: ProbeConfig, device: str | torch.device = "cpu",
+                    score_seen: bool = False) -> dict:
+    """The probing protocol for one relation: a subject-disjoint split, per-layer probes from the states
+    (n, L, d_in) to the LM-head rows of the gold tokens (n,), whole-vocabulary metrics per layer on the
+    held-out subjects (and, with `score_seen`, on the training subjects), and the majority baseline."""
+    train, val = subject_split(subjects, config.val_fraction, config.seed)
+    probes, log = fit_probes(states, unembedding[gold], train, val, config, device=device)
+
+    def scored(rows: list[int]) -> list[dict]:
+        with torch.no_grad():
+            predictions = probes(states[rows].transpose(0, 1).contiguous())  # (L, n_rows, d)
+        return [{"layer": layer, **rank_metrics(gold_ranks(pred, gold[rows], d_unit))} for layer, pred in enumerate(predictions)]
+
+    result = {"n_train": len(train), "n_val": len(val), "layers": scored(val),
+              "majority": rank_metrics(majority_ranks(gold[train], gold[val], d_unit.shape[0])), **log}
+    if score_seen:
+        result["train_layers"] = scored(train)
+    return result
 
 
 def rank_metrics(ranks: torch.Tensor) -> dict[str, float]:

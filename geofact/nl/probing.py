@@ -21,15 +21,7 @@ import torch
 
 from geofact.nl.corpus import Corpus, facts, render, template_for_run
 from geofact.nl.lm import LoadedLM
-from geofact.nl.probe import (
-    ProbeConfig,
-    chance_metrics,
-    fit_probes,
-    gold_ranks,
-    majority_ranks,
-    rank_metrics,
-    subject_split,
-)
+from geofact.nl.probe import ProbeConfig, chance_metrics, probe_and_score, unit_rows
 from geofact.nl.states import encode, subject_states
 from geofact.training.sweep import provenance, read_json, write_json
 
@@ -49,25 +41,6 @@ def run_config(lm: LoadedLM, corpus: Corpus, category: str, relation: str, mode:
 def result_path(cache_dir: Path, config: dict) -> Path:
     key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     return Path(cache_dir) / _slug(config["model"]) / f"{config['category']}.{config['relation']}.{key}.json"
-
-
-def _probe_relation(lm: LoadedLM, states: torch.Tensor, gold: torch.Tensor, subjects: list[str],
-                    probe: ProbeConfig) -> dict:
-    """Fit the per-layer probes of one relation and score them on its held-out subjects."""
-    train, val = subject_split(subjects, probe.val_fraction, probe.seed)
-    unembedding = lm.unembedding().float().cpu()
-    targets = unembedding[gold]  # (n, d): the LM-head rows of the answers' first tokens
-    probes, log = fit_probes(states, targets, train, val, probe, device=lm.device)
-    layers = []
-    with torch.no_grad():
-        predictions = probes(states[val].transpose(0, 1).contiguous())  # (L, n_val, d)
-        for layer, pred in enumerate(predictions):
-            layers.append({"layer": layer, **rank_metrics(gold_ranks(pred, gold[val], unembedding))})
-    majority = rank_metrics(majority_ranks(gold[train], gold[val], lm.vocab_size))
-    return {
-        "n_train": len(train), "n_val": len(val), "n_answer_tokens": int(torch.unique(gold).numel()),
-        "layers": layers, "chance": chance_metrics(lm.vocab_size), "majority": majority, **log,
-    }
 
 
 def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path, relations: list[str] | None = None,
@@ -104,17 +77,21 @@ def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path,
         state_seconds = time.perf_counter() - started
         offset = 0
         origin = provenance(lm.device)
+        unembedding = lm.unembedding().float().cpu()  # (V, d): the probe targets are its rows
+        d_unit = unit_rows(unembedding)
         for relation in todo:
             template, kept, encoded, dropped = per_relation[relation]
             rel_states = states[offset: offset + len(encoded)]
             offset += len(encoded)
             fit_start = time.perf_counter()
             gold = torch.tensor([e.answer_token for e in encoded])
-            result = _probe_relation(lm, rel_states, gold, [r.fact.subject for r in kept], probe)
+            result = probe_and_score(rel_states, gold, [r.fact.subject for r in kept], unembedding, d_unit, probe,
+                                     device=lm.device)
             record = {
                 "schema": SCHEMA, "config": configs[relation], "model_info": lm.describe(),
                 "template": template, "template_text": cat.relations[relation].templates[template],
-                "example": kept[0].prompt if kept else None, "dropped": dropped, **result,
+                "example": kept[0].prompt if kept else None, "dropped": dropped,
+                "n_answer_tokens": int(torch.unique(gold).numel()), "chance": chance_metrics(lm.vocab_size), **result,
                 "seconds": {"states_share": state_seconds * len(encoded) / max(1, len(everything)),
                             "probes": time.perf_counter() - fit_start},
                 "provenance": origin,

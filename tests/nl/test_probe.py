@@ -11,6 +11,7 @@ from geofact.nl.probe import (
     majority_ranks,
     rank_metrics,
     subject_split,
+    unit_rows,
 )
 
 
@@ -76,12 +77,12 @@ def test_gold_ranks_match_a_full_sort_over_the_vocabulary():
     D = torch.randn(1000, 8, generator=g)
     pred = torch.randn(20, 8, generator=g)
     gold = torch.randint(0, 1000, (20,), generator=g)
-    ranks = gold_ranks(pred, gold, D, chunk=128)
+    ranks = gold_ranks(pred, gold, unit_rows(D), chunk=128)
     scores = torch.nn.functional.normalize(pred, dim=-1) @ torch.nn.functional.normalize(D, dim=-1).T
     order = scores.argsort(dim=1, descending=True)
     expected = (order == gold[:, None]).float().argmax(1) + 1
     assert torch.equal(ranks, expected)
-    assert gold_ranks(D[gold], gold, D).eq(1).all()  # predicting the row itself ranks it first
+    assert gold_ranks(D[gold], gold, unit_rows(D)).eq(1).all()  # predicting the row itself ranks it first
 
 
 def test_metrics_and_baselines():

@@ -20,7 +20,7 @@ def test_records_cover_every_layer_and_are_cached(corpus, tiny_lm, tmp_path, mon
         assert r["config"]["corpus_digest"] == corpus.digest and r["model_info"]["n_layers"] == 2
         assert 0 <= r["layers"][0]["hits1"] <= r["layers"][0]["hits10"] <= 1
     # a second call reads the cache: nothing is fit again
-    monkeypatch.setattr(probing, "fit_probes", lambda *a, **k: pytest.fail("recomputed a cached relation"))
+    monkeypatch.setattr(probing, "probe_and_score", lambda *a, **k: pytest.fail("recomputed a cached relation"))
     again = probe_category(tiny_lm, corpus, "people", tmp_path, relations=["gender", "country_of_birth"],
                            probe=FAST, max_entities=40)
     assert again == records
@@ -29,8 +29,8 @@ def test_records_cover_every_layer_and_are_cached(corpus, tiny_lm, tmp_path, mon
 def test_an_interrupted_category_resumes_with_what_it_has(corpus, tiny_lm, tmp_path, monkeypatch):
     probe_category(tiny_lm, corpus, "films", tmp_path, relations=["genre"], probe=FAST, max_entities=30)
     fitted = []
-    real_fit = probing.fit_probes
-    monkeypatch.setattr(probing, "fit_probes", lambda *a, **k: fitted.append(1) or real_fit(*a, **k))
+    real_fit = probing.probe_and_score
+    monkeypatch.setattr(probing, "probe_and_score", lambda *a, **k: fitted.append(1) or real_fit(*a, **k))
     records = probe_category(tiny_lm, corpus, "films", tmp_path, relations=["genre", "director"], probe=FAST,
                              max_entities=30)
     assert len(fitted) == 1 and len(records) == 2
