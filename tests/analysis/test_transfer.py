@@ -9,6 +9,7 @@ from geofact.analysis.transfer import (CONDITIONS, TransferConfig, new_answers, 
                                        starting_embeddings)
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
+from geofact.training.sweep import load_result
 from tests.analysis.test_readout import planted
 
 
@@ -27,7 +28,9 @@ def test_smart_init_checks_its_input():
         smart_init([(torch.zeros(4, 2), torch.zeros(2))], torch.zeros(5, 2), torch.zeros(2, 5, dtype=torch.long))
 
 
-BASE = TrainConfig(N=64, R=2, d=16, batch_size=64, max_steps=400, lr=3e-2)
+# Trained well past capacity (every fact right, loss ~4e-3 after 600 steps): the readout maps then read
+# the table back with a margin of tens of facts, which no BLAS rounding difference can cross.
+BASE = TrainConfig(N=64, R=2, d=32, batch_size=64, max_steps=600, lr=1e-2)
 
 
 def test_transfer_runs_the_three_retraining_conditions_and_resumes_from_its_cache(tmp_path):
@@ -49,7 +52,9 @@ def test_transfer_runs_the_three_retraining_conditions_and_resumes_from_its_cach
         assert record["curves"]["random"][0][1] == pytest.approx(model.accuracy(starts["random"], new_answers(config)), abs=one_fact)
         assert record["config"]["base"] == config.base.as_dict() and record["provenance"]["device"]
     learned = records[0]
-    assert learned["smart_on_g"] > 0.9  # a model trained past its capacity reads its own table back
+    assert load_result(tmp_path, BASE)["accuracy"] == 1.0
+    # a model trained past its capacity reads its own table back: far above its random start (chance 1/N)
+    assert learned["smart_on_g"] > 0.75 > 0.25 > learned["curves"]["control"][0][1]
     # control retrains toward g: its accuracy on g rises from the random start
     assert learned["curves"]["control"][-1][1] > learned["curves"]["control"][0][1]
 
