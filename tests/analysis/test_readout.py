@@ -64,11 +64,13 @@ def test_split_and_shapes_are_checked():
 
 
 def test_model_readout_baselines_sit_at_chance_on_a_trained_model(tmp_path):
-    config = TrainConfig(N=256, R=2, d=16, batch_size=256, max_steps=300, lr=3e-2)
+    # every fact learned; s and h read out at 0.91-0.98 over seeds 0-7 and in float64 (d 16, lr 3e-2 gave
+    # 0.27-0.64: too near a threshold), so 0.5 sits 50 of the 128 held-out facts below the worst seen
+    config = TrainConfig(N=256, R=2, d=32, batch_size=256, max_steps=300, lr=1e-2)
     run_sweep([config], tmp_path, progress=False)
     readouts = model_readouts(TrainedModel.load(tmp_path, config), held_out=0.25, seed=3)
     assert set(readouts) == set(READOUTS)
     assert all(r.accuracy.shape == (2,) for r in readouts.values())
     # 64 held-out subjects x 2 relations, chance 1/256: a handful of lucky hits at most
     assert readouts["random"].mean < 0.05 and readouts["shuffled"].mean < 0.05
-    assert readouts["s"].mean > 0.2 and readouts["h"].mean > 0.2  # and the model's own readouts are far above
+    assert readouts["s"].mean > 0.5 and readouts["h"].mean > 0.5  # and the model's own readouts are far above

@@ -79,15 +79,19 @@ def test_cot_learns_two_hops_and_stops_on_eval_accuracy():
 
 
 def test_stacked_runs_train_as_they_would_alone():
-    configs = [tiny(cot=False, max_steps=150, seed=1), tiny(cot=False, max_steps=150, R=3, frozen_embeddings=True, seed=2)]
-    stacked = train_multihop(configs)
+    # In float32 a one-ulp difference between the stacked and solo kernels grows to ~8% of the loss and
+    # 6 eval facts by step 150 (early training is chaotic: x10 every ~13 steps). In float64 over 100
+    # steps, 1e-13 relative noise on every weight moves the loss by < 3e-7 and no eval fact: 1e-3 is safe.
+    configs = [tiny(cot=False, max_steps=100, seed=1), tiny(cot=False, max_steps=100, R=3, frozen_embeddings=True, seed=2)]
+    stacked = train_multihop(configs, dtype=torch.float64)
     for c, s in zip(configs, stacked):
-        (alone,) = train_multihop([c])
+        (alone,) = train_multihop([c], dtype=torch.float64)
         assert [step for step, _ in alone.accuracy_curve] == [step for step, _ in s.accuracy_curve]
         assert [a for _, a in alone.accuracy_curve] == pytest.approx([a for _, a in s.accuracy_curve], abs=2 / 256)
         assert alone.final_loss == pytest.approx(s.final_loss, rel=1e-3)
-    assert torch.equal(stacked[1].params["E_ent"], init_params(configs[1])["E_ent"])  # frozen stays at its init
-    assert stacked[0].hop_accuracy is None and stacked[0].stop_reason is None and stacked[0].steps == 150
+    frozen = init_params(configs[1], dtype=torch.float64)["E_ent"]
+    assert torch.equal(stacked[1].params["E_ent"], frozen)  # frozen stays at its init
+    assert stacked[0].hop_accuracy is None and stacked[0].stop_reason is None and stacked[0].steps == 100
 
 
 def test_the_loss_rule_stops_after_patience_checks():
