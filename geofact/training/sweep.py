@@ -12,9 +12,13 @@ Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (
 from __future__ import annotations
 
 import json
+import math
+import multiprocessing
+import os
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -25,7 +29,7 @@ from geofact.provenance import git_commit
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
 from geofact.training.multihop_trainer import train_multihop
-from geofact.training.trainer import RunResult, train_group
+from geofact.training.trainer import THREADS_ENV, RunResult, train_group
 
 Config = TrainConfig | MultiHopConfig
 
@@ -45,12 +49,20 @@ def provenance(device: torch.device) -> dict:
             "torch": torch.__version__}
 
 
+def checkpoint_file(config: Config, step: int) -> str:
+    return f"{config.key()}-step{step}.npz"
+
+
 def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: bool, group_size: int = 1) -> None:
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     key = result.config.key()
+    kept = getattr(result, "checkpoints", {})  # multi-hop runs keep none
     if save_weights:
-        np.savez_compressed(cache_dir / f"{key}.npz", **{k: v.float().numpy() for k, v in result.params.items()})
+        for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items())]:
+            np.savez_compressed(cache_dir / name, **{k: v.float().numpy() for k, v in weights.items()})
+    checkpoints = [{"step": step, "loss": loss, "weights": checkpoint_file(result.config, step) if save_weights else None}
+                   for step, loss in sorted(getattr(result, "checkpoint_losses", {}).items())]
     record = {
         "schema": result.config.schema,
         "config": result.config.as_dict(),
@@ -58,6 +70,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
         "group_seconds": result.seconds,  # wall time of the stacked group this run trained in
         "group_size": group_size,  # runs in that group: group_seconds / group_size is this run's share
         "weights": f"{key}.npz" if save_weights else None,
+        **({"checkpoints": checkpoints} if checkpoints else {}),
         "provenance": origin,
     }
     write_json(result_path(cache_dir, result.config), record)
@@ -84,10 +97,17 @@ def load_result(cache_dir: Path, config: Config) -> dict | None:
     return read_json(result_path(cache_dir, config), config.schema, config.as_dict())
 
 
-def load_weights(cache_dir: Path, config: Config) -> dict[str, torch.Tensor]:
-    """The trained weights of a cached run (saved with save_weights=True)."""
-    with np.load(Path(cache_dir) / f"{config.key()}.npz") as z:
+def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> dict[str, torch.Tensor]:
+    """The trained weights of a cached run (saved with save_weights=True): final, or at checkpoint `step`."""
+    name = f"{config.key()}.npz" if step is None else checkpoint_file(config, step)
+    with np.load(Path(cache_dir) / name) as z:
         return {k: torch.from_numpy(z[k]) for k in z.files}
+
+
+def missing_checkpoints(record: dict, checkpoints: tuple[int, ...]) -> list[int]:
+    """Requested checkpoint steps a cached run should have (it had not stopped before them) but lacks."""
+    have = {c["step"] for c in record.get("checkpoints", [])}
+    return [t for t in checkpoints if t <= record["steps"] and t < record["config"]["max_steps"] and t not in have]
 
 
 def training_seconds(records: list[dict]) -> float:
@@ -113,42 +133,98 @@ def default_group_size(config: Config, device: torch.device) -> int:
     return max(1, min(GPU_PARAM_BUDGET // n_params(config), GPU_LOGITS_BUDGET // logits))
 
 
-def stack_chunks(items: list, key: Callable[[Any], Any], size: Callable[[Any], int]) -> list[list]:
+def stack_chunks(items: list, key: Callable[[Any], Any], size: Callable[[Any], int], spread: int = 1) -> list[list]:
     """Items grouped by key(item) (what can train stacked), each group cut into chunks of at most
-    size(its first item)."""
+    size(its first item), and into at least `spread` chunks where it has that many items (so that
+    `spread` workers share it)."""
     groups: dict[Any, list] = defaultdict(list)
     for item in items:
         groups[key(item)].append(item)
     chunks = []
     for group in groups.values():
-        n = size(group[0])
+        n = max(1, min(size(group[0]), math.ceil(len(group) / spread)))
         chunks += [group[i : i + n] for i in range(0, len(group), n)]
     return chunks
 
 
+def cpu_workers(device: torch.device) -> int:
+    """Training processes for a sweep: one per core this process may use on a CPU, one on an accelerator."""
+    return max(1, len(os.sched_getaffinity(0))) if device.type == "cpu" else 1
+
+
+def _train_chunk(job: tuple, progress=None) -> list[Config]:
+    """Train one stacked chunk and write its records (in a worker process, or in this one)."""
+    chunk, device, cache_dir, save_weights, checkpoints = job
+    device = resolve_device(device)
+    kept = {"checkpoints": checkpoints} if checkpoints else {}
+    origin = provenance(device)
+    for result in _trainer(chunk[0])(chunk, device=device, progress=progress, **kept):
+        save_result(cache_dir, result, origin, save_weights, len(chunk))
+    return chunk
+
+
+def _one_thread() -> None:
+    os.environ[THREADS_ENV] = "1"
+
+
+def _map_chunks(jobs: list[tuple], workers: int, bar) -> Iterator[list[Config]]:
+    """Each job's chunk once trained, in the order they finish; with workers > 1 in a process pool
+    (spawned, so no worker inherits a half-initialised thread pool), each process on one thread."""
+    if workers == 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield _train_chunk(job, bar)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_one_thread) as pool:
+        for future in as_completed([pool.submit(_train_chunk, job) for job in jobs]):
+            yield future.result()
+
+
 def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device = "cpu",
-              group_size: int | None = None, save_weights: bool = True, progress: bool = True) -> list[dict]:
+              group_size: int | None = None, save_weights: bool = True, progress: bool = True,
+              checkpoints: tuple[int, ...] = (), workers: int | None = None) -> list[dict]:
     """Results (cache records) of every config, in order, training the missing ones.
 
-    group_size=None stacks `default_group_size` runs at a time.
+    group_size=None stacks `default_group_size` runs at a time. `checkpoints` (single-hop runs only)
+    also keeps the weights after each of these numbers of updates (`load_weights(..., step=t)`); a
+    cached run that lacks one it should have is trained again (the same run: batches are a function
+    of seed and step).
+
+    On a CPU with several cores, `workers` processes (None: one per core) train the chunks side by
+    side, each on one thread: these models are too small for two threads to share one matmul well,
+    and a busy machine makes threads that wait on each other spin (bench/bench_trainer.py).
     """
     if group_size is not None and group_size < 1:
         raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
+    if checkpoints and not all(isinstance(c, TrainConfig) for c in configs):
+        raise ValueError("checkpoints are kept for single-hop runs (TrainConfig) only")
     device = resolve_device(device)
-    missing = list({c.key(): c for c in configs if load_result(cache_dir, c) is None}.values())
-    chunks = stack_chunks(missing, lambda c: (type(c), c.shape_key()), lambda c: group_size or default_group_size(c, device))
+
+    def cached(c: Config) -> bool:
+        record = load_result(cache_dir, c)
+        return record is not None and not missing_checkpoints(record, checkpoints)
+
+    missing = list({c.key(): c for c in configs if not cached(c)}.values())
+    workers = cpu_workers(device) if workers is None else workers
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1 (or None: one per CPU core), got {workers}")
+
+    def size(c: Config) -> int:
+        return group_size or default_group_size(c, device)
+
+    chunks = stack_chunks(missing, lambda c: (type(c), c.shape_key()), size, spread=workers)
     bar = None
     if progress and chunks:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=sum(c.max_steps for c in missing), desc=f"training {len(missing)} runs ({len(configs) - len(missing)} cached)", unit="run-step")
-    finished_steps, origin = 0, provenance(device)
-    for chunk in chunks:
-        for result in _trainer(chunk[0])(chunk, device=device, progress=bar):
-            save_result(cache_dir, result, origin, save_weights, len(chunk))
-        finished_steps += sum(c.max_steps for c in chunk)
+    jobs = [(chunk, str(device), cache_dir, save_weights, tuple(t for t in checkpoints if t < chunk[0].max_steps))
+            for chunk in chunks]
+    finished = 0
+    for done in _map_chunks(jobs, workers, bar):
+        finished += sum(c.max_steps for c in done)
         if bar is not None:  # runs that stopped early skip their remaining steps
-            bar.n = finished_steps
+            bar.n = finished
             bar.refresh()
     if bar is not None:
         bar.close()

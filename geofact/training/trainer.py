@@ -37,6 +37,8 @@ class RunResult:
     accuracy_curve: list[tuple[int, float]] = field(default_factory=list)  # (updates so far, accuracy) every eval_every steps
     seconds: float = 0.0  # wall time of the group this run trained in
     params: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    checkpoints: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # step -> weights after that many updates
+    checkpoint_losses: dict[int, float] = field(default_factory=dict)  # step -> batch loss of those weights at that step
 
     def record(self) -> dict:
         """The JSON-able outcome (geofact.training.sweep adds config, timing, weights file and provenance)."""
@@ -63,12 +65,16 @@ def _keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, 1 << 30)
 
 
+THREADS_ENV = "GEOFACT_THREADS"  # set by sweep workers: each process trains on this many threads
+
+
 def configure_cpu(threads: int | None = None) -> None:
     """Flush denormals to zero (weight decay drives weights denormal, ~10x slower steps), keep freed
-    memory for reuse (see _keep_freed_memory) and use the cores this process may run on."""
+    memory for reuse (see _keep_freed_memory) and use the cores this process may run on (or
+    $GEOFACT_THREADS of them)."""
     torch.set_flush_denormal(True)
     _keep_freed_memory()
-    torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0))))
+    torch.set_num_threads(threads or int(os.environ.get(THREADS_ENV, 0)) or max(1, len(os.sched_getaffinity(0))))
 
 
 def stack_params(configs: list, device: torch.device, dtype: torch.dtype,
@@ -139,10 +145,25 @@ def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int
     return out
 
 
+def check_checkpoints(checkpoints, max_steps: int) -> tuple[int, ...]:
+    """Sorted distinct checkpoint steps, each in [0, max_steps) (the weights at max_steps are the run's own)."""
+    steps = tuple(sorted(set(checkpoints)))
+    if not all(isinstance(t, int) and 0 <= t < max_steps for t in steps):
+        raise ValueError(f"checkpoints must be integer steps in [0, max_steps={max_steps}), got {list(checkpoints)}")
+    return steps
+
+
+def run_weights(params: dict[str, torch.Tensor], m: int, config: TrainConfig) -> dict[str, torch.Tensor]:
+    """Run m's weights out of a stack (a CPU copy), without its relation padding."""
+    weights = {k: v[m].detach().cpu().clone() for k, v in params.items()}
+    weights["E_rel"] = weights["E_rel"][: config.R]
+    return weights
+
+
 def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
                 progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True,
                 init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None,
-                eval_every: int | None = None) -> list[RunResult]:
+                eval_every: int | None = None, checkpoints: tuple[int, ...] = ()) -> list[RunResult]:
     """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps.
 
     `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
@@ -151,10 +172,16 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     of a trained model, as the MLP-freeze transfer does (Appendix B.3: only the subject embeddings).
     `eval_every` records each run's accuracy over all its facts before the first update, every
     `eval_every` updates and at the end (`RunResult.accuracy_curve`).
+
+    `checkpoints` (steps t in [0, max_steps)) keeps each run's weights after t updates, with the loss of
+    that step's batch, in `RunResult.checkpoints` / `checkpoint_losses` (a run that stopped before t has
+    none at t: its final weights are its last state). Batches depend on (seed, step) alone, so a
+    checkpoint is the state of the very run that continues to the stop rule, not of a shorter one.
     """
     if eval_every is not None and eval_every < 1:
         raise ValueError(f"eval_every must be >= 1 (or None), got {eval_every}")
     device = start_group(configs, device, "train_group")
+    keep = set(check_checkpoints(checkpoints, configs[0].max_steps))
     start = time.perf_counter()
     first = configs[0]
     M, N, B = len(configs), first.N, first.batch_size
@@ -172,6 +199,8 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     last_loss = torch.full((M,), float("nan"))
     curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
     acc_curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
+    kept: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in range(M)]
+    kept_losses: list[dict[int, float]] = [{} for _ in range(M)]
 
     def record_accuracy(updates: torch.Tensor) -> None:
         for m, a in enumerate(accuracy({k: v.detach() for k, v in params.items()}, tables, N)):
@@ -191,6 +220,10 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         if step % log_every == 0:
             for m in torch.nonzero(was_active).flatten().tolist():
                 curves[m].append((step, float(loss_cpu[m])))
+        if step in keep:
+            for m in torch.nonzero(was_active).flatten().tolist():
+                kept[m][step] = run_weights(params, m, configs[m])
+                kept_losses[m][step] = float(loss_cpu[m])
         done = was_active & (loss_cpu < first.loss_threshold)
         steps[done] = step
         active &= ~done.to(device)
@@ -207,8 +240,6 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     seconds = time.perf_counter() - start
     results = []
     for m, c in enumerate(configs):
-        weights = {k: v[m].detach().cpu().clone() for k, v in params.items()}
-        weights["E_rel"] = weights["E_rel"][: c.R]
         results.append(RunResult(c, int(steps[m]), float(last_loss[m]), accs[m], int(steps[m]) < c.max_steps,
-                                 curves[m], acc_curves[m], seconds, weights))
+                                 curves[m], acc_curves[m], seconds, run_weights(params, m, c), kept[m], kept_losses[m]))
     return results

@@ -5,7 +5,8 @@ import torch
 
 import geofact.training.sweep as sweep_module
 from geofact.training.config import TrainConfig
-from geofact.training.sweep import load_weights, result_path, run_sweep
+from geofact.training.sweep import load_weights, result_path, run_sweep, stack_chunks
+from geofact.training.trainer import train_group
 
 RUNS = [TrainConfig(N=32, R=R, d=8, batch_size=32, max_steps=15, lr=1e-2, seed=s) for R in (1, 2) for s in (0, 1)]
 
@@ -30,14 +31,14 @@ def test_interrupted_sweep_resumes_without_recomputing(tmp_path, monkeypatch):
         return real(configs, **kwargs)
 
     monkeypatch.setattr(sweep_module, "train_group", flaky)
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(RUNS, tmp_path, group_size=2, progress=False)
+    with pytest.raises(KeyboardInterrupt):  # workers=1: the patched trainer runs in this process
+        run_sweep(RUNS, tmp_path, group_size=2, progress=False, workers=1)
     saved = {p.stem for p in tmp_path.glob("*.json")}
     assert len(saved) == 2  # the finished group is kept
 
     trained = []
     monkeypatch.setattr(sweep_module, "train_group", lambda configs, **kw: trained.extend(configs) or real(configs, **kw))
-    records = run_sweep(RUNS, tmp_path, group_size=2, progress=False)
+    records = run_sweep(RUNS, tmp_path, group_size=2, progress=False, workers=1)
     assert len(trained) == 2 and {c.key() for c in trained}.isdisjoint(saved)  # only the missing runs
     assert all(r is not None for r in records)
     before = {p.name: p.read_text() for p in tmp_path.glob("*.json")}
@@ -60,3 +61,38 @@ def test_cuda_is_refused_clearly_when_missing(tmp_path):
         pytest.skip("this machine has CUDA")
     with pytest.raises(RuntimeError, match="cuda"):
         run_sweep(RUNS[:1], tmp_path, device="cuda", progress=False)
+
+
+def test_checkpoints_are_cached_and_a_run_lacking_one_is_trained_again(tmp_path, monkeypatch):
+    config = RUNS[0]
+    record = run_sweep([config], tmp_path, progress=False, checkpoints=(0, 5))[0]
+    assert [(c["step"], c["weights"]) for c in record["checkpoints"]] == [(0, f"{config.key()}-step0.npz"),
+                                                                          (5, f"{config.key()}-step5.npz")]
+    (alone,) = train_group([config], checkpoints=(5,))
+    for name, value in load_weights(tmp_path, config, step=5).items():
+        torch.testing.assert_close(value, alone.checkpoints[5][name])
+    trained = []
+    real = sweep_module.train_group
+    monkeypatch.setattr(sweep_module, "train_group", lambda configs, **kw: trained.extend(configs) or real(configs, **kw))
+    run_sweep([config], tmp_path, progress=False, checkpoints=(5,), workers=1)
+    assert trained == []  # it has step 5 already
+    record = run_sweep([config], tmp_path, progress=False, checkpoints=(10, 99), workers=1)[0]
+    assert trained == [config]  # step 10 was missing (99 is past its 15 steps and is not asked of it)
+    assert [c["step"] for c in record["checkpoints"]] == [10]
+
+
+def test_workers_train_the_same_runs_as_one_process(tmp_path):
+    one = run_sweep(RUNS, tmp_path / "one", progress=False, workers=1)
+    two = run_sweep(RUNS, tmp_path / "two", progress=False, workers=2)
+    assert [r["group_size"] for r in one] == [4] * 4 and [r["group_size"] for r in two] == [2] * 4  # split for 2 workers
+    for a, b in zip(one, two):
+        assert a["config"] == b["config"] and a["steps"] == b["steps"]
+        assert a["final_loss"] == pytest.approx(b["final_loss"], rel=1e-4)  # 15 steps: stacking rounding stays tiny
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_sweep(RUNS, tmp_path, progress=False, workers=0)
+
+
+def test_stack_chunks_spread_a_group_over_workers():
+    chunks = stack_chunks(list(range(10)), key=lambda i: i % 2, size=lambda i: 4, spread=2)
+    assert [len(c) for c in chunks] == [3, 2, 3, 2]  # each key's 5 items in 2 chunks (at most 4 each)
+    assert [len(c) for c in stack_chunks(list(range(10)), key=lambda i: 0, size=lambda i: 4)] == [4, 4, 2]

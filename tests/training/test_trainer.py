@@ -95,3 +95,24 @@ def test_accuracy_curve_starts_before_training_and_ends_at_the_final_accuracy():
     assert train_group([full])[0].accuracy_curve == []
     with pytest.raises(ValueError, match="eval_every must be >= 1"):
         train_group([full], eval_every=0)
+
+
+def test_a_checkpoint_is_the_state_of_the_same_run_at_that_step():
+    """Weights kept at step t of a long run equal the final weights of the same run trained for t steps."""
+    long = TrainConfig(R=2, seed=3, lr=3e-2, **{**BASE, "max_steps": 30})
+    (result,) = train_group([long], dtype=torch.float64, checkpoints=(0, 10, 20))
+    assert sorted(result.checkpoints) == [0, 10, 20] and sorted(result.checkpoint_losses) == [0, 10, 20]
+    for t in (10, 20):
+        (short,) = train_group([TrainConfig(R=2, seed=3, lr=3e-2, **{**BASE, "max_steps": t})], dtype=torch.float64)
+        for name, value in short.params.items():
+            torch.testing.assert_close(result.checkpoints[t][name], value, rtol=1e-12, atol=1e-14)
+    assert torch.equal(result.checkpoints[0]["E_ent"], init_params(long, dtype=torch.float64)["E_ent"])
+    assert result.checkpoint_losses[0] == result.loss_curve[0][1]  # both are the loss of step 0's batch
+
+
+def test_checkpoints_stop_with_the_run_and_reject_steps_outside_it():
+    easy = TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=400, lr=5e-2, loss_threshold=0.05, seed=0)
+    (r,) = train_group([easy], dtype=torch.float64, checkpoints=(0, 399))
+    assert r.stopped_early and sorted(r.checkpoints) == [0]  # stopped before step 399: its last state is the final one
+    with pytest.raises(ValueError, match=r"checkpoints must be integer steps in \[0, max_steps=400\)"):
+        train_group([easy], checkpoints=(400,))
