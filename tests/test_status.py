@@ -24,3 +24,8 @@ def test_status_marks_unrun_claims_and_reports_measured_ones(repo, tmp_path):
     page = render_status(project)
     assert "- laptop: **does not hold**. 0.42" in page
     assert page.count("- laptop: not run") == len(claims) - 1
+    assert f"0 hold, 1 do not hold, 0 not in regime, {len(claims) - 1} not run" in page
+
+    out.write_text(out.read_text().replace('"does not hold"', '"not in regime"'))
+    page = render_status(project)
+    assert "- laptop: **not in regime**. 0.42" in page and "0 hold, 0 do not hold, 1 not in regime" in page

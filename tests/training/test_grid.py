@@ -1,22 +1,50 @@
 import numpy as np
 import pytest
 
-from geofact.training.grid import REGIMES, by_cell, capacity_grid, capacity_threshold
+from geofact.training.grid import PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold
+
+SMALL = dict(N=16, R_values=[1, 4], d_values=[8, 16], seeds=[0, 1], lr=1e-3, batch_size=32, max_steps=10)
 
 
 def test_capacity_grid_covers_both_regimes_and_clamps_the_batch():
-    grid = capacity_grid(N=16, R_values=[1, 4], d_values=[8], seeds=[0, 1], lr=1e-3, max_steps=10, batch_size=32)
-    assert len(grid) == 2 * 2 * 1 * 2
-    assert grid["frozen", 4, 8, 1].frozen_embeddings and not grid["learned", 4, 8, 1].frozen_embeddings
-    assert grid["learned", 1, 8, 0].batch_size == 16 and grid["learned", 4, 8, 0].batch_size == 32  # N R = 16 < 32
-    with pytest.raises(ValueError, match="must be non-empty"):
-        capacity_grid(16, [], [8], [0], 1e-3, 10, 32)
+    grid = CapacityGrid(**SMALL, checkpoints=[0, 5])
+    configs = grid.configs()
+    assert len(configs) == 2 * 2 * 2 * 2 and list(configs) == list(grid.keys())
+    assert configs["frozen", 4, 8, 1].frozen_embeddings and not configs["learned", 4, 8, 1].frozen_embeddings
+    assert configs["learned", 1, 8, 0].batch_size == 16 and configs["learned", 4, 8, 0].batch_size == 32  # N R = 16 < 32
+    assert configs["learned", 4, 16, 0].loss_threshold == 1e-4 and grid.checkpoints == (0, 5)
+    assert grid.config(4, 8, False, 0, lr=0.5).lr == 0.5  # a variant of the grid's recipe
+    assert CapacityGrid.from_parameter(None) is PAPER_GRID and CapacityGrid.from_parameter(SMALL) == CapacityGrid(**SMALL)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("R_values", [], "R_values must be a non-empty increasing list"),
+    ("d_values", [16, 8], "d_values must be a non-empty increasing list"),
+    ("checkpoints", [0, 10], "checkpoints must be below max_steps=10"),
+    ("perfect", 1.5, r"perfect must be in \(0, 1\]"),
+    ("lr", -1.0, "lr must be > 0"),
+    ("attention", "soft", "attention must be 'uniform' or 'learned'"),
+])
+def test_capacity_grid_names_the_bad_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        CapacityGrid(**{**SMALL, field: value})
+    with pytest.raises(ValueError, match="capacity_grid must be a dict"):
+        CapacityGrid.from_parameter([1, 2])
 
 
 def test_capacity_threshold_is_where_accuracy_stays_above_the_level():
     assert capacity_threshold([0.2, 0.995, 0.999], [8, 16, 32], 0.99) == 16
     assert capacity_threshold([0.995, 0.5, 0.999], [8, 16, 32], 0.99) == 32  # a dip resets it
     assert capacity_threshold([0.2, 0.5, 0.98], [8, 16, 32], 0.99) is None
+
+
+def test_thresholds_and_headroom_per_R():
+    grid = CapacityGrid(**{**SMALL, "d_values": [8, 16, 32]})
+    accuracy = np.array([[[0.5, 0.6], [1.0, 1.0], [1.0, 1.0]], [[0.1, 0.1], [0.5, 0.5], [0.97, 1.0]]])  # (R, d, seed)
+    d_min = grid.thresholds(accuracy)
+    assert d_min == [16, None]
+    headroom = grid.headroom(d_min)
+    assert headroom[0].tolist() == [0.5, 1.0, 2.0] and np.isnan(headroom[1]).all()
 
 
 def test_by_cell_arranges_values_as_R_by_d_by_seed():
