@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from geofact.analysis.readout import linear_readout, split_subjects
-from geofact.analysis.trained import TrainedModel
+from geofact.analysis.trained import Target, TrainedModel
 
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
@@ -87,17 +87,18 @@ def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> to
 
 
 def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2, alpha: float = 1e-3,
-                      seed: int = 0) -> list[Selectivity]:
+                      seed: int = 0, target: Target = "unembedding") -> list[Selectivity]:
     """Selectivity of rank-k edits of one trained run's hidden states, for each k in `ks`.
 
-    The readout maps W_r are fitted from h on the training subjects (geofact.analysis.readout, same
-    split as `model_readouts`); every held-out subject gets one random swap per relation.
+    The readout maps W_r are fitted from h to the `target` attribute vectors on the training subjects
+    (geofact.analysis.readout, same split as `model_readouts`); every held-out subject gets one random
+    swap per relation.
     """
     d = model.config.d
     if not ks or not all(1 <= k <= d for k in ks):
         raise ValueError(f"ks must be a non-empty list of ranks in [1, d={d}], got {ks}")
     train = split_subjects(model.config.N, held_out, seed)
-    hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors
+    hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
     subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)

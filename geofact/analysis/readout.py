@@ -2,10 +2,15 @@
 features_x W_r ~ a_{g_r(x)}, fitted on training subjects and scored on held-out subjects by
 classification: the prediction is the attribute whose vector is nearest (cosine) among all N.
 
-The attribute vector a_y is the output unembedding of entity y (a column of E_out): it is the
-direction the model's final state must point to for y to win the softmax, the natural reading of
-"the attribute's vector" in a model with separate input and output embeddings. The features are the
+The attribute vector a_y is, by default, the output unembedding of entity y (a column of E_out): the
+direction the model's final state must point to for y to win the softmax. The paper does not say
+which vector it is in a model with separate input and output embeddings, so `target="embedding"`
+reads out the input embedding of y instead (geofact.analysis.trained.TARGETS). The features are the
 subject's input embedding s_x, or the post-attention hidden state h(x, r) at the answer position.
+
+With uniform attention h(x, r) = e_r + (rms(s_x) + rms(e_r)) diag(g) W_V W_O / 2: for a fixed r, an
+affine function of the normalised s_x. An affine readout from h can therefore never beat one from
+rms(s_x), and where W_V W_O has full rank the two coincide (up to the ridge penalty).
 The map is affine (the intercept is not penalised): h(x, r) carries the relation's own embedding, a
 constant offset for fixed r.
 """
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from geofact.analysis.trained import TrainedModel
+from geofact.analysis.trained import Target, TrainedModel
 
 
 def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,7 +92,8 @@ READOUTS = {
 }
 
 
-def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0) -> dict[str, Readout]:
+def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0,
+                   target: Target = "unembedding") -> dict[str, Readout]:
     """The readouts of READOUTS on one trained run, all on the same held-out subjects.
 
     The two baselines calibrate the scoring: features with no information (random Gaussian vectors
@@ -98,7 +104,7 @@ def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e
     train = split_subjects(N, held_out, seed)
     g = torch.Generator().manual_seed(seed)
     s = model.subject_embeddings.expand(R, -1, -1)  # (R, N, d): the same s_x for every relation
-    answers, vectors = model.answers, model.attribute_vectors
+    answers, vectors = model.answers, model.attribute_vectors(target)
     features = {"s": s, "h": model.hidden_states(), "random": torch.randn(s.shape, generator=g), "shuffled": s}
     targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, torch.randperm(N, generator=g)]}
     return {name: linear_readout(features[name], targets[name], vectors, train, alpha) for name in READOUTS}

@@ -1,8 +1,14 @@
 """One trained single-hop run as the mechanism analyses read it (Section 5.1, Appendix B.3).
 
 The three objects the analyses relate: the subject's input embedding s_x (a row of E_ent), the
-post-attention hidden state h(x, r) at the answer position, and the attribute vector a_y (the output
-unembedding of entity y, a column of E_out; see geofact.analysis.readout for why that vector).
+post-attention hidden state h(x, r) at the answer position, and the attribute vector a_y. The paper
+does not say which vector a_y is in a model with separate input and output embeddings (Appendix B),
+so both are offered (`TARGETS`): the output unembedding of entity y (a column of E_out, the direction
+the final state must point to for y to win) and the input embedding of y (a row of E_ent, the vector
+the model reads when y is a subject).
+
+A TrainedModel is a run's final weights or, with `step`, its weights at a training checkpoint
+(geofact.training.sweep keeps them): the analyses run the same way on both.
 """
 
 from __future__ import annotations
@@ -10,25 +16,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Literal
 
 import torch
 
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import head, hidden
-from geofact.training.sweep import load_weights, run_sweep
+from geofact.training.sweep import load_weights
+
+Target = Literal["unembedding", "embedding"]
+TARGETS: dict[str, str] = {
+    "unembedding": "a_y = output unembedding of y (column of E_out)",
+    "embedding": "a_y = input entity embedding of y (row of E_ent)",
+}
 
 
 @dataclass(frozen=True)
 class TrainedModel:
     config: TrainConfig
     weights: dict[str, torch.Tensor]  # one run's parameters, as train_group returns them (no run dimension)
+    step: int | None = None  # the checkpoint these weights are (None: the run's final weights)
 
     @classmethod
-    def load(cls, cache_dir: Path, config: TrainConfig) -> "TrainedModel":
-        """A run from the run cache (geofact.training.sweep, trained with save_weights=True)."""
-        return cls(config, load_weights(cache_dir, config))
+    def load(cls, cache_dir: Path, config: TrainConfig, step: int | None = None) -> "TrainedModel":
+        """A run from the run cache (geofact.training.sweep, trained with save_weights=True), final or at `step`."""
+        return cls(config, load_weights(cache_dir, config, step), step)
 
     @cached_property  # drawn and validated once: every analysis and accuracy() reads it
     def answers(self) -> torch.Tensor:
@@ -41,10 +54,13 @@ class TrainedModel:
         """(N, d): s_x."""
         return self.weights["E_ent"]
 
-    @property
-    def attribute_vectors(self) -> torch.Tensor:
-        """(N, d): a_y, the output unembedding of each entity."""
-        return self.weights["E_out"].T
+    def attribute_vectors(self, target: Target = "unembedding") -> torch.Tensor:
+        """(N, d): a_y for every entity y, as `target` defines it (TARGETS)."""
+        if target == "unembedding":
+            return self.weights["E_out"].T
+        if target == "embedding":
+            return self.weights["E_ent"]
+        raise ValueError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
 
     def _stacked(self) -> dict[str, torch.Tensor]:
         return {k: v[None] for k, v in self.weights.items()}
@@ -70,10 +86,3 @@ class TrainedModel:
         answers = self.answers if answers is None else answers
         return float((self.predict(self.hidden_states(embeddings)) == answers).double().mean())
 
-
-def trained_grid(configs: dict, cache_dir: Path, device: str = "cpu") -> tuple[dict, Iterator[tuple[Any, TrainedModel]]]:
-    """({key: run record}, (key, TrainedModel) pairs) for a dict of configs, training the missing runs
-    through the run cache (geofact.training.sweep.run_sweep) first. The models load one at a time as the
-    pairs are consumed: a paper-scale grid does not fit in memory at once."""
-    records = dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device)))
-    return records, ((k, TrainedModel.load(cache_dir, c)) for k, c in configs.items())

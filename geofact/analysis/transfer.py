@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from geofact.analysis.readout import linear_readout
-from geofact.analysis.trained import TrainedModel
+from geofact.analysis.trained import TARGETS, Target, TrainedModel
 from geofact.device import resolve_device
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
@@ -38,7 +38,7 @@ from geofact.training.model import INIT_STD
 from geofact.training.sweep import default_group_size, provenance, read_json, run_sweep, stack_chunks, write_json
 from geofact.training.trainer import train_group
 
-SCHEMA = "geofact.analysis.transfer/1"
+SCHEMA = "geofact.analysis.transfer/2"
 CONDITIONS = ("control", "random", "smart")
 
 
@@ -62,6 +62,7 @@ class TransferConfig:
     eval_every: int = 100  # accuracy over all N R facts every this many steps (and at 0 and the end)
     lr: float | None = None  # retraining learning rate; None means the base run's
     alpha: float = 1e-3  # ridge penalty of the readout maps behind the smart init
+    target: str = "unembedding"  # which vector a_y is (geofact.analysis.trained.TARGETS)
 
     def __post_init__(self) -> None:
         if self.new_task_seed == self.base.bijection_seed:
@@ -74,6 +75,8 @@ class TransferConfig:
             raise ValueError(f"lr must be > 0 (or None), got {self.lr}")
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {sorted(TARGETS)}, got {self.target!r}")
 
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "base": self.base.as_dict()}
@@ -93,19 +96,39 @@ class TransferConfig:
 def new_answers(config: TransferConfig) -> torch.Tensor:
     """(R, N): the fresh bijections g'."""
     b = config.base
-    return torch.as_tensor(SharedAttributeTask.random(b.N, b.R, config.new_task_seed).bijections)
+    return fresh_bijections(b.N, b.R, config.new_task_seed)
+
+
+def fresh_bijections(N: int, R: int, seed: int) -> torch.Tensor:
+    """(R, N): bijections g' drawn as the task draws them, from another seed."""
+    return torch.as_tensor(SharedAttributeTask.random(N, R, seed).bijections)
+
+
+def smart_inits(model: TrainedModel, new: torch.Tensor, alpha: float = 1e-3,
+                target: Target = "unembedding") -> tuple[torch.Tensor, torch.Tensor]:
+    """Smart initialisations (N, d) from the model's s_x readout maps (fitted on all subjects): for the
+    bijections `new` (R, N), and for the model's own g."""
+    c = model.config
+    vectors = model.attribute_vectors(target)
+    maps = linear_readout(model.subject_embeddings.expand(c.R, -1, -1), model.answers, vectors,
+                          torch.ones(c.N, dtype=torch.bool), alpha).maps
+    return smart_init(maps, vectors, new), smart_init(maps, vectors, model.answers)
+
+
+def zero_shot(model: TrainedModel, new: torch.Tensor, alpha: float = 1e-3, target: Target = "unembedding") -> dict[str, float]:
+    """The transfer that needs no training, on any model (a checkpoint as well as a final one):
+    accuracy on g' of the smart init written for `new` (R, N), and on g of the one written for g."""
+    on_new, on_g = smart_inits(model, new, alpha, target)
+    return {"zero_shot": model.accuracy(on_new, new), "smart_on_g": model.accuracy(on_g)}
 
 
 def starting_embeddings(config: TransferConfig, model: TrainedModel) -> tuple[dict[str, torch.Tensor], float]:
     """Initial subject embeddings (N, d) per condition, and the zero-shot accuracy of the smart init written for g."""
     b = config.base
-    maps = linear_readout(model.subject_embeddings.expand(b.R, -1, -1), model.answers, model.attribute_vectors,
-                          torch.ones(b.N, dtype=torch.bool), config.alpha).maps
     g = torch.Generator().manual_seed(config.new_task_seed)
     fresh = torch.randn(b.N, b.d, generator=g, dtype=torch.float64).float() * INIT_STD  # as the model's own init
-    on_g = smart_init(maps, model.attribute_vectors, model.answers)
-    starts = {"control": fresh, "random": fresh, "smart": smart_init(maps, model.attribute_vectors, new_answers(config))}
-    return starts, model.accuracy(on_g)
+    smart, on_g = smart_inits(model, new_answers(config), config.alpha, config.target)
+    return {"control": fresh, "random": fresh, "smart": smart}, model.accuracy(on_g)
 
 
 def transfer_path(cache_dir: Path, config: TransferConfig) -> Path:

@@ -19,7 +19,9 @@ def test_a_trained_model_reads_back_what_the_trainer_measured(tmp_path):
     assert torch.equal(model.hidden_states(model.subject_embeddings), h)
     # states are relation-major: row r holds the queries (x, r) for every subject x
     assert torch.equal(model.predict(h)[1], model.predict(h[1][None])[0])
-    assert model.attribute_vectors.shape == (32, 32)
+    assert torch.equal(model.attribute_vectors(), model.weights["E_out"].T)  # the default target
+    assert torch.equal(model.attribute_vectors("embedding"), model.subject_embeddings)
+    assert model.step is None and TrainedModel.load(tmp_path, config).weights.keys() == model.weights.keys()
     other = torch.randn(32, 32)
     assert not torch.equal(model.hidden_states(other), h)
 

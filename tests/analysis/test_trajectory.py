@@ -1,0 +1,25 @@
+import numpy as np
+
+from geofact.analysis.trajectory import Point, analyse_grid, final_values, train_grid, value_at_steps
+from geofact.training.grid import CapacityGrid
+
+GRID = CapacityGrid(N=16, R_values=[1], d_values=[8], seeds=[0], lr=1e-2, batch_size=16, max_steps=30, checkpoints=[0, 10])
+
+
+def test_every_checkpoint_and_the_final_state_are_analysed(tmp_path):
+    records = train_grid(GRID, tmp_path)
+    seen = []
+    points = analyse_grid(GRID, records, tmp_path, lambda m: seen.append(m.step) or {"norm": float(m.weights["E_out"].norm())})
+    assert sorted(seen, key=lambda s: -1 if s is None else s) == [None, None, 0, 0, 10, 10]  # learned and frozen: 2 checkpoints + final each
+    pts = points["learned", 1, 8, 0]
+    assert [(p.step, p.final) for p in pts] == [(0, False), (10, False), (30, True)]
+    assert pts[-1].accuracy == records["learned", 1, 8, 0]["accuracy"] and pts[0].loss == records["learned", 1, 8, 0]["checkpoints"][0]["loss"]
+    assert pts[0].values["norm"] != pts[-1].values["norm"]  # the weights moved between step 0 and the stop
+    assert final_values(GRID, points, "norm")["learned"].shape == (1, 1, 1)
+
+
+def test_a_run_that_stopped_keeps_its_final_value():
+    pts = [Point(0, 5.0, 0.1, False, {"m": 0.1}), Point(40, 1e-5, 1.0, True, {"m": 0.9})]
+    assert np.allclose(value_at_steps(pts, "m", [0, 40, 100]), [0.1, 0.9, 0.9])
+    assert np.isnan(value_at_steps(pts, "m", [20])[0])  # no checkpoint there and not yet stopped
+    assert value_at_steps(pts, "loss", [0]).tolist() == [5.0]
