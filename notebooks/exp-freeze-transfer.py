@@ -47,25 +47,23 @@
 #
 # The paper does not give the retraining budget or learning rate; they are parameters here.
 #
-# **Models.** The capacity grid of {doc}`exp-capacity`, from the run cache; `paper` is the paper's
-# grid ($N$ = 4096, GPU), `laptop` the reduced grid of the laptop {doc}`exp-capacity` page.
+# **Models.** The capacity grid of {doc}`exp-capacity` (one definition per profile), from the run cache
+# with its training checkpoints. The zero-shot transfer (no retraining) runs at every checkpoint and at
+# the stop rule; the retraining conditions run on the final models. $a_y$ is the output unembedding
+# (as on {doc}`exp-readout`); the zero-shot transfer with the input embedding of $y$ is run beside it.
 
 # %% tags=["parameters"]
-N = 4096  # entities
-R_values = [2, 4, 8, 10, 12, 14, 16]  # relations
-d_values = [32, 64, 128, 256, 512, 768]  # embedding dimensions
-seeds = [0, 1, 2]
-lr = 1e-3  # must be exp-capacity's rate for its cached models to be reused (else they are trained here)
-batch_size = 1024
-max_steps = 15000
+capacity_grid = None  # the grid shared with exp-capacity (geofact.training.grid.CapacityGrid fields); None: the paper's
 retrain_steps = 1000  # steps of retraining the subject embeddings
 eval_every = 100  # accuracy over all N R facts every this many retraining steps
 retrain_lr = None  # None: each model's own learning rate
 new_task_offset = 1000  # the new bijections use the model's task seed plus this
 alpha = 1e-3  # ridge penalty of the readout maps behind the smart init
-perfect = 0.99  # a cell "has capacity" when the model's mean accuracy is at least this (as on exp-capacity)
 substantial = 0.5  # zero-shot accuracy the verdict calls substantial
-chance_factor = 5.0  # the verdict calls an accuracy "near chance" below this many times 1/N
+substantial_cutoffs = [0.25, 0.5, 0.75, 0.9]  # the table of how the verdict moves with the cutoff
+min_headroom = 2.0  # sufficient capacity: every learned seed memorises and d is at least this times the learned threshold
+headroom_cutoffs = [1.0, 2.0, 4.0, 6.0]
+chance_factor = 5.0  # the verdict calls an accuracy near chance below this many times 1/N
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 
@@ -76,54 +74,103 @@ import numpy as np
 from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
-from geofact.analysis.transfer import TransferConfig, run_transfers
+from geofact.analysis.judging import cutoff_table, format_table, grid_state
+from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
+from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
+from geofact.curves import headroom_curves, trajectory_panels
 from geofact.heatmap import heatmap_panels
 from geofact.plotting import COLORS, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
-from geofact.training.grid import REGIMES, by_cell, capacity_grid, capacity_threshold
-from geofact.training.sweep import load_result
+from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.regime import claim_in_regime
 
 use_style()
 report = Report("exp-freeze-transfer")
 cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
-for name, value in [("perfect", perfect), ("substantial", substantial)]:
-    if not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value}")
+grid = CapacityGrid.from_parameter(capacity_grid)
+if not 0 < substantial <= 1:
+    raise ValueError(f"substantial must be in (0, 1], got {substantial}")
 if chance_factor < 1:
     raise ValueError(f"chance_factor must be >= 1, got {chance_factor}")
 if new_task_offset == 0:
     raise ValueError("new_task_offset must be non-zero: g' must differ from g")
+if min_headroom not in headroom_cutoffs or substantial not in substantial_cutoffs:
+    raise ValueError("headroom_cutoffs and substantial_cutoffs must include min_headroom and substantial")
 
-grid = capacity_grid(N, R_values, d_values, seeds, lr, max_steps, batch_size)
+records = train_grid(grid, cache, device)
+
+
+def transfer_at(model) -> dict[str, float]:
+    new = fresh_bijections(model.config.N, model.config.R, model.config.bijection_seed + new_task_offset)
+    out = zero_shot(model, new, alpha)
+    out["zero_shot_emb"] = zero_shot(model, new, alpha, "embedding")["zero_shot"]
+    return out
+
+
+points = analyse_grid(grid, records, cache, transfer_at, desc="zero-shot transfer")
+configs = grid.configs()
 transfers = {key: TransferConfig(c, new_task_seed=c.bijection_seed + new_task_offset, steps=retrain_steps,
-                                 eval_every=eval_every, lr=retrain_lr, alpha=alpha) for key, c in grid.items()}
+                                 eval_every=eval_every, lr=retrain_lr, alpha=alpha) for key, c in configs.items()}
 results = dict(zip(transfers, run_transfers(list(transfers.values()), cache, device=device)))
-acc = by_cell({k: load_result(cache, c)["accuracy"] for k, c in grid.items()}, R_values, d_values, seeds)  # (R, d, seed)
+state = grid_state(grid, records, headroom_cutoffs)
+acc, d_min, headroom, population = state.accuracy, state.d_min, state.headroom, state.population
+judged = population[min_headroom]
 PANELS = {  # panel -> (title, value read from a transfer record)
     "control": ("control (g, retrained)", lambda r: r["curves"]["control"][-1][1]),
     "random": ("random init (g', retrained)", lambda r: r["curves"]["random"][-1][1]),
     "zero_shot": ("smart init (g', zero-shot)", lambda r: r["curves"]["smart"][0][1]),
     "smart": ("smart init (g', retrained)", lambda r: r["curves"]["smart"][-1][1]),
 }
-panel = {key: by_cell({k: read(r) for k, r in results.items()}, R_values, d_values, seeds) for key, (_, read) in PANELS.items()}
-zero_shot = panel["zero_shot"]
-on_g = by_cell({k: r["smart_on_g"] for k, r in results.items()}, R_values, d_values, seeds)
-capacity = {name: acc[name].mean(-1) >= perfect for name in REGIMES}
-chance = 1 / N
+panel = {key: grid.by_cell({k: read(r) for k, r in results.items()}) for key, (_, read) in PANELS.items()}
+zero = final_values(grid, points, "zero_shot")
+zero_emb = final_values(grid, points, "zero_shot_emb")
+on_g = final_values(grid, points, "smart_on_g")
+chance = 1 / grid.N
 report.number("retrain_steps", retrain_steps)
 report.number("chance", chance)
+report.number("perfect", grid.perfect)
+report.number("min_headroom", min_headroom)
+report.number("n_judged", int(judged.sum()))
 
 # %% [markdown]
-# ## Zero-shot accuracy of the smart initialisation (`fig:freeze-zeroshot`)
+# ## Zero-shot accuracy against headroom, at the stop rule (`fig:freeze-zeroshot`)
+#
+# Accuracy on all $N R$ facts of $g'$ with the smart initialisation and no retraining, one colour per
+# $R$, learned solid and frozen dashed, mean ± std over seeds.
 
 # %%
-fig, axes = subplots(2, 1, width=5.6, height=4.2)
-heatmap_panels(axes[0], fig, {f"{name} embeddings: zero-shot accuracy on g'": zero_shot[name] for name in REGIMES},
-               d_values, R_values, "accuracy on all N R facts of g'")
+fig, axes = subplots(1, 1, width=5.6, height=4.0)
+ax = axes[0][0]
+headroom_curves(ax, grid, headroom, zero, "zero-shot accuracy on g'", substantial, min_headroom)
+ax.set(ylim=(-0.03, 1.03), title=f"smart-init transfer, N={grid.N}")
 plt.show()
 
 # %% [markdown]
+# ## Along training
+#
+# The zero-shot accuracy on $g'$ of the smart initialisation written from each checkpoint's own readout
+# maps, against step and training loss, at the largest $d$ of each $R$ (mean over seeds).
+
+# %%
+cells = [(R, grid.d_values[-1]) for R in grid.R_values]
+fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
+trajectory_panels(axes[0], grid, points, "zero_shot", cells, "zero-shot accuracy on g'")
+plt.show()
+peaks = []
+for R in grid.R_values:
+    for s in grid.seeds:
+        pts = points["learned", R, grid.d_values[-1], s]
+        peaks.append((max(p.values["zero_shot"] for p in pts), pts[-1].values["zero_shot"]))
+peak, final = np.mean(peaks, 0)
+report.number("trajectory_peak_zero_shot", float(peak))
+report.number("trajectory_final_zero_shot", float(final))
+
+# %% [markdown]
+# **What the trajectory shows.** At the largest $d$ the learned models' zero-shot accuracy peaks at
+# {glue:text}`trajectory_peak_zero_shot:.3f` (mean over runs of each run's best state) against
+# {glue:text}`trajectory_final_zero_shot:.3f` at the stop rule, where the verdict is taken.
+#
 # ## The four conditions (`fig:frozen-freeze-panel`, and the same for learned embeddings)
 #
 # Final accuracy after {glue:text}`retrain_steps:d` steps of retraining the subject embeddings
@@ -133,101 +180,77 @@ plt.show()
 for name in ("frozen", "learned"):
     fig, axes = subplots(2, 2, width=4.6, height=3.8)
     heatmap_panels(axes.flatten(), fig, {f"{name}: {title}": panel[key][name] for key, (title, _) in PANELS.items()},
-                   d_values, R_values, "accuracy")
+                   grid.d_values, grid.R_values, "accuracy")
     plt.show()
 
 # %% [markdown]
 # ## Accuracy against retraining steps
 #
-# At the largest $R$ of the grid, for the smallest $d$ at which the learned model reaches accuracy
-# {glue:text}`perfect` and for the largest $d$; mean over seeds.
+# At the largest $R$ of the grid at or below 8, for its learned threshold and for the largest $d$; mean over seeds.
 
 # %%
-report.number("perfect", perfect)
-d_min = capacity_threshold(acc["learned"][-1].mean(-1), d_values, perfect)
-example_ds = sorted({d for d in (d_min, d_values[-1]) if d is not None})
+R_show = max([R for R in grid.R_values if R <= 8] or grid.R_values[:1])
+i_show = grid.R_values.index(R_show)
+example_ds = sorted({d for d in (d_min[i_show], grid.d_values[-1]) if d is not None})
 CURVES = {"control": ("control (g)", COLORS["baseline"]), "random": ("random init (g')", COLORS["alt"]),
           "smart": ("smart init (g')", COLORS["measured"])}
 fig, axes = subplots(2, len(example_ds), width=4.6, height=3.4, sharey=True)
 for row, d in zip(axes, example_ds):
     for ax, name in zip(row, REGIMES):
         for condition, (label, color) in CURVES.items():
-            curves = np.array([results[name, R_values[-1], d, s]["curves"][condition] for s in seeds])  # (seed, point, 2)
+            curves = np.array([results[name, R_show, d, s]["curves"][condition] for s in grid.seeds])  # (seed, point, 2)
             ax.plot(curves[0, :, 0], curves[:, :, 1].mean(0), "o-", color=color, markersize=3, label=label)
-        ax.axhline(on_g[name][-1, d_values.index(d)].mean(), color="black", linestyle=":", label="smart on g (no training)")
+        ax.axhline(on_g[name][i_show, grid.d_values.index(d)].mean(), color="black", linestyle=":", label="smart on g (no training)")
         ax.set(xlabel="retraining steps (subject embeddings only)", ylabel="accuracy", ylim=(-0.03, 1.03),
-               title=f"{name}: R={R_values[-1]}, d={d}")
+               title=f"{name}: R={R_show}, d={d}")
 axes[0][0].legend()
 plt.show()
 
 # %%
-print(f"{'R':>3} {'d':>4} " + " ".join(f"{name:>8} {'on g':>6} {'zero':>6} {'smart':>6} {'random':>6} {'ctrl':>6}" for name in REGIMES))
-for i, R in enumerate(R_values):
-    for j, d in enumerate(d_values):
-        print(f"{R:>3} {d:>4} " + " ".join(
-            f"{acc[name][i, j].mean():>8.3f} {on_g[name][i, j].mean():>6.3f} {zero_shot[name][i, j].mean():>6.3f} "
-            f"{panel['smart'][name][i, j].mean():>6.3f} {panel['random'][name][i, j].mean():>6.3f} "
-            f"{panel['control'][name][i, j].mean():>6.3f}"
-            for name in REGIMES))
+print(f"{'R':>3} {'d':>4} {'d/d_min':>7} " + " ".join(f"{name:>8} {'on g':>6} {'zero':>6} {'z(emb)':>6} {'smart':>6} {'random':>6} {'ctrl':>6}" for name in REGIMES))
+for i, R in enumerate(grid.R_values):
+    for j, d in enumerate(grid.d_values):
+        print(f"{R:>3} {d:>4} {headroom[i, j]:>7.1f} " + " ".join(
+            f"{acc[name][i, j].mean():>8.3f} {on_g[name][i, j].mean():>6.3f} {zero[name][i, j].mean():>6.3f} "
+            f"{zero_emb[name][i, j].mean():>6.3f} {panel['smart'][name][i, j].mean():>6.3f} {panel['random'][name][i, j].mean():>6.3f} "
+            f"{panel['control'][name][i, j].mean():>6.3f}" for name in REGIMES))
 
 # %% [markdown]
 # Columns per regime: the model's accuracy on $g$, the smart initialisation on $g$ (no training),
-# zero-shot on $g'$, then after retraining: smart init on $g'$, random init on $g'$, control on $g$.
-
-# %%
-learned_cap = capacity["learned"]
-zs_learned = zero_shot["learned"].mean(-1)
-zs_frozen = zero_shot["frozen"].mean(-1)
-i_f, j_f = np.unravel_index(zs_frozen.argmax(), zs_frozen.shape)
-retrained_gap = panel["control"]["learned"].mean(-1) - panel["random"]["learned"].mean(-1)
-report.number("zero_shot_learned_cap_mean", float(zs_learned[learned_cap].mean()) if learned_cap.any() else None,
-              glue=bool(learned_cap.any()))
-report.number("zero_shot_learned_max", float(zs_learned.max()))
-report.number("zero_shot_frozen_max", float(zs_frozen.max()))
-report.number("zero_shot_frozen_max_R", R_values[i_f])
-report.number("zero_shot_frozen_max_d", d_values[j_f])
-report.number("zero_shot_learned_over_frozen_cells", int((zs_learned > zs_frozen).sum()))
-report.number("n_cells", int(zs_learned.size))
-report.number("control_minus_random_learned_max", float(retrained_gap.max()))
-display(Markdown(
-    f"Zero-shot, the smart initialisation reaches up to {zs_learned.max():.3f} on $g'$ for learned-embedding models "
-    + (f"(mean {zs_learned[learned_cap].mean():.3f} over the {int(learned_cap.sum())} cells where they reach accuracy {perfect}) "
-       if learned_cap.any() else "")
-    + f"and up to {zs_frozen.max():.3f} for frozen-embedding ones (at $R$ = {R_values[i_f]}, $d$ = {d_values[j_f]}); "
-    f"chance is {chance:.5f}. Learned models transfer better in {int((zs_learned > zs_frozen).sum())} of the "
-    f"{zs_learned.size} cells. After {retrain_steps} steps of retraining the embeddings, the control (original $g$) "
-    f"ends up to {retrained_gap.max():.2f} above random init on $g'$ for learned models: where that gap is large, "
-    "the rest of the model still holds the original table and embeddings alone cannot write a new one."))
-
-# %%
-if zs_frozen.max() > chance_factor * chance:
-    display(Markdown(
-        f"**Why a frozen-embedding model can transfer** (here up to {zs_frozen.max():.3f} zero-shot). The smart "
-        "initialisation needs only linear maps from $s_x$ to the attribute vectors, wherever the superposition "
-        "lives. With frozen random $s_x$ the output embeddings $a_y$ are trained, and {doc}`exp-readout` measures "
-        "how linear a function of $s_x$ they become; where that readout is high, the same maps write new facts. "
-        f"At $d$ = {d_values[-1]}, frozen zero-shot accuracy by $R$: "
-        + ", ".join(f"{v:.3f} ($R$ = {R})" for R, v in zip(R_values, zs_frozen[:, -1])) + "."))
-
-# %% [markdown]
+# zero-shot on $g'$ with $a_y$ = output unembedding and with $a_y$ = input embedding, then after
+# retraining: smart init on $g'$, random init on $g'$, control on $g$.
+#
 # ## Verdicts
+#
+# **Population** for the learned claim: cells where every seed of the learned model memorises,
+# with $d \geq$ {glue:text}`min_headroom:g` $d_{\min}(R)$ ({glue:text}`n_judged:d` cells); the verdict
+# is on the mean zero-shot accuracy over that population, and the table shows it per cell and cutoff.
+# The frozen claim is about every cell of the grid.
 
 # %%
-report.claim(
-    "exp-transfer-learned",
-    holds=bool(learned_cap.any()) and float(zs_learned[learned_cap].mean()) >= substantial,
-    measured=((f"zero-shot accuracy on g' over the {int(learned_cap.sum())} cells with learned accuracy >= {perfect}: mean "
-               f"{zs_learned[learned_cap].mean():.3f}, range {zs_learned[learned_cap].min():.3f}-{zs_learned[learned_cap].max():.3f}"
-               if learned_cap.any() else "no cell reaches the capacity level")
-              + f" (chance {chance:.5f}; N={N}, R in {R_values}, d in {d_values}, {len(seeds)} seeds)"),
-    note=f"substantial taken as >= {substantial}",
-)
-report.claim(
-    "exp-transfer-frozen",
-    holds=float(zs_frozen.max()) <= chance_factor * chance,
-    measured=(f"frozen-embedding zero-shot accuracy on g' up to {zs_frozen.max():.3f} (R={R_values[i_f]}, d={d_values[j_f]}); "
-              f"chance {chance:.5f}; after {retrain_steps} retraining steps smart init reaches "
-              f"{panel['smart']['frozen'].mean(-1).max():.3f} at best"),
-    note=f"near chance taken as <= {chance_factor:g}/N",
-)
+zs_learned, zs_frozen = zero["learned"].mean(-1), zero["frozen"].mean(-1)
+rows = cutoff_table(zs_learned, population, substantial_cutoffs)
+display(Markdown("**Zero-shot accuracy, learned embeddings, every cell at the cutoff** (cells passing / cells judged):\n\n"
+                 + format_table(rows, "zero-shot")))
+report.number("table_zero_shot", rows, glue=False)
+learned_regime = state.judged_regime(grid, judged)
+report.number("converged_fraction", learned_regime.converged_fraction)  # the runs behind the verdicts
+report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
+report.number("headroom_max", learned_regime.headroom_max)
+mean_judged = float(zs_learned[judged].mean()) if judged.any() else float("nan")
+report.number("zero_shot_learned_judged_mean", mean_judged, glue=bool(judged.any()))
+claim_in_regime(report, "exp-transfer-learned", holds=bool(judged.any()) and mean_judged >= substantial,
+    measured=((f"zero-shot accuracy on g' over the {int(judged.sum())} cells with sufficient capacity: mean {mean_judged:.3f}, "
+               f"range {zs_learned[judged].min():.3f}-{zs_learned[judged].max():.3f}; with a_y = input embedding mean "
+               f"{zero_emb['learned'].mean(-1)[judged].mean():.3f}") if judged.any() else "no cell has sufficient capacity")
+             + f" (chance {chance:.5f}; N={grid.N}, R in {list(grid.R_values)}, d in {list(grid.d_values)}, {len(grid.seeds)} seeds)",
+    note=f"substantial taken as a mean >= {substantial}",
+    regime=learned_regime)
+i_f, j_f = np.unravel_index(zs_frozen.argmax(), zs_frozen.shape)
+claim_in_regime(report, "exp-transfer-frozen", holds=float(zs_frozen.max()) <= chance_factor * chance,
+    measured=(f"frozen-embedding zero-shot accuracy on g' up to {zs_frozen.max():.3f} (R={grid.R_values[i_f]}, d={grid.d_values[j_f]}; "
+              f"a_y = output unembedding); with a_y = input embedding up to {zero_emb['frozen'].mean(-1).max():.3f}; chance {chance:.5f}; "
+              f"after {retrain_steps} retraining steps smart init reaches {panel['smart']['frozen'].mean(-1).max():.3f} at best"),
+    note=f"near chance taken as <= {chance_factor:g}/N; judged on the output unembedding",
+    regime=state.judged_regime(grid, judged, "frozen"))
 report.save()
