@@ -58,7 +58,7 @@ paper_N = 4096  # the paper's thresholds (Section 5.2) are at this N
 paper_d_learned = 128  # the learned threshold the paper reports for every R
 paper_d_frozen = 512  # the frozen threshold the paper reports at R = 16
 substantial = 2.0  # frozen needs substantially higher d: at least this factor over the learned threshold
-min_headroom = 2.0  # the stop-rule check covers memorising runs with d at least this times the learned threshold
+min_headroom = 3.0  # the stop-rule check covers memorising runs with d at least this times the learned threshold
 bench_runs = 4  # the benchmark: runs per d, steps per run, d values, and the paper's N and batch
 bench_steps = 10
 bench_d = [32, 128, 512]
@@ -209,7 +209,8 @@ plt.show()
 # whole grid {glue:text}`grid_converged_fraction:.2f` of the memorising runs met the stop rule; among
 # those with $d \geq$ {glue:text}`min_headroom:g` $d_{\min}(R)$, the runs the claims about capacity
 # rest on beyond the threshold itself, {glue:text}`converged_fraction:.2f` did. Each verdict's regime
-# (`geofact.training.regime`) is taken on the latter.
+# (`geofact.training.regime`) is taken on the latter; the table printed above gives the fraction by
+# headroom, the evidence for where that cut lies (the mechanism pages use the same cut).
 
 # %%
 report.number("max_steps", grid.max_steps)
@@ -228,6 +229,13 @@ report.number("regime", regime_all.as_dict(), glue=False)
 report.number("d_min", {name: thresholds[name] for name in REGIMES}, glue=False)
 report.number("median_steps", regime_all.median_steps)
 print("whole grid:", whole.summary())
+bins = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, np.inf]
+print("memorising runs meeting the stop rule, by headroom d / d_min(R) (both regimes):")
+for lo, hi in zip(bins[:-1], bins[1:]):
+    cells = (np.nan_to_num(headroom) >= lo) & (np.nan_to_num(headroom) < hi)
+    runs = [r for k, r in grid_records.items() if cells[grid.R_values.index(k[1]), grid.d_values.index(k[2])] and r["accuracy"] >= perfect]
+    if runs:
+        print(f"  [{lo:g}, {hi:g}): {sum(r['stopped_early'] for r in runs)} of {len(runs)}")
 print(f"cells with d >= {min_headroom:g} d_min(R):", regime_all.summary())
 
 fig, axes = subplots(2, 1, width=5.0, height=3.8)

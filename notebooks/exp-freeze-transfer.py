@@ -61,8 +61,9 @@ new_task_offset = 1000  # the new bijections use the model's task seed plus this
 alpha = 1e-3  # ridge penalty of the readout maps behind the smart init
 substantial = 0.5  # zero-shot accuracy the verdict calls substantial
 substantial_cutoffs = [0.25, 0.5, 0.75, 0.9]  # the table of how the verdict moves with the cutoff
-min_headroom = 2.0  # sufficient capacity: every learned seed memorises and d is at least this times the learned threshold
-headroom_cutoffs = [1.0, 2.0, 4.0, 6.0]
+min_headroom = 3.0  # sufficient capacity: every learned seed memorises and d is at least this times the learned threshold
+# (from about 3x its threshold a run meets the paper's stop rule within 15,000 steps: exp-capacity's table)
+headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 chance_factor = 5.0  # the verdict calls an accuracy near chance below this many times 1/N
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
