@@ -11,10 +11,13 @@ Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import multiprocessing
 import os
+import signal
+import sys
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -149,7 +152,9 @@ def stack_chunks(items: list, key: Callable[[Any], Any], size: Callable[[Any], i
 
 def cpu_workers(device: torch.device) -> int:
     """Training processes for a sweep: one per core this process may use on a CPU, one on an accelerator."""
-    return max(1, len(os.sched_getaffinity(0))) if device.type == "cpu" else 1
+    if device.type != "cpu":
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _train_chunk(job: tuple, progress=None) -> list[Config]:
@@ -163,8 +168,15 @@ def _train_chunk(job: tuple, progress=None) -> list[Config]:
     return chunk
 
 
-def _one_thread() -> None:
+def _one_thread(parent: int) -> None:
+    """Worker initialiser: one thread, and (on Linux) die with the parent, so that a sweep killed from
+    the terminal leaves no process training on (records are written atomically, so none is torn)."""
     os.environ[THREADS_ENV] = "1"
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died while this worker started, before the signal was armed
+        os._exit(1)
 
 
 def _map_chunks(jobs: list[tuple], workers: int, bar) -> Iterator[list[Config]]:
@@ -175,7 +187,8 @@ def _map_chunks(jobs: list[tuple], workers: int, bar) -> Iterator[list[Config]]:
             yield _train_chunk(job, bar)
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_one_thread) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
+                             initializer=_one_thread, initargs=(os.getpid(),)) as pool:
         for future in as_completed([pool.submit(_train_chunk, job) for job in jobs]):
             yield future.result()
 

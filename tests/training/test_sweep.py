@@ -1,4 +1,8 @@
 import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -96,3 +100,38 @@ def test_stack_chunks_spread_a_group_over_workers():
     chunks = stack_chunks(list(range(10)), key=lambda i: i % 2, size=lambda i: 4, spread=2)
     assert [len(c) for c in chunks] == [3, 2, 3, 2]  # each key's 5 items in 2 chunks (at most 4 each)
     assert [len(c) for c in stack_chunks(list(range(10)), key=lambda i: 0, size=lambda i: 4)] == [4, 4, 2]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers die with their parent through prctl, on Linux")
+@pytest.mark.parametrize("seconds", [0.0, 8.0])  # while the workers start, and once they train
+def test_workers_die_with_a_killed_sweep(tmp_path, seconds):
+    """A sweep killed from the terminal (SIGKILL: no cleanup runs) leaves no worker training on."""
+    script = tmp_path / "sweep.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from geofact.training.config import TrainConfig\n"
+        "from geofact.training.sweep import run_sweep\n"
+        "if __name__ == '__main__':\n"
+        f"    runs = [TrainConfig(N=16, R=2, d=8, seed=s, max_steps=10**7, batch_size=8) for s in range(2)]\n"
+        f"    run_sweep(runs, Path({str(tmp_path / 'runs')!r}), progress=False, workers=2)\n")
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 120
+        children: list[int] = []
+        while len(children) < 2 and time.monotonic() < deadline:  # the spawned workers (and the pool's helper)
+            time.sleep(0.5)
+            children = [int(p) for p in Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()]
+        assert len(children) >= 2, "the sweep never started its workers"
+        time.sleep(seconds)
+        parent.kill()
+        parent.wait()
+        def alive() -> list[int]:
+            return [p for p in children if Path(f"/proc/{p}").exists() and Path(f"/proc/{p}/stat").read_text().split()[2] != "Z"]
+
+        deadline = time.monotonic() + 20
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        survivors = alive()
+        assert survivors == [], [Path(f"/proc/{p}/cmdline").read_text() for p in survivors]
+    finally:
+        parent.kill()
