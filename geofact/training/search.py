@@ -97,11 +97,18 @@ def find_d_min_many(accuracies_at: Callable[[list[tuple[Hashable, int]]], list[f
 
 @dataclass(frozen=True)
 class Fit:
-    """y ~ model(x) with its parameters and R^2 (computed on y itself, so the two fits compare)."""
+    """y ~ model(x) with its parameters, R^2 (computed on y itself, so the two fits compare) and a
+    confidence interval on the shape parameter (b of the log form, alpha of the power law)."""
 
     form: str  # "a + b log2 N" or "c N^alpha"
     params: dict[str, float]
     r2: float
+    interval: tuple[float, float] = (float("nan"), float("nan"))  # on b or alpha; NaN with fewer than 3 points
+    level: float = 0.95  # of the interval
+
+    @property
+    def shape(self) -> str:
+        return "b" if self.form == LOG_FORM else "alpha"
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -119,23 +126,74 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
 
 
-def fit_log(x, y) -> Fit:
-    """Least squares y = a + b log2 x (the trainable prediction, Theorem 4.1's d = Theta(R log N))."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 2:
-        raise ValueError(f"a fit needs at least 2 points, got {len(x)}")
-    b, a = np.polyfit(np.log2(x), y, 1)
-    fit = Fit(LOG_FORM, {"a": float(a), "b": float(b)}, float("nan"))
-    return Fit(LOG_FORM, fit.params, _r2(y, fit(x)))
+def t_quantile(level: float, df: int) -> float:
+    """t with P(|T| <= t) = level for Student's T with `df` degrees of freedom (exact series for
+    integer df, Abramowitz & Stegun 26.7.3-4, inverted by bisection)."""
+    if not 0 < level < 1 or df < 1:
+        raise ValueError(f"level must be in (0, 1) and df >= 1, got {level}, {df}")
+
+    def central(t: float) -> float:  # P(|T| <= t)
+        theta = math.atan(t / math.sqrt(df))
+        c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+        if df % 2 == 0:
+            for j in range(1, df // 2):
+                term *= c2 * (2 * j - 1) / (2 * j)
+                total += term
+            return math.sin(theta) * total
+        if df == 1:
+            return 2 * theta / math.pi
+        term = total = math.cos(theta)
+        for j in range(1, (df - 1) // 2):
+            term *= c2 * (2 * j) / (2 * j + 1)
+            total += term
+        return 2 / math.pi * (theta + math.sin(theta) * total)
+
+    lo, hi = 0.0, 1.0
+    while central(hi) < level:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if central(mid) < level else (lo, mid)
+    return hi
 
 
-def fit_power(x, y) -> Fit:
-    """y = c x^alpha by least squares in log-log (the frozen-embedding prediction); R^2 on y."""
+def _line(u: np.ndarray, v: np.ndarray, level: float) -> tuple[float, float, tuple[float, float]]:
+    """Least squares v = intercept + slope u, and the Student-t interval on the slope."""
+    slope, intercept = np.polyfit(u, v, 1)
+    n = len(u)
+    if n < 3:
+        return float(intercept), float(slope), (float("nan"), float("nan"))
+    residual = v - (intercept + slope * u)
+    s_xx = float(((u - u.mean()) ** 2).sum())
+    se = math.sqrt(float((residual**2).sum()) / (n - 2) / s_xx) if s_xx > 0 else float("nan")
+    half = t_quantile(level, n - 2) * se
+    return float(intercept), float(slope), (float(slope - half), float(slope + half))
+
+
+def _points(x, y) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 2:
-        raise ValueError(f"a fit needs at least 2 points, got {len(x)}")
+    if len(x) < 2 or len(x) != len(y):
+        raise ValueError(f"a fit needs at least 2 (x, y) points of equal count, got {len(x)} and {len(y)}")
+    if len(set(x.tolist())) < 2:
+        raise ValueError("a fit needs at least 2 distinct x")
+    return x, y
+
+
+def fit_log(x, y, level: float = 0.95) -> Fit:
+    """Least squares y = a + b log2 x (the trainable prediction, Theorem 4.1's d = Theta(R log N)),
+    with a `level` interval on b (x may repeat: one point per seed)."""
+    x, y = _points(x, y)
+    a, b, interval = _line(np.log2(x), y, level)
+    fit = Fit(LOG_FORM, {"a": a, "b": b}, float("nan"))
+    return Fit(LOG_FORM, fit.params, _r2(y, fit(x)), interval, level)
+
+
+def fit_power(x, y, level: float = 0.95) -> Fit:
+    """y = c x^alpha by least squares in log-log (the frozen-embedding prediction); R^2 on y, and a
+    `level` interval on alpha."""
+    x, y = _points(x, y)
     if (y <= 0).any():
         raise ValueError("a power-law fit needs y > 0")
-    alpha, log_c = np.polyfit(np.log(x), np.log(y), 1)
-    fit = Fit(POWER_FORM, {"c": float(np.exp(log_c)), "alpha": float(alpha)}, float("nan"))
-    return Fit(POWER_FORM, fit.params, _r2(y, fit(x)))
+    log_c, alpha, interval = _line(np.log(x), np.log(y), level)
+    fit = Fit(POWER_FORM, {"c": float(np.exp(log_c)), "alpha": alpha}, float("nan"))
+    return Fit(POWER_FORM, fit.params, _r2(y, fit(x)), interval, level)

@@ -1,7 +1,9 @@
+import math
+
 import numpy as np
 import pytest
 
-from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, find_d_min_many, fit_log, fit_power
+from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, find_d_min_many, fit_log, fit_power, t_quantile
 
 
 @pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
@@ -60,3 +62,29 @@ def test_find_d_min_many_asks_in_rounds_and_matches_one_at_a_time():
     assert rounds[0] == [("a", 2), ("b", 2), ("c", 2)]  # the doubling phase asks every curve for the same d
     for k, t in truth.items():
         assert many[k].trials == find_d_min(lambda d, t=t: float(d >= t), d_start=2, d_max=1024).trials
+
+
+@pytest.mark.parametrize("level, df, table", [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 5, 2.571),
+                                              (0.95, 10, 2.228), (0.99, 12, 3.055), (0.9, 30, 1.697)])
+def test_t_quantile_matches_the_printed_table(level, df, table):
+    assert t_quantile(level, df) == pytest.approx(table, abs=1e-3)
+
+
+def test_fit_intervals_cover_the_true_shape_parameter_at_their_level():
+    """Over many noisy data sets the 90% interval on alpha (and on b) holds the true value about 90% of the time."""
+    rng = np.random.default_rng(0)
+    N = np.repeat(2.0 ** np.arange(4, 11), 2)  # 7 N, 2 seeds each
+    covered = {"alpha": 0, "b": 0}
+    trials = 400
+    for _ in range(trials):
+        power = 3 * N**0.7 * np.exp(rng.normal(0, 0.1, N.shape))
+        log = 5 + 4 * np.log2(N) + rng.normal(0, 1.0, N.shape)
+        lo, hi = fit_power(N, power, level=0.9).interval
+        covered["alpha"] += lo <= 0.7 <= hi
+        lo, hi = fit_log(N, log, level=0.9).interval
+        covered["b"] += lo <= 4 <= hi
+    for name, count in covered.items():
+        assert 0.85 < count / trials < 0.95, name  # binomial sd at 400 trials is 0.015
+    assert all(math.isnan(v) for v in fit_log([2, 4], [1, 2]).interval)  # two points: no interval
+    with pytest.raises(ValueError, match="2 distinct x"):
+        fit_log([4, 4, 4], [1, 2, 3])
