@@ -59,6 +59,9 @@ paper_d_learned = 128  # the learned threshold the paper reports for every R
 paper_d_frozen = 512  # the frozen threshold the paper reports at R = 16
 substantial = 2.0  # frozen needs substantially higher d: at least this factor over the learned threshold
 min_headroom = 3.0  # the stop-rule check covers memorising runs with d at least this times the learned threshold
+attention_R = [8]  # the learned-attention check: these R of the grid ...
+attention_d = [32, 64, 128, 256, 512]  # ... at these d, both regimes, every seed, with a learned attention head
+attention_factor = 1.5  # "qualitatively similar": each threshold within this factor of the uniform-attention one
 bench_runs = 4  # the benchmark: runs per d, steps per run, d values, and the paper's N and batch
 bench_steps = 10
 bench_d = [32, 128, 512]
@@ -82,7 +85,7 @@ from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
 from geofact.training.benchmark import benchmark, format_rows, peak_fraction
-from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import claim_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
@@ -102,6 +105,10 @@ if lr_R not in grid.R_values or lr_d not in grid.d_values:
     raise ValueError(f"lr_R and lr_d must be a cell of the grid (R in {list(grid.R_values)}, d in {list(grid.d_values)}), got {lr_R}, {lr_d}")
 if substantial < 1:
     raise ValueError(f"substantial must be >= 1, got {substantial}")
+if not attention_R or not set(attention_R) <= set(grid.R_values) or not set(attention_d) <= set(grid.d_values):
+    raise ValueError(f"attention_R and attention_d must be non-empty subsets of the grid's R {list(grid.R_values)} and d {list(grid.d_values)}")
+if attention_factor < 1:
+    raise ValueError(f"attention_factor must be >= 1, got {attention_factor}")
 report.number("grid", grid.as_dict(), glue=False)
 report.number("N", grid.N)
 report.number("perfect", perfect)
@@ -317,6 +324,61 @@ display(Markdown(
     "float32 matmul peak. The benchmark's command line is `python bench/bench_trainer.py [--device cuda]`."))
 
 # %% [markdown]
+# ## Learned attention
+#
+# > "We use uniform attention in the single-hop experiments due to the simple sequence structure,
+# > matching the theory. Experiments with learned attention yield qualitatively similar results."
+# > (Section 5.1, footnote)
+#
+# The grid's runs at $R \in$ `attention_R` and $d \in$ `attention_d` again, with a learned attention
+# head ($W_Q$, $W_K$; everything else the same), both regimes, every seed. The rule for "qualitatively
+# similar": at each $R$, each regime's threshold with learned attention is within a factor
+# `attention_factor` of the uniform one (both taken on the same $d$ values), and frozen embeddings
+# still need a larger $d$ than learned ones.
+
+# %%
+att_configs = {(name, R, d, s): grid.config(R, d, REGIMES[name], s, attention="learned")
+               for name in REGIMES for R in attention_R for d in attention_d for s in grid.seeds}
+att_records = dict(zip(att_configs, run_sweep(list(att_configs.values()), cache, device=device)))
+d_index = [grid.d_values.index(d) for d in attention_d]
+att_acc = {"learned attention": {name: np.array([[[att_records[name, R, d, s]["accuracy"] for s in grid.seeds] for d in attention_d]
+                                                 for R in attention_R]) for name in REGIMES},
+           "uniform attention": {name: acc[name][[grid.R_values.index(R) for R in attention_R]][:, d_index] for name in REGIMES}}
+att_thresholds = {(head, name): [capacity_threshold(a[i].mean(-1), attention_d, perfect) for i in range(len(attention_R))]
+                  for head, by_regime in att_acc.items() for name, a in by_regime.items()}
+fig, axes = subplots(len(attention_R), 1, width=4.8, height=3.4)
+for ax, (i, R) in zip(axes[0], enumerate(attention_R)):
+    for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
+        for head, style in (("uniform attention", "o-"), ("learned attention", "s--")):
+            a = att_acc[head][name][i]
+            ax.errorbar(attention_d, a.mean(-1), yerr=a.std(-1), fmt=style, color=color, capsize=2, markersize=3,
+                        label=f"{name} embeddings, {head}")
+    ax.axhline(perfect, color="black", linestyle=":", linewidth=1, label=f"perfect {perfect:g}")
+    ax.set(xscale="log", xlabel="embedding dimension d", ylabel="final accuracy (mean ± std over seeds)",
+           title=f"uniform vs learned attention, N={grid.N}, R={R}")
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize=7)
+plt.show()
+for (head, name), ts in att_thresholds.items():
+    print(f"{head:>18}, {name:>7}: d_min " + ", ".join(f"R={R}: {t}" for R, t in zip(attention_R, ts)))
+
+
+def within(a: int | None, b: int | None, factor: float) -> bool:
+    return a is not None and b is not None and max(a, b) / min(a, b) <= factor
+
+
+att_similar = all(within(att_thresholds["learned attention", name][i], att_thresholds["uniform attention", name][i], attention_factor)
+                  for name in REGIMES for i in range(len(attention_R)))
+att_ordered = all(f is None or (l is not None and f > l) for l, f in zip(att_thresholds["learned attention", "learned"],
+                                                                           att_thresholds["learned attention", "frozen"]))
+report.number("attention_thresholds", {f"{head}, {name}": ts for (head, name), ts in att_thresholds.items()}, glue=False)
+att_headroom = np.array([[d / t if t else np.nan for d in attention_d] for t in [thresholds["learned"][grid.R_values.index(R)] for R in attention_R]])
+att_judged = [r for (name, R, d, s), r in att_records.items()
+              if np.nan_to_num(att_headroom[attention_R.index(R), attention_d.index(d)]) >= min_headroom]
+att_regime = regime(att_judged or list(att_records.values()), att_headroom, perfect, min_headroom=1.0)  # a threshold claim: no headroom needed
+print("learned-attention runs with d >= min_headroom d_min(R):", att_regime.summary())
+
+# %% [markdown]
 # ## Try it
 #
 # In Jupyter this trains one small configuration (cached like the rest) and prints its accuracy.
@@ -369,4 +431,11 @@ claim_in_regime(report, "exp-lr-paper", holds=min(paper_lr["accuracy"].values())
     note=f"the grid's rate is {grid.lr:g}" + ("" if bracketed else "; the sweep does not bracket the best rate"),
     regime=regime([lr_records[n, best_lr, s] for n in REGIMES for s in lr_seeds],
                   [headroom[grid.R_values.index(lr_R), grid.d_values.index(lr_d)]], perfect, min_headroom=1.0))
+claim_in_regime(report, "exp-attention-learned", holds=att_similar and att_ordered,
+    measured=("thresholds (learned / frozen embeddings) with uniform vs learned attention: "
+              + "; ".join(f"R={R}: uniform {att_thresholds['uniform attention', 'learned'][i]} / {att_thresholds['uniform attention', 'frozen'][i]}, "
+                          f"learned {att_thresholds['learned attention', 'learned'][i]} / {att_thresholds['learned attention', 'frozen'][i]}"
+                          for i, R in enumerate(attention_R))
+              + f" (d in {attention_d}, N={grid.N}, {len(grid.seeds)} seeds)"),
+    note=f"similar taken as within {attention_factor:g}x, with frozen still above learned", regime=att_regime)
 report.save()

@@ -50,6 +50,14 @@
 # (no relation between features and targets). Both must sit at chance; if they did not, the scoring
 # itself would be leaking.
 #
+# **Sample size.** Each map $W_r$ has $d$ inputs and is fitted on the $0.8N$ training subjects. Where
+# they are few against $d$ the fit chases noise and the held-out readout falls whatever the
+# embeddings hold; the paper ($N = 4096$, $d \le 768$) fits on at least 4.3 subjects per dimension. The
+# verdict is therefore taken on the cells with sufficient capacity that also have at least
+# `min_samples_per_dim` training subjects per dimension, and a check at one $(R, d)$ trains the same
+# model at larger $N$ (batch in proportion to $N$, so equal epochs) to show how the readout moves with
+# the sample size alone.
+#
 # **Models.** The capacity grid of {doc}`exp-capacity` (one definition per profile), loaded from the run
 # cache with its training checkpoints; what is missing is trained first. The readouts run at every
 # checkpoint and at the stop rule; the verdicts are taken at the stop rule, where the paper takes them.
@@ -64,6 +72,10 @@ min_headroom = 3.0  # sufficient capacity: every learned seed memorises and d is
 # (from about 3x its threshold a run meets the paper's stop rule within 15,000 steps: exp-capacity's table)
 headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 chance_factor = 5.0  # the verdict calls a readout at chance below this many times 1/N
+min_samples_per_dim = 4.0  # a cell is judged only where each ridge map is fitted on at least this many subjects per dimension
+samples_per_dim_cutoffs = [0.0, 1.0, 2.0, 4.0]  # the table of how the verdict moves with it
+sample_size_N = [8192]  # the sample-size check: the grid's N and these, at one (R, d), batch in proportion to N
+sample_size_cell = [8, 768]  # (R, d) of that check
 split_seed = 0  # the held-out subjects and the baselines' randomness
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
@@ -76,8 +88,8 @@ from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
-from geofact.analysis.readout import model_readouts
-from geofact.analysis.trained import TARGETS
+from geofact.analysis.readout import model_readouts, split_subjects
+from geofact.analysis.trained import TrainedModel
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.curves import headroom_curves, trajectory_panels
 from geofact.heatmap import heatmap_panels
@@ -86,6 +98,7 @@ from geofact.project import Project
 from geofact.report import Report
 from geofact.training.grid import REGIMES, CapacityGrid
 from geofact.training.regime import claim_in_regime
+from geofact.training.sweep import run_sweep
 
 use_style()
 report = Report("exp-readout")
@@ -98,6 +111,10 @@ if chance_factor < 1 or min_headroom < 0:
     raise ValueError(f"chance_factor must be >= 1 and min_headroom >= 0, got {chance_factor}, {min_headroom}")
 if min_headroom not in headroom_cutoffs or near_perfect not in near_perfect_cutoffs:
     raise ValueError("headroom_cutoffs and near_perfect_cutoffs must include min_headroom and near_perfect")
+if min_samples_per_dim < 0 or min_samples_per_dim not in samples_per_dim_cutoffs:
+    raise ValueError(f"min_samples_per_dim must be >= 0 and in samples_per_dim_cutoffs, got {min_samples_per_dim}")
+if any(N <= grid.N for N in sample_size_N) or len(sample_size_cell) != 2:
+    raise ValueError(f"sample_size_N must hold N above the grid's {grid.N} and sample_size_cell be [R, d], got {sample_size_N}, {sample_size_cell}")
 
 records = train_grid(grid, cache, device)
 SHORT = {"unembedding": "", "embedding": "_emb"}  # metric suffix per target
@@ -217,29 +234,91 @@ report.number("frozen_s_max", float(readout["s"]["frozen"].mean(-1).max()))
 # {glue:text}`frozen_h_minus_s_max:.3f` (mean {glue:text}`frozen_h_minus_s_mean:.3f`), as the affine
 # relation between them requires: under uniform attention $h$ cannot be "more moderate" than $s_x$.
 #
+# ## Readout against the sample size
+#
+# The same model at one $(R, d)$, learned embeddings, trained at larger $N$ (each seed; batch in
+# proportion to $N$ so every $N$ gets as many epochs); the readout is fitted on 80% of the subjects
+# as above. The top axis gives the training subjects per dimension, $0.8N/d$.
+
+# %%
+R_ss, d_ss = sample_size_cell
+ss_N = [grid.N, *sample_size_N]
+ss_configs = {(N, s): grid.config(R_ss, d_ss, False, s, N=N, batch_size=grid.batch_size * N // grid.N) for N in ss_N for s in grid.seeds}
+ss_records = dict(zip(ss_configs, run_sweep(list(ss_configs.values()), cache, device=device)))
+ss = {}  # (N, seed) -> readouts
+for key, c in ss_configs.items():
+    model = TrainedModel.load(cache, c)
+    ss[key] = {what: r.mean for what, r in model_readouts(model, held_out, alpha, split_seed).items()}
+ss_mean = {what: [float(np.mean([ss[N, s][what] for s in grid.seeds])) for N in ss_N] for what in ("s", "h")}
+ss_accuracy = [float(np.mean([ss_records[N, s]["accuracy"] for s in grid.seeds])) for N in ss_N]
+ss_converged = [sum(ss_records[N, s]["stopped_early"] for s in grid.seeds) for N in ss_N]
+fig, axes = subplots(1, 1, width=5.0, height=3.6)
+ax = axes[0][0]
+for what, marker in (("s", "o-"), ("h", "s--")):
+    sd = [float(np.std([ss[N, s][what] for s in grid.seeds])) for N in ss_N]
+    ax.errorbar(ss_N, ss_mean[what], yerr=sd, fmt=marker, capsize=2, color=COLORS["measured" if what == "s" else "alt"],
+                label=f"readout from {'s_x' if what == 's' else 'h(x, r)'}")
+ax.axhline(near_perfect, color="black", linestyle=":", linewidth=1, label=f"near-perfect {near_perfect:g}")
+ax.set(xscale="log", xlabel="N (entities)", ylabel="held-out readout accuracy", ylim=(0, 1.02),
+       title=f"learned, R={R_ss}, d={d_ss}, mean ± std over {len(grid.seeds)} seeds")
+ax.set_xscale("log", base=2)
+top = ax.secondary_xaxis("top", functions=(lambda n: (1 - held_out) * n / d_ss, lambda q: q * d_ss / (1 - held_out)))
+top.set_xlabel("training subjects per dimension")
+ax.legend(fontsize=7)
+plt.show()
+for i, N in enumerate(ss_N):
+    print(f"N={N:>5}: {(1 - held_out) * N / d_ss:4.1f} subjects/dim; readout s {ss_mean['s'][i]:.3f}, h {ss_mean['h'][i]:.3f}; "
+          f"training accuracy {ss_accuracy[i]:.3f}; {ss_converged[i]}/{len(grid.seeds)} met the stop rule")
+report.number("sample_size_N", ss_N, glue=False)
+report.number("sample_size_readout_s", ss_mean["s"], glue=False)
+report.number("sample_size_readout_h", ss_mean["h"], glue=False)
+report.number("sample_size_converged", ss_converged, glue=False)
+
+# %% [markdown]
 # ## Verdicts
 #
 # **Population** (the paper's "all cells with sufficient capacity"): cells where every seed of the learned
-# model memorises, with $d \geq$ {glue:text}`min_headroom:g` $d_{\min}(R)$;
-# {glue:text}`n_judged:d` cells here. The tables give the verdict at other cutoffs.
+# model memorises, with $d \geq$ {glue:text}`min_headroom:g` $d_{\min}(R)$, and whose readout is fitted
+# on at least {glue:text}`min_samples_per_dim:g` training subjects per dimension;
+# {glue:text}`n_judged_readout:d` cells here ({glue:text}`n_judged:d` by capacity alone). The tables
+# give the verdict at other cutoffs of both.
 
 # %%
+n_train = int(split_subjects(grid.N, held_out, split_seed).sum())
+samples_per_dim = n_train / np.array(grid.d_values, dtype=float)  # (d,)
+sampled = {q: judged & (samples_per_dim >= q)[None, :] for q in samples_per_dim_cutoffs}
+judged_readout = sampled[min_samples_per_dim]
+report.number("min_samples_per_dim", min_samples_per_dim)
+report.number("n_judged_readout", int(judged_readout.sum()))
 for what in ("s", "h"):
     rows = cutoff_table(readout[what]["learned"].mean(-1), population, near_perfect_cutoffs)
-    display(Markdown(f"**Readout from {what}, learned embeddings** (cells passing / cells judged):\n\n" + format_table(rows, "readout")))
+    display(Markdown(f"**Readout from {what}, learned embeddings, by headroom** (any sample size; cells passing / cells judged):\n\n"
+                     + format_table(rows, "readout")))
     report.number(f"table_{what}", rows, glue=False)
+    rows = cutoff_table(readout[what]["learned"].mean(-1), sampled, near_perfect_cutoffs)
+    display(Markdown(f"**Readout from {what}, learned embeddings, by training subjects per dimension** (cells with "
+                     f"d/d_min >= {min_headroom:g}):\n\n" + format_table(rows, "readout", population="training subjects per dimension >=")))
+    report.number(f"table_{what}_samples", rows, glue=False)
 
 learned_regime = state.judged_regime(grid, judged)
 report.number("converged_fraction", learned_regime.converged_fraction)  # the runs behind the verdicts
 report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
 report.number("headroom_max", learned_regime.headroom_max)
-s_min = float(readout["s"]["learned"].mean(-1)[judged].min()) if judged.any() else float("nan")
-h_min = float(readout["h"]["learned"].mean(-1)[judged].min()) if judged.any() else float("nan")
-claim_in_regime(report, "exp-readout-learned", holds=bool(judged.any()) and min(s_min, h_min) >= near_perfect,
-    measured=(f"in the {int(judged.sum())} cells with sufficient capacity (all learned seeds memorise, "
-              f"d >= {min_headroom:g} d_min): readout from s_x >= {s_min:.3f}, from h >= {h_min:.3f} (a_y = output unembedding; "
-              f"N={grid.N}, R in {list(grid.R_values)}, d in {list(grid.d_values)}, {len(grid.seeds)} seeds; baselines <= {baseline_max:.4f})"),
-    note=f"near-perfect taken as >= {near_perfect}", regime=learned_regime)
+readout_regime = state.judged_regime(grid, judged_readout)
+report.number("readout_headroom_max", readout_regime.headroom_max)
+s_min = float(readout["s"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
+h_min = float(readout["h"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
+all_s_min = float(readout["s"]["learned"].mean(-1)[judged].min()) if judged.any() else float("nan")
+judged_R = sorted({grid.R_values[i] for i in np.nonzero(judged_readout)[0]})
+sample_text = (f"sample-size check at R={R_ss}, d={d_ss}: readout from s_x {', '.join(f'{v:.2f}' for v in ss_mean['s'])} at "
+               f"N={ss_N} ({', '.join(f'{(1 - held_out) * N / d_ss:.1f}' for N in ss_N)} subjects/dim)")
+claim_in_regime(report, "exp-readout-learned", holds=bool(judged_readout.any()) and min(s_min, h_min) >= near_perfect,
+    measured=(f"in the {int(judged_readout.sum())} cells with sufficient capacity (all learned seeds memorise, d >= {min_headroom:g} d_min) "
+              f"and >= {min_samples_per_dim:g} training subjects per dimension (R in {judged_R}): readout from s_x >= {s_min:.3f}, "
+              f"from h >= {h_min:.3f} (a_y = output unembedding; N={grid.N}, {n_train} training subjects, {len(grid.seeds)} seeds; "
+              f"baselines <= {baseline_max:.4f}); over all {int(judged.sum())} cells with sufficient capacity, s_x >= {all_s_min:.3f}; "
+              + sample_text),
+    note=f"near-perfect taken as >= {near_perfect}", regime=readout_regime)
 frozen_s = readout["s"]["frozen"].mean(-1)
 frozen_s_chance = bool(frozen_s.max() <= chance_factor * chance)
 frozen_h_lower = bool((readout["h"]["frozen"].mean(-1)[judged] < readout["h"]["learned"].mean(-1)[judged]).all()) and bool(judged.any())

@@ -45,12 +45,12 @@ def cutoff_table(values: np.ndarray, population: dict[float, np.ndarray], cutoff
     return rows
 
 
-def format_table(rows: list[dict], metric: str, above: bool = True) -> str:
-    """A Markdown table of cutoff_table rows: headroom cutoffs down, metric cutoffs across."""
+def format_table(rows: list[dict], metric: str, above: bool = True, population: str = "cells with d/d_min >=") -> str:
+    """A Markdown table of cutoff_table rows: population cutoffs (headroom by default) down, metric cutoffs across."""
     hs = sorted({r["min_headroom"] for r in rows})
     cs = sorted({r["cutoff"] for r in rows})
     sign = ">=" if above else "<="
-    lines = [f"| cells with d/d_min >= | " + " | ".join(f"{metric} {sign} {c:g}" for c in cs) + " |",
+    lines = [f"| {population} | " + " | ".join(f"{metric} {sign} {c:g}" for c in cs) + " |",
              "|---|" + "---|" * len(cs)]
     for h in hs:
         cells = []
