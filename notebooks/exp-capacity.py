@@ -372,7 +372,7 @@ att_similar = all(within(att_thresholds["learned attention", name][i], att_thres
 att_ordered = all(f is None or (l is not None and f > l) for l, f in zip(att_thresholds["learned attention", "learned"],
                                                                            att_thresholds["learned attention", "frozen"]))
 report.number("attention_thresholds", {f"{head}, {name}": ts for (head, name), ts in att_thresholds.items()}, glue=False)
-att_headroom = np.array([[d / t if t else np.nan for d in attention_d] for t in [thresholds["learned"][grid.R_values.index(R)] for R in attention_R]])
+att_headroom = headroom[[grid.R_values.index(R) for R in attention_R]][:, d_index]  # (attention R, attention d)
 att_judged = [r for (name, R, d, s), r in att_records.items()
               if np.nan_to_num(att_headroom[attention_R.index(R), attention_d.index(d)]) >= min_headroom]
 att_regime = regime(att_judged or list(att_records.values()), att_headroom, perfect, min_headroom=1.0)  # a threshold claim: no headroom needed

@@ -106,10 +106,6 @@ class Fit:
     interval: tuple[float, float] = (float("nan"), float("nan"))  # on b or alpha; NaN with fewer than 3 points
     level: float = 0.95  # of the interval
 
-    @property
-    def shape(self) -> str:
-        return "b" if self.form == LOG_FORM else "alpha"
-
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
         if self.form == LOG_FORM:
