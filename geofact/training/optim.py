@@ -45,6 +45,13 @@ class StackedAdamW:
         self.v = {k: torch.zeros_like(v) for k, v in params.items()}
         self.t = torch.zeros_like(lr)
 
+    def keep(self, runs: torch.Tensor, params: dict[str, torch.Tensor]) -> None:
+        """Keep only the runs at indices `runs` (the others have stopped), updating `params`, the new
+        (sliced) stacked tensors."""
+        self.params, self.lr, self.t = params, self.lr[runs], self.t[runs]
+        self.m = {k: v[runs] for k, v in self.m.items()}
+        self.v = {k: v[runs] for k, v in self.v.items()}
+
     @torch.no_grad()
     def step(self, grads: dict[str, torch.Tensor], active: torch.Tensor, trainable: dict[str, torch.Tensor]) -> None:
         """One AdamW step for the runs in `active` (M,) bool, on the tensors each run trains."""

@@ -138,16 +138,25 @@ def default_group_size(config: Config, device: torch.device) -> int:
 
 def stack_chunks(items: list, key: Callable[[Any], Any], size: Callable[[Any], int], spread: int = 1) -> list[list]:
     """Items grouped by key(item) (what can train stacked), each group cut into chunks of at most
-    size(its first item), and into at least `spread` chunks where it has that many items (so that
-    `spread` workers share it)."""
+    size(its first item). With fewer groups than `spread` (workers), each group is also cut into at
+    least `spread` chunks where it has that many items, so that every worker gets one; with more, a
+    group stays whole, since one stack of 2m small runs costs far less than two stacks of m (the
+    step's fixed overhead dominates small models)."""
     groups: dict[Any, list] = defaultdict(list)
     for item in items:
         groups[key(item)].append(item)
+    share = spread if len(groups) < spread else 1
     chunks = []
     for group in groups.values():
-        n = max(1, min(size(group[0]), math.ceil(len(group) / spread)))
+        n = max(1, min(size(group[0]), math.ceil(len(group) / share)))
         chunks += [group[i : i + n] for i in range(0, len(group), n)]
     return chunks
+
+
+def chunk_cost(chunk: list[Config]) -> float:
+    """A chunk's training work, to schedule the longest first: steps x runs x parameters x batch."""
+    c = chunk[0]
+    return float(c.max_steps) * len(chunk) * n_params(c) * c.batch_size
 
 
 def cpu_workers(device: torch.device) -> int:
@@ -168,7 +177,7 @@ def _train_chunk(job: tuple, progress=None) -> list[Config]:
     return chunk
 
 
-def _one_thread(parent: int) -> None:
+def _init_worker(parent: int) -> None:
     """Worker initialiser: one thread, and (on Linux) die with the parent, so that a sweep killed from
     the terminal leaves no process training on (records are written atomically, so none is torn)."""
     os.environ[THREADS_ENV] = "1"
@@ -188,7 +197,7 @@ def _map_chunks(jobs: list[tuple], workers: int, bar) -> Iterator[list[Config]]:
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                             initializer=_one_thread, initargs=(os.getpid(),)) as pool:
+                             initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         for future in as_completed([pool.submit(_train_chunk, job) for job in jobs]):
             yield future.result()
 
@@ -204,8 +213,10 @@ def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device
     of seed and step).
 
     On a CPU with several cores, `workers` processes (None: one per core) train the chunks side by
-    side, each on one thread: these models are too small for two threads to share one matmul well,
-    and a busy machine makes threads that wait on each other spin (bench/bench_trainer.py).
+    side, each on one thread. On an idle machine that is as fast as one process on every core
+    (bench/bench_sweep_workers.py: 1.01x on 2 cores, less for sweeps short enough that spawning the
+    workers, ~3 s, counts); on a busy one it keeps threads that wait on each other from spinning
+    (a d = 32 step went from 7 ms to 480 ms).
     """
     if group_size is not None and group_size < 1:
         raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
@@ -231,8 +242,9 @@ def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device
         from tqdm.auto import tqdm
 
         bar = tqdm(total=sum(c.max_steps for c in missing), desc=f"training {len(missing)} runs ({len(configs) - len(missing)} cached)", unit="run-step")
+    # Longest first, so that no worker is left with one long stack while the others idle.
     jobs = [(chunk, str(device), cache_dir, save_weights, tuple(t for t in checkpoints if t < chunk[0].max_steps))
-            for chunk in chunks]
+            for chunk in sorted(chunks, key=chunk_cost, reverse=True)]
     finished = 0
     for done in _map_chunks(jobs, workers, bar):
         finished += sum(c.max_steps for c in done)

@@ -123,6 +123,13 @@ class StackedUpdates:
         lr = torch.tensor([c.lr for c in configs], dtype=params["E_ent"].dtype, device=device)
         self.opt = StackedAdamW({k: v.data for k, v in params.items()}, lr, configs[0].weight_decay)
 
+    def keep(self, runs: torch.Tensor, params: dict[str, torch.Tensor]) -> None:
+        """Drop every run but those at indices `runs` (stopped runs leave the stack); `params` are the
+        sliced stacked leaves that go on training."""
+        self.params = params
+        self.trainable = {k: v[runs] for k, v in self.trainable.items()}
+        self.opt.keep(runs, {k: v.data for k, v in params.items()})
+
     def __call__(self, losses: torch.Tensor, active: torch.Tensor) -> None:
         """Update the runs in `active` (M,) bool from their losses (M,)."""
         grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [self.params[k] for k in self.names])))
@@ -194,52 +201,70 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     seeds = torch.tensor([c.seed for c in configs], device=device)
     run_index = torch.arange(M, device=device)[:, None]
 
-    active = torch.ones(M, dtype=torch.bool, device=device)
+    alive = list(range(M))  # the runs still in the stack: stack position i holds run alive[i]
     steps = torch.full((M,), first.max_steps, dtype=torch.long)
-    last_loss = torch.full((M,), float("nan"))
+    last_loss = torch.full((M,), float("nan"), dtype=torch.float64)
     curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
     acc_curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
     kept: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in range(M)]
     kept_losses: list[dict[int, float]] = [{} for _ in range(M)]
+    final: dict[int, dict[str, torch.Tensor]] = {}  # run -> weights at its stop
+    accs = [float("nan")] * M
 
-    def record_accuracy(updates: torch.Tensor) -> None:
-        for m, a in enumerate(accuracy({k: v.detach() for k, v in params.items()}, tables, N)):
-            if not acc_curves[m] or acc_curves[m][-1][0] != int(updates[m]):
-                acc_curves[m].append((int(updates[m]), a))
+    def finish(positions: list[int], updates: int) -> None:
+        """Keep the final weights (and accuracy) of the runs at these stack positions."""
+        runs = [alive[i] for i in positions]
+        if eval_every is not None or evaluate:
+            stacked = {k: v.detach()[positions] for k, v in params.items()}
+            for m, a in zip(runs, accuracy(stacked, [tables[m] for m in runs], N)):
+                accs[m] = a
+                if eval_every is not None and (not acc_curves[m] or acc_curves[m][-1][0] != updates):
+                    acc_curves[m].append((updates, a))
+        for i, m in zip(positions, runs):
+            final[m] = run_weights(params, i, configs[m])
 
     for step in range(first.max_steps):
         if eval_every is not None and step % eval_every == 0:
-            record_accuracy(torch.where(active.cpu(), step, steps))
-        batch = padded[run_index, batch_indices(seeds, step, n_facts, B, n_max)]  # (M, B, 3)
+            stacked = {k: v.detach() for k, v in params.items()}
+            for m, a in zip(alive, accuracy(stacked, [tables[m] for m in alive], N)):
+                acc_curves[m].append((step, a))
+        batch = padded[run_index, batch_indices(seeds, step, n_facts, B, n_max)]  # (M', B, 3)
         tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
-        logits = forward(params, tokens)  # (M, B, N)
-        losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(M, B).mean(1)
+        logits = forward(params, tokens)  # (M', B, N)
+        losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(len(alive), B).mean(1)
         loss_cpu = losses.detach().cpu()
-        was_active = active.cpu()
-        last_loss = torch.where(was_active, loss_cpu, last_loss)
+        last_loss[alive] = loss_cpu.double()
         if step % log_every == 0:
-            for m in torch.nonzero(was_active).flatten().tolist():
-                curves[m].append((step, float(loss_cpu[m])))
+            for m, loss in zip(alive, loss_cpu.tolist()):
+                curves[m].append((step, loss))
         if step in keep:
-            for m in torch.nonzero(was_active).flatten().tolist():
-                kept[m][step] = run_weights(params, m, configs[m])
-                kept_losses[m][step] = float(loss_cpu[m])
-        done = was_active & (loss_cpu < first.loss_threshold)
-        steps[done] = step
-        active &= ~done.to(device)
-        if not bool(active.any()):
-            break
-        update(losses, active)
+            for i, m in enumerate(alive):
+                kept[m][step] = run_weights(params, i, configs[m])
+                kept_losses[m][step] = float(loss_cpu[i])
+        done = loss_cpu < first.loss_threshold
+        stopped = torch.nonzero(done).flatten().tolist()
+        if stopped:
+            steps[[alive[i] for i in stopped]] = step
+            finish(stopped, step)
+            if len(stopped) == len(alive):
+                alive = []
+                break
+        update(losses, ~done.to(device))
+        if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
+            going = torch.nonzero(~done).flatten()
+            rows = going.to(device)
+            params = {k: v.detach()[rows].requires_grad_() for k, v in params.items()}
+            update.keep(rows, params)
+            padded, n_facts, seeds = padded[rows], n_facts[rows], seeds[rows]
+            alive = [alive[i] for i in going.tolist()]
+            run_index = torch.arange(len(alive), device=device)[:, None]
         if progress is not None:
-            progress.update(int(active.sum()))
-    if eval_every is not None:
-        record_accuracy(steps)
-        accs = [curve[-1][1] for curve in acc_curves]
-    else:
-        accs = accuracy({k: v.detach() for k, v in params.items()}, tables, N) if evaluate else [float("nan")] * M
+            progress.update(len(alive))
+    if alive:
+        finish(list(range(len(alive))), first.max_steps)
     seconds = time.perf_counter() - start
     results = []
     for m, c in enumerate(configs):
         results.append(RunResult(c, int(steps[m]), float(last_loss[m]), accs[m], int(steps[m]) < c.max_steps,
-                                 curves[m], acc_curves[m], seconds, run_weights(params, m, c), kept[m], kept_losses[m]))
+                                 curves[m], acc_curves[m], seconds, final[m], kept[m], kept_losses[m]))
     return results

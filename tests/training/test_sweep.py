@@ -9,7 +9,7 @@ import torch
 
 import geofact.training.sweep as sweep_module
 from geofact.training.config import TrainConfig
-from geofact.training.sweep import load_weights, result_path, run_sweep, stack_chunks
+from geofact.training.sweep import chunk_cost, load_weights, result_path, run_sweep, stack_chunks
 from geofact.training.trainer import train_group
 
 RUNS = [TrainConfig(N=32, R=R, d=8, batch_size=32, max_steps=15, lr=1e-2, seed=s) for R in (1, 2) for s in (0, 1)]
@@ -96,10 +96,17 @@ def test_workers_train_the_same_runs_as_one_process(tmp_path):
         run_sweep(RUNS, tmp_path, progress=False, workers=0)
 
 
-def test_stack_chunks_spread_a_group_over_workers():
-    chunks = stack_chunks(list(range(10)), key=lambda i: i % 2, size=lambda i: 4, spread=2)
-    assert [len(c) for c in chunks] == [3, 2, 3, 2]  # each key's 5 items in 2 chunks (at most 4 each)
+def test_stack_chunks_spread_groups_over_workers_only_when_there_are_fewer_groups_than_workers():
+    one_group = stack_chunks(list(range(10)), key=lambda i: 0, size=lambda i: 8, spread=2)
+    assert [len(c) for c in one_group] == [5, 5]  # both workers get half
+    two_groups = stack_chunks(list(range(10)), key=lambda i: i % 2, size=lambda i: 4, spread=2)
+    assert [len(c) for c in two_groups] == [4, 1, 4, 1]  # a group stays one stack (up to size)
     assert [len(c) for c in stack_chunks(list(range(10)), key=lambda i: 0, size=lambda i: 4)] == [4, 4, 2]
+
+
+def test_chunks_are_scheduled_longest_first():
+    small, big = TrainConfig(N=16, R=2, d=4, batch_size=8, max_steps=10), TrainConfig(N=16, R=2, d=32, batch_size=8, max_steps=10)
+    assert chunk_cost([big]) > chunk_cost([small, small]) > chunk_cost([small])
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers die with their parent through prctl, on Linux")

@@ -47,6 +47,11 @@ def test_early_stopping_is_per_run_and_matches_the_plain_loop():
     assert r_easy.stopped_early and not r_hard.stopped_early and r_hard.steps == 400
     assert r_easy.steps == train_single(easy, dtype=torch.float64)[1]
     assert r_easy.accuracy == 1.0
+    # the stopped run left the stack; the one that trained on is still the plain loop's run
+    model, steps, loss = train_single(hard, dtype=torch.float64)
+    assert r_hard.final_loss == pytest.approx(loss, rel=1e-10)
+    for name, value in r_hard.params.items():
+        torch.testing.assert_close(value, getattr(model, name).detach(), rtol=1e-9, atol=1e-11)
 
 
 def test_groups_must_share_shapes():
