@@ -283,17 +283,13 @@ plt.show()
 # %%
 pts = [(R, t) for R, t in zip(grid.R_values, thresholds["learned"]) if t]
 growth = fit_power(*np.array(pts, dtype=float).T) if len(pts) >= 2 else None
+beta, beta_ci = (growth.params["alpha"], growth.interval) if growth is not None else (float("nan"), (float("nan"),) * 2)
 if growth is not None:
-    log_R, log_d = np.log(np.array(pts, dtype=float)).T
-    residual = log_d - (np.log(growth.params["c"]) + growth.params["alpha"] * log_R)
-    se = float(np.sqrt((residual**2).sum() / max(1, len(pts) - 2) / ((log_R - log_R.mean()) ** 2).sum())) if len(pts) > 2 else float("nan")
-    beta = growth.params["alpha"]
     report.number("growth_beta", beta)
-    report.number("growth_beta_se", se)
-    display(Markdown(f"Learned thresholds grow as $R^{{{beta:.2f}}}$ (standard error {se:.2f}, {len(pts)} values of $R$): "
+    report.number("growth_beta_ci", list(beta_ci), glue=False)
+    display(Markdown(f"Learned thresholds grow as $R^{{{beta:.2f}}}$ ({round(100 * growth.level)}% interval "
+                     f"[{beta_ci[0]:.2f}, {beta_ci[1]:.2f}], Student $t$ over {len(pts)} values of $R$): "
                      + ("consistent with linear growth." if abs(beta - 1) <= 0.25 else "not linear in $R$.")))
-else:
-    beta = se = float("nan")
 
 # %% [markdown]
 # ## Speed: the stacked trainer against a plain loop
@@ -423,7 +419,7 @@ claim_in_regime(report, "exp-capacity-frozen", holds=frozen_holds,
     measured=(f"frozen / learned d_min per R: " + ", ".join(f"R={R}: {d_frozen[i]} / {d_learned[i]}" for i, R in enumerate(grid.R_values))),
     note=f"substantially taken as >= {substantial:g}x; not reached on the grid counts as infinitely higher", regime=regime_all)
 claim_in_regime(report, "exp-capacity-growth", holds=bool(np.isfinite(beta) and abs(beta - 1) <= 0.25),
-    measured=f"learned d_min ~ R^{beta:.2f} (se {se:.2f}) over R in {[R for R, _ in pts]}", regime=regime_all)
+    measured=f"learned d_min ~ R^{beta:.2f} (95% interval [{beta_ci[0]:.2f}, {beta_ci[1]:.2f}]) over R in {[R for R, _ in pts]}", regime=regime_all)
 claim_in_regime(report, "exp-lr-paper", holds=min(paper_lr["accuracy"].values()) >= perfect,
     measured=(f"at lr 1.0 final accuracy {paper_lr['accuracy']['learned']:.4f} learned, {paper_lr['accuracy']['frozen']:.4f} frozen; "
               f"the best rate {best_lr:g} reaches {lr_table[best_lr]['accuracy']['learned']:.4f} / {lr_table[best_lr]['accuracy']['frozen']:.4f} "
