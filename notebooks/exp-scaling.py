@@ -20,34 +20,50 @@
 # > $\alpha \approx 1$ or $\alpha \approx \frac{1}{2}$ for fixed and variable-width MLP, respectively."
 # > (Section 5.2, `fig:scaling`)
 #
-# Same model, task and training as {doc}`exp-capacity` (Appendix B; the learning rate chosen there).
-# Two MLP widths: fixed at 64, so that any growth of $d_{\min}$ has to come through the embedding
-# geometry, and $4d$. For frozen embeddings a simple count predicts both exponents: the MLP alone
-# must then separate all $N R$ (subject, relation) pairs, about $N R \log N$ bits, in $\Theta(d\,w)$
-# weights, so $d \propto N$ at fixed width and $d \propto \sqrt{N}$ at width $4d$.
+# Same model, task and training as {doc}`exp-capacity` (Appendix B). Two MLP widths: fixed at 64, so
+# that any growth of $d_{\min}$ has to come through the embedding geometry, and $4d$. For frozen
+# embeddings a simple count predicts both exponents: the MLP alone must then separate all $N R$
+# (subject, relation) pairs, about $N R \log N$ bits, in $\Theta(d\,w)$ weights, so $d \propto N$ at
+# fixed width and $d \propto \sqrt{N}$ at width $4d$. At width 64 that count only binds once
+# $d_{\min} > 64$ (below, the $d \times 4d$ layers of the attention and embeddings hold more weights
+# than the MLP), so $\alpha \approx 1$ can only show where the frozen curve passes 64.
 #
-# **Search.** For each curve, $d$ doubles from `d_start` until the mean accuracy over seeds reaches
+# **Search.** For each curve and each seed, $d$ doubles from `d_start` until the accuracy reaches
 # the level, then bisection between the last failing and first passing $d$ until they are within
-# `rel_tol` of each other (`geofact.training.search`). All curves advance together, one round at a
-# time, so runs of the same shape (learned and frozen at the same $N$, width and $d$) train stacked. Every trained run is cached
-# (`.geofact/runs/`), so a rerun or a resumed one trains only new $d$ values.
+# `rel_tol` of each other (`geofact.training.search`). Each seed gives its own $d_{\min}(N)$, so the
+# fits see the seed-to-seed spread and their confidence intervals (Student $t$ on the slope of the
+# least-squares line: $b$ of $a + b\log_2 N$, $\alpha$ of $\log d = \log c + \alpha \log N$) are
+# honest about it. All searches advance together, one round at a time, so runs of one shape train
+# stacked; every run is cached (`.geofact/runs/`), so a rerun or a resumed one trains only new $d$.
+#
+# **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
+# $N$ gets fewer passes over its $N R$ facts (at $N = 2^{15}$, $R = 8$: 59 epochs; at $N = 2^7$:
+# 15,000). Part of any growth of $d_{\min}$ with $N$ can then be the budget, not the capacity. Beside
+# the paper's *fixed steps* the page runs *fixed epochs*: the same steps, with the batch scaled in
+# proportion to $N$ (equal to `batch_size` at the largest $N$), so every $N$ sees its facts equally
+# often. The verdicts are taken on the paper's budget; the second shows how much of the curve is budget.
 
 # %% tags=["parameters"]
 N_values = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]  # entities
 R = 8  # relations
 widths = [64, "4d"]  # MLP hidden widths: an integer, or "4d"
-level = 0.95  # d_min is the smallest d whose mean accuracy reaches this
-seeds = [0]
-lr = 1e-3  # as chosen by the sweep on exp-capacity
-batch_size = 1024
+level = 0.95  # d_min is the smallest d whose accuracy reaches this
+seeds = [0, 1]  # each seed is its own search: d_min(N) per seed
+lr = 1e-3  # the capacity grid's rate (exp-capacity checks it by a sweep)
+batch_size = 1024  # fixed steps: at every N; fixed epochs: at the largest N, in proportion to N below
 max_steps = 15000
+budgets = ["fixed steps", "fixed epochs"]  # the verdicts use "fixed steps" (the paper's)
 d_start = 8  # the search doubles d from here
 d_max = 8192
-rel_tol = 0.125  # bisection stops when the bracket is within this fraction of its upper end
+rel_tol = 0.1  # bisection stops when the bracket is within this fraction of its upper end
+ci_level = 0.95  # of the intervals on b and alpha
+alpha_tolerance = 0.25  # frozen verdicts: the paper's alpha within this of the interval
+alpha_tolerances = [0.0, 0.1, 0.25, 0.5]  # the table of how the frozen verdicts move with it
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 
 # %%
+import math
 import time
 from pathlib import Path
 
@@ -65,161 +81,245 @@ from geofact.training.sweep import run_sweep, training_seconds
 use_style()
 report = Report("exp-scaling")
 cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+BUDGETS = ("fixed steps", "fixed epochs")
 for w in widths:
     if w != "4d" and not (isinstance(w, int) and w >= 1):
         raise ValueError(f"widths entries must be a positive integer or '4d', got {w!r}")
-if len(N_values) < 2 or not seeds:
-    raise ValueError(f"need at least 2 N_values (got {len(N_values)}) and one seed")
+if len(set(N_values)) < 2 or not seeds:
+    raise ValueError(f"need at least 2 distinct N_values (got {N_values}) and one seed (got {seeds})")
+if not budgets or any(b not in BUDGETS for b in budgets) or budgets[0] != "fixed steps":
+    raise ValueError(f"budgets must start with 'fixed steps' and be among {BUDGETS}, got {budgets}")
+if not 0 < ci_level < 1 or alpha_tolerance not in alpha_tolerances:
+    raise ValueError(f"ci_level must be in (0, 1) (got {ci_level}) and alpha_tolerances must include alpha_tolerance")
 REGIMES = {"learned": False, "frozen": True}
+N_values = sorted(N_values)
 
 
-def config(N: int, d: int, width, frozen: bool, seed: int) -> TrainConfig:
+def batch(N: int, budget: str) -> int:
+    """The batch of a run at N: fixed steps use batch_size; fixed epochs scale it with N."""
+    scaled = batch_size if budget == "fixed steps" else max(1, round(batch_size * N / N_values[-1]))
+    return min(scaled, N * R)
+
+
+def config(N: int, d: int, width, frozen: bool, seed: int, budget: str) -> TrainConfig:
     return TrainConfig(N=N, R=R, d=d, mlp_width=None if width == "4d" else width, frozen_embeddings=frozen,
-                       seed=seed, lr=lr, max_steps=max_steps, batch_size=min(batch_size, N * R))
+                       seed=seed, lr=lr, max_steps=max_steps, batch_size=batch(N, budget))
 
 
-records: dict[tuple, list[dict]] = {}
+records: dict[tuple, dict] = {}  # (regime, width, budget, N, seed, d) -> run record
 rounds = []
 
 
 def accuracies_at(asks: list[tuple[tuple, int]]) -> list[float]:
     """One search round: every curve's next d, trained as one sweep (runs of equal shape are stacked)."""
-    configs = {(key, d, s): config(key[2], d, key[1], REGIMES[key[0]], s) for key, d in asks for s in seeds}
-    recs = dict(zip(configs, run_sweep(list(configs.values()), cache, device=device)))  # a progress bar per round
+    configs = {key + (d,): config(key[3], d, key[1], REGIMES[key[0]], key[4], key[2]) for key, d in asks}
+    records.update(zip(configs, run_sweep(list(configs.values()), cache, device=device)))  # a progress bar per round
     rounds.append(len(asks))
-    out = []
-    for key, d in asks:
-        records[key + (d,)] = [recs[key, d, s] for s in seeds]
-        out.append(float(np.mean([r["accuracy"] for r in records[key + (d,)]])))
-    return out
+    return [records[key + (d,)]["accuracy"] for key, d in asks]
 
 
 started = time.perf_counter()
-curves = [(name, w, N) for name in REGIMES for w in widths for N in N_values]
+curves = [(name, w, budget, N, s) for name in REGIMES for w in widths for budget in budgets for N in N_values for s in seeds]
 searches = find_d_min_many(accuracies_at, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol)
-all_records = [r for recs in records.values() for r in recs]
-report.number("runs", len(all_records))
-report.number("train_seconds", training_seconds(all_records))
+unique = list({str(sorted(r["config"].items())): r for r in records.values()}.values())  # the two budgets share runs at the largest N
+report.number("runs", len(unique))
+report.number("train_seconds", training_seconds(unique))
 report.number("wall_seconds", time.perf_counter() - started)
 report.number("search_rounds", len(rounds))
+report.number("n_N", len(N_values))
+report.number("octaves", math.log2(N_values[-1] / N_values[0]))
+report.number("n_seeds", len(seeds))
+report.number("rel_tol", rel_tol)
+epochs = {(budget, N): max_steps * batch(N, budget) / (N * R) for budget in budgets for N in N_values}
+print("epochs (passes over the N R facts) in max_steps:")
+for budget in budgets:
+    print(f"  {budget:>12}: " + ", ".join(f"N={N}: {epochs[budget, N]:.0f}" for N in N_values))
 
-print(f"{'regime':>8} {'width':>5} {'N':>6} {'d_min':>6}  trials (d: accuracy)")
-for (name, w, N), s in searches.items():
-    print(f"{name:>8} {w!s:>5} {N:>6} {s.d_min!s:>6}  " + ", ".join(f"{d}: {a:.3f}" for d, a in s.trials))
+
+def d_min(name: str, w, budget: str, N: int) -> list[int]:
+    """The seeds' d_min at one N (seeds whose search failed within d_max left out)."""
+    return [searches[name, w, budget, N, s].d_min for s in seeds if searches[name, w, budget, N, s].d_min is not None]
+
+
+print(f"\n{'regime':>8} {'width':>5} {'budget':>12} {'N':>6} {'d_min per seed':>16}  (d: accuracy) of seed {seeds[0]}")
+for name in REGIMES:
+    for w in widths:
+        for budget in budgets:
+            for N in N_values:
+                s = searches[name, w, budget, N, seeds[0]]
+                print(f"{name:>8} {w!s:>5} {budget:>12} {N:>6} {str(d_min(name, w, budget, N)):>16}  "
+                      + ", ".join(f"{d}: {a:.3f}" for d, a in s.trials))
 
 # %% [markdown]
-# The searches trained {glue:text}`runs:d` runs in {glue:text}`search_rounds:d` rounds:
-# {glue:text}`train_seconds:.0f` s of training (each run's share of its stacked group), and this
+# The searches trained {glue:text}`runs:d` distinct runs in {glue:text}`search_rounds:d` rounds:
+# {glue:text}`train_seconds:.0f` s of training (each run's share of its stacked group); this
 # execution spent {glue:text}`wall_seconds:.0f` s on them (less when runs came from the cache).
+# The design: {glue:text}`n_N:d` values of $N$ over {glue:text}`octaves:.0f` octaves,
+# {glue:text}`n_seeds:d` seeds, bisection to {glue:text}`rel_tol:.2f`.
 #
 # ## $d_{\min}(N)$ and the two fits
 #
-# Both forms are fitted to every curve by least squares ($a + b\log_2 N$ directly, $c N^\alpha$ in
-# log–log), and $R^2$ is computed on $d_{\min}$ itself so that the two fits of a curve compare.
-# A curve whose search never passed within `d_max` is fitted on the $N$ where it did and marked.
+# Both forms are fitted to every curve by least squares over all (N, seed) points ($a + b\log_2 N$
+# directly, $c N^\alpha$ in log–log); $R^2$ is computed on $d_{\min}$ itself so that the two fits of
+# a curve compare. Points: one per seed (small horizontal jitter); lines: the fits on the paper's budget
+# (solid: log form, dotted: power law); open markers and thin lines: fixed epochs.
 
 # %%
 fits = {}
 for name in REGIMES:
     for w in widths:
-        pts = [(N, searches[name, w, N].d_min) for N in N_values if searches[name, w, N].d_min is not None]
-        if len(pts) >= 2:
-            x, y = np.array(pts, dtype=float).T
-            fits[name, w] = {"points": pts, "log": fit_log(x, y), "power": fit_power(x, y)}
+        for budget in budgets:
+            pts = [(N, d) for N in N_values for d in d_min(name, w, budget, N)]
+            if len({N for N, _ in pts}) >= 2:
+                x, y = np.array(pts, dtype=float).T
+                fits[name, w, budget] = {"points": pts, "log": fit_log(x, y, ci_level), "power": fit_power(x, y, ci_level)}
 
-print(f"{'regime':>8} {'width':>5} {'a + b log2 N':>26} {'R^2':>6} {'c N^alpha':>24} {'R^2':>6}  better fit")
-for (name, w), f in fits.items():
+
+def interval(f) -> str:
+    lo, hi = f.interval
+    return f"[{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "n/a"
+
+
+print(f"{'regime':>8} {'width':>5} {'budget':>12} {'b (' + str(round(100 * ci_level)) + '% CI)':>22} {'R^2':>6} "
+      f"{'alpha (CI)':>22} {'R^2':>6}  better fit")
+for (name, w, budget), f in fits.items():
     lf, pf = f["log"], f["power"]
-    print(f"{name:>8} {w!s:>5} {'a=%.1f, b=%.2f' % (lf.params['a'], lf.params['b']):>26} {lf.r2:>6.3f} "
-          f"{'c=%.3g, alpha=%.2f' % (pf.params['c'], pf.params['alpha']):>24} {pf.r2:>6.3f}  "
-          f"{'log' if lf.r2 >= pf.r2 else 'power'}")
+    print(f"{name:>8} {w!s:>5} {budget:>12} {lf.params['b']:>8.2f} {interval(lf):>13} {lf.r2:>6.3f} "
+          f"{pf.params['alpha']:>8.2f} {interval(pf):>13} {pf.r2:>6.3f}  {'log' if lf.r2 >= pf.r2 else 'power'}")
 
 fig, axes = subplots(len(widths), 1, width=4.8, height=3.8)
-grid_N = np.geomspace(min(N_values), max(N_values), 100)
+grid_N = np.geomspace(N_values[0], N_values[-1], 100)
+jitter = {s: 1 + 0.04 * (i - (len(seeds) - 1) / 2) for i, s in enumerate(seeds)}
 for ax, w in zip(axes[0], widths):
     for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
-        pts = [(N, searches[name, w, N].d_min) for N in N_values if searches[name, w, N].d_min is not None]
-        failed = [N for N in N_values if searches[name, w, N].d_min is None]
-        if pts:
-            ax.plot(*zip(*pts), "o", color=color, label=f"{name}: d_min")
-        if failed:
-            ax.plot(failed, [d_max] * len(failed), "^", color=color, label=f"{name}: > {d_max}")
-        if (name, w) in fits:
-            lf, pf = fits[name, w]["log"], fits[name, w]["power"]
-            ax.plot(grid_N, lf(grid_N), "-", color=color, alpha=0.7,
-                    label=f"{lf.params['a']:.0f} + {lf.params['b']:.1f} log2 N (R²={lf.r2:.2f})")
-            ax.plot(grid_N, pf(grid_N), ":", color=color, alpha=0.9,
-                    label=f"{pf.params['c']:.2g} N^{pf.params['alpha']:.2f} (R²={pf.r2:.2f})")
-    ax.set(xscale="log", yscale="log", xlabel="N (entities)", ylabel=f"d_min (accuracy >= {level})",
-           title=f"MLP width = {w}, R = {R}")
+        for budget in budgets:
+            paper_budget = budget == "fixed steps"
+            for s in seeds:
+                pts = [(N * jitter[s], searches[name, w, budget, N, s].d_min) for N in N_values
+                       if searches[name, w, budget, N, s].d_min is not None]
+                if pts:
+                    ax.plot(*zip(*pts), "o", color=color, mfc=color if paper_budget else "none", ms=4,
+                            label=f"{name}, {budget}" if s == seeds[0] else None)
+            failed = [N for N in N_values if len(d_min(name, w, budget, N)) < len(seeds)]
+            if failed:
+                ax.plot(failed, [d_max] * len(failed), "^", color=color, mfc="none", label=f"{name}, {budget}: > {d_max}")
+            if (name, w, budget) in fits:
+                lf, pf = fits[name, w, budget]["log"], fits[name, w, budget]["power"]
+                lw = 1.5 if paper_budget else 0.7
+                ax.plot(grid_N, lf(grid_N), "-", color=color, lw=lw, alpha=0.8,
+                        label=f"{lf.params['a']:.0f} + {lf.params['b']:.1f} log2 N (R²={lf.r2:.2f})" if paper_budget else None)
+                ax.plot(grid_N, pf(grid_N), ":", color=color, lw=lw,
+                        label=f"{pf.params['c']:.2g} N^{pf.params['alpha']:.2f} (R²={pf.r2:.2f})" if paper_budget else None)
+    if w == 64:
+        ax.axhline(64, color="grey", lw=0.6, ls="--")
+    ax.set(xlabel="N (entities)", ylabel=f"d_min (accuracy >= {level})", title=f"MLP width = {w}, R = {R}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
 plt.show()
 
 # %% [markdown]
-# The gap the claims are about, at each $N$: frozen $d_{\min}$ over learned $d_{\min}$.
+# The gap the claims are about, at each $N$: frozen $d_{\min}$ over learned $d_{\min}$ (means over
+# seeds, the paper's budget), and where the frozen width-64 curve stands against 64.
 
 # %%
 gaps = {}
 for w in widths:
-    ratios = [(N, searches["frozen", w, N].d_min / searches["learned", w, N].d_min) for N in N_values
-              if searches["frozen", w, N].d_min and searches["learned", w, N].d_min]
+    ratios = [(N, np.mean(d_min("frozen", w, "fixed steps", N)) / np.mean(d_min("learned", w, "fixed steps", N)))
+              for N in N_values if d_min("frozen", w, "fixed steps", N) and d_min("learned", w, "fixed steps", N)]
     print(f"width {w!s:>3}: " + ", ".join(f"N={N}: {q:.2f}" for N, q in ratios))
     if ratios:
         gaps[w] = ratios[-1]
         report.number(f"gap_{w}", ratios[-1][1], glue=False)
+frozen_64 = [d for N in N_values for d in d_min("frozen", 64, "fixed steps", N)] if 64 in widths else []
+report.number("frozen_64_d_min_max", max(frozen_64, default=0))
+past_64 = sorted({N for N in N_values for d in d_min("frozen", 64, "fixed steps", N) if d > 64}) if 64 in widths else []
 display(Markdown(
-    "At the largest $N$ where both searches succeeded, frozen embeddings need "
-    + " and ".join(f"{q:.2f}× the learned $d_{{\\min}}$ at MLP width {w} ($N$ = {N})" for w, (N, q) in gaps.items())
-    + f". A run that has not reached the level within {max_steps} steps counts as failing, so $d_{{\\min}}$ "
-    "here is the smallest $d$ that memorises within that budget (the paper's budget is 15,000 steps of 1024 facts)."
-    if gaps else "No $N$ where both searches succeeded."))
+    ("At the largest $N$ where both searches succeeded, frozen embeddings need "
+     + " and ".join(f"{q:.2f}× the learned $d_{{\\min}}$ at MLP width {w} ($N$ = {N})" for w, (N, q) in gaps.items())
+     + ". " if gaps else "No $N$ where both searches succeeded. ")
+    + ("" if not frozen_64 else
+       f"The frozen width-64 curve passes $d = 64$ at $N \\in$ {past_64}, where the count predicts $\\alpha \\approx 1$."
+       if past_64 else
+       f"The frozen width-64 curve stays at or below $d = 64$ (largest $d_{{\\min}}$ {max(frozen_64, default=0)}, at "
+       f"$N \\le {N_values[-1]}$): this profile's $N$ is too small for the regime where the paper's $\\alpha \\approx 1$ "
+       "can show, and its width-64 verdict is about the curve below it.")))
 
 # %% [markdown]
 # ## Verdicts
 #
-# The trainable claim holds if the logarithmic form fits the learned curves at least as well as the
-# power law, and the learned curve's power-law exponent is small; the frozen claims hold if the power
-# law fits better and $\alpha$ lies within ±0.25 of the paper's value (1 at width 64, 1/2 at width $4d$).
+# **Learned** (`exp-scaling-learned`): holds if, on the paper's budget, the logarithmic form fits the
+# learned curve at least as well as the power law ($R^2$ on $d_{\min}$) at both widths.
+# **Frozen** (`exp-scaling-frozen-*`): holds if the power law fits better than the logarithm and the
+# paper's exponent (1 at width 64, 1/2 at width $4d$) lies within `alpha_tolerance` of the
+# confidence interval on $\alpha$. The table shows each verdict at other tolerances and on the
+# fixed-epochs budget.
 
 # %%
-def fit_text(name: str, w) -> str:
-    if (name, w) not in fits:
-        return f"{name}, width {w}: fewer than 2 points"
-    f = fits[name, w]
+def log_wins(name: str, w, budget: str = "fixed steps") -> bool:
+    return (name, w, budget) in fits and fits[name, w, budget]["log"].r2 >= fits[name, w, budget]["power"].r2
+
+
+def frozen_holds(w, tolerance: float, budget: str = "fixed steps") -> bool:
+    if ("frozen", w, budget) not in fits or log_wins("frozen", w, budget):
+        return False
+    lo, hi = fits["frozen", w, budget]["power"].interval
+    if not np.isfinite(lo):
+        lo = hi = fits["frozen", w, budget]["power"].params["alpha"]
+    return lo - tolerance <= PAPER_ALPHA[w] <= hi + tolerance
+
+
+def fit_text(name: str, w, budget: str = "fixed steps") -> str:
+    if (name, w, budget) not in fits:
+        return f"{name}, width {w}: fewer than 2 N with a d_min"
+    f = fits[name, w, budget]
     lf, pf = f["log"], f["power"]
-    return (f"{name}, width {w}: d_min at N={[N for N, _ in f['points']]} = {[d for _, d in f['points']]}; "
-            f"a + b log2 N with a={lf.params['a']:.1f}, b={lf.params['b']:.2f} (R^2 {lf.r2:.3f}); "
-            f"c N^alpha with alpha={pf.params['alpha']:.2f} (R^2 {pf.r2:.3f})")
+    per_N = {N: d_min(name, w, budget, N) for N in N_values}
+    return (f"{name}, width {w} ({budget}): d_min per seed at N={N_values}: {[per_N[N] for N in N_values]}; "
+            f"a + b log2 N: b={lf.params['b']:.2f} {interval(lf)} (R^2 {lf.r2:.3f}); "
+            f"c N^alpha: alpha={pf.params['alpha']:.2f} {interval(pf)} (R^2 {pf.r2:.3f}); {round(100 * ci_level)}% intervals")
 
 
-def log_wins(name: str, w) -> bool:
-    return (name, w) in fits and fits[name, w]["log"].r2 >= fits[name, w]["power"].r2
+PAPER_ALPHA = {64: 1.0, "4d": 0.5}
+for w in widths:
+    for budget in budgets:
+        for name in REGIMES:
+            if (name, w, budget) in fits:
+                suffix = "" if budget == "fixed steps" else "_fixed_epochs"
+                pf = fits[name, w, budget]["power"]
+                report.number(f"alpha_{name}_{w}{suffix}", pf.params["alpha"])
+                report.number(f"alpha_{name}_{w}{suffix}_ci", list(pf.interval), glue=False)
+                report.number(f"b_{name}_{w}{suffix}", fits[name, w, budget]["log"].params["b"])
 
+print(f"{'claim':>34} {'budget':>12} " + " ".join(f"{'tol ' + str(t):>9}" for t in alpha_tolerances))
+for w in widths:
+    if w in PAPER_ALPHA:
+        for budget in budgets:
+            print(f"{'frozen, width ' + str(w) + ' (alpha ~ ' + str(PAPER_ALPHA[w]) + ')':>34} {budget:>12} "
+                  + " ".join(f"{'holds' if frozen_holds(w, t, budget) else 'no':>9}" for t in alpha_tolerances))
+for budget in budgets:
+    print(f"{'learned: log fits >= power':>34} {budget:>12} " + ("holds" if all(log_wins("learned", w, budget) for w in widths) else "no"))
 
-def alpha(name: str, w) -> float:
-    return fits[name, w]["power"].params["alpha"] if (name, w) in fits else float("nan")
-
-
-for name in REGIMES:
-    for w in widths:
-        report.number(f"alpha_{name}_{w}", alpha(name, w))
-scale_note = "" if max(N_values) >= 2**15 else f"reduced scale: N <= {max(N_values)}, R = {R}"
+design = (f"N = {N_values[0]}..{N_values[-1]} ({len(N_values)} values, {math.log2(N_values[-1] / N_values[0]):.0f} octaves), "
+          f"R = {R}, {len(seeds)} seeds, rel_tol {rel_tol}, {max_steps} steps at batch {batch_size}")
+scale_note = "" if N_values[-1] >= 2**15 else f"reduced scale: {design}"
+fixed_epochs_note = ("; on fixed epochs: " + "; ".join(fit_text("learned", w, "fixed epochs") for w in widths)
+                     if "fixed epochs" in budgets else "")
 report.claim(
     "exp-scaling-learned",
     holds=all(log_wins("learned", w) for w in widths),
     measured="; ".join(fit_text("learned", w) for w in widths),
-    note=scale_note,
+    note="; ".join(x for x in [scale_note, fixed_epochs_note.lstrip("; ")] if x),
 )
-paper_alpha = {64: 1.0, "4d": 0.5}
 for w, claim in [(64, "exp-scaling-frozen-fixed-width"), ("4d", "exp-scaling-frozen-4d")]:
     if w not in widths:
         raise ValueError(f"widths must include {w!r}: the page judges the claim about it")
+    extra = "" if w != 64 or past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <= 64 (max {max(frozen_64, default=0)}): "
+                                           "the fit is of the curve below the regime where alpha ~ 1 is predicted")
     report.claim(
         claim,
-        holds=("frozen", w) in fits and not log_wins("frozen", w) and abs(alpha("frozen", w) - paper_alpha[w]) <= 0.25,
+        holds=frozen_holds(w, alpha_tolerance),
         measured=fit_text("frozen", w),
-        note=scale_note,
+        note="; ".join(x for x in [scale_note, extra] if x),
     )
 report.save()
