@@ -212,6 +212,9 @@ for ax, w in zip(axes[0], widths):
                         label=f"{pf.params['c']:.2g} N^{pf.params['alpha']:.2f} (R²={pf.r2:.2f})" if paper_budget else None)
     if w == 64:
         ax.axhline(64, color="grey", lw=0.6, ls="--")
+    found = [s.d_min for key, s in searches.items() if key[1] == w and s.d_min is not None]
+    if found:  # the log form goes to 0 and below at small N: keep the axis on the data
+        ax.set_ylim(min(found) / 1.5, max(max(found), 64 if w == 64 else 0) * 1.5)
     ax.set(xlabel="N (entities)", ylabel=f"d_min (accuracy >= {level})", title=f"MLP width = {w}, R = {R}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
