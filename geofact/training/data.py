@@ -33,8 +33,9 @@ def _mix32(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-def batch_indices(seeds: torch.Tensor, step: int, n_facts: torch.Tensor, batch_size: int, n_max: int) -> torch.Tensor:
-    """For each run, `batch_size` distinct fact indices in [0, n_facts) for this step. Shape (runs, batch).
+def batch_indices(seeds: torch.Tensor, steps: int | range, n_facts: torch.Tensor, batch_size: int, n_max: int) -> torch.Tensor:
+    """For each run, `batch_size` distinct fact indices in [0, n_facts) at a step (shape (runs, batch)),
+    or at each of a range of steps (shape (runs, steps, batch): the same batches, drawn in one go).
 
     Every fact gets the key hash(seed, step, index) with its index in the low bits (keys are unique,
     so the choice has no ties); the batch is the top keys. Facts beyond a run's own n_facts (padding
@@ -42,8 +43,10 @@ def batch_indices(seeds: torch.Tensor, step: int, n_facts: torch.Tensor, batch_s
     """
     device = seeds.device
     index = torch.arange(n_max, device=device)
-    seed_hash = _mix32(seeds[:, None] * 0x9E3779B1 + 0x632BE5AB)
-    h = _mix32(seed_hash ^ _mix32(torch.full_like(seeds[:, None], step) * 0x85EBCA77 + index[None, :]))
-    keys = (h << INDEX_BITS) | index[None, :]
-    keys = torch.where(index[None, :] < n_facts[:, None], keys, torch.full_like(keys, -1))
-    return keys.topk(batch_size, dim=1).indices
+    step = torch.as_tensor(steps if isinstance(steps, range) else [steps], device=device)
+    seed_hash = _mix32(seeds[:, None, None] * 0x9E3779B1 + 0x632BE5AB)  # (runs, 1, 1)
+    step_hash = _mix32(step[:, None] * 0x85EBCA77 + index[None, :])  # (steps, n_max)
+    keys = (_mix32(seed_hash ^ step_hash) << INDEX_BITS) | index  # (runs, steps, n_max)
+    keys = torch.where(index < n_facts[:, None, None], keys, torch.full_like(keys, -1))
+    chosen = keys.topk(batch_size, dim=-1).indices
+    return chosen if isinstance(steps, range) else chosen[:, 0]

@@ -105,8 +105,8 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
     eval_counts = torch.tensor([len(s.eval) for s in sets], device=device)
     chunk = max(1, EVAL_LOGITS["cpu" if device.type == "cpu" else "other"] // (M * N))
     sample = BatchSampler(configs, sets, device)
-    params = stack_params(configs, device, dtype)
-    update = StackedUpdates(params, configs)
+    update = StackedUpdates(stack_params(configs, dtype), configs, device)
+    params = update.params
 
     active = [True] * M
     steps, reasons = [first.max_steps] * M, [None] * M

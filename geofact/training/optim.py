@@ -1,11 +1,16 @@
 """AdamW and gradient-norm clipping for stacked runs, equal to torch.optim.AdamW + clip_grad_norm_ per run.
 
-Each run keeps its own step count, learning rate and clipping norm; a run that has stopped, or a
-tensor a run keeps frozen, is masked out of the update (no step, no weight decay), exactly as if it
-were not in that run's optimiser.
+Every run's tensors live in one (M, P) buffer (`FlatStack`): the optimiser and the clipping are a
+handful of whole-buffer operations per step whatever the number of tensors, which is what a step of
+a small model costs (bench/bench_trainer.py: the per-tensor loop was most of a d = 16 step on a CPU).
+Each run keeps its own step count, learning rate and clipping norm; an entry a run does not train
+(a frozen tensor, frozen embeddings) has a zero in the run's mask, so its gradient, moments and
+weight decay are zero and it never moves, exactly as if it were not in that run's optimiser.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -13,63 +18,84 @@ BETAS = (0.9, 0.999)
 EPS = 1e-8
 
 
-def _per_run(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """(M,) -> (M, 1, ..., 1) to broadcast against a stacked tensor."""
-    return x.reshape(-1, *([1] * (like.dim() - 1)))
+class FlatStack:
+    """Stacked tensors {name: (M, *shape)} stored as the columns of one (M, P) buffer `flat`.
+
+    `views` are the same tensors as views of `flat` that autograd treats as leaves: the model reads
+    them, an in-place update of `flat` moves them.
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        first = next(iter(tensors.values()))
+        self.M = first.shape[0]
+        self.shapes = {k: tuple(v.shape[1:]) for k, v in tensors.items()}
+        self.flat = torch.cat([v.detach().reshape(self.M, -1) for v in tensors.values()], dim=1)  # (M, P)
+        self.views = self._views()
+
+    def _views(self) -> dict[str, torch.Tensor]:
+        views, start = {}, 0
+        for k, shape in self.shapes.items():
+            n = math.prod(shape)
+            views[k] = self.flat[:, start : start + n].view(self.M, *shape).requires_grad_()
+            start += n
+        return views
+
+    def columns(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(M, P) from per-tensor values broadcastable to (M, numel): a mask or a gradient."""
+        return torch.cat([values[k].reshape(self.M, -1).expand(self.M, math.prod(s)) for k, s in self.shapes.items()], dim=1)
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Keep only the runs at indices `runs` (a new buffer; views made afresh)."""
+        self.flat = self.flat[runs]
+        self.M = self.flat.shape[0]
+        self.views = self._views()
 
 
-def clip_grad_norms(grads: dict[str, torch.Tensor], max_norm: float, trainable: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Scale each run's gradients so their joint L2 norm is at most max_norm (torch's formula). Returns norms (M,)."""
-    sq = sum((g.pow(2) * _per_run(trainable[k], g)).flatten(1).sum(1) for k, g in grads.items())
-    norms = sq.sqrt()
-    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for g in grads.values():
-        g.mul_(_per_run(coef, g))
+def clip_grad_norms_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """Scale each run's row of grad (M, P) so its L2 norm is at most max_norm (torch's formula). Returns norms (M,)."""
+    norms = grad.pow(2).sum(1).sqrt()
+    grad.mul_((max_norm / (norms + 1e-6)).clamp(max=1.0)[:, None])
     return norms
 
 
 def _adamw_(p, g, m, v, decay, step_size, bias2_sqrt) -> None:
-    """torch's single-tensor AdamW update, in place, with per-run (M,) decay, step size and bias correction."""
+    """torch's single-tensor AdamW update, in place, on (M, P) rows; decay (M, P), the others (M, 1)."""
     beta1, beta2 = BETAS
-    p.mul_(_per_run(decay, p))
+    p.mul_(decay)
     m.lerp_(g, 1 - beta1)
     v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-    denom = v.sqrt().div_(_per_run(bias2_sqrt, p)).add_(EPS)
-    p.addcdiv_(m * _per_run(step_size, p), denom, value=-1)
+    denom = v.sqrt().div_(bias2_sqrt).add_(EPS)
+    p.addcdiv_(m * step_size, denom, value=-1)
 
 
 class StackedAdamW:
-    def __init__(self, params: dict[str, torch.Tensor], lr: torch.Tensor, weight_decay: float) -> None:
-        self.params, self.lr, self.weight_decay = params, lr, weight_decay
-        self.m = {k: torch.zeros_like(v) for k, v in params.items()}
-        self.v = {k: torch.zeros_like(v) for k, v in params.items()}
-        self.t = torch.zeros_like(lr)
+    """AdamW on a FlatStack's buffer: lr (M,) per run, `mask` (M, P) 1 where a run trains an entry."""
 
-    def keep(self, runs: torch.Tensor, params: dict[str, torch.Tensor]) -> None:
-        """Keep only the runs at indices `runs` (the others have stopped), updating `params`, the new
-        (sliced) stacked tensors."""
-        self.params, self.lr, self.t = params, self.lr[runs], self.t[runs]
-        self.m = {k: v[runs] for k, v in self.m.items()}
-        self.v = {k: v[runs] for k, v in self.v.items()}
+    def __init__(self, stack: FlatStack, lr: torch.Tensor, weight_decay: float, mask: torch.Tensor) -> None:
+        self.stack, self.lr, self.weight_decay, self.mask = stack, lr, weight_decay, mask
+        self.m = torch.zeros_like(stack.flat)
+        self.v = torch.zeros_like(stack.flat)
+        self.t = torch.zeros_like(lr)
+        self.decay = 1 - lr[:, None] * weight_decay * mask  # 1 exactly where a run does not train
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Keep only the runs at indices `runs` (the others have stopped); call after stack.keep."""
+        self.lr, self.t, self.mask, self.decay = self.lr[runs], self.t[runs], self.mask[runs], self.decay[runs]
+        self.m, self.v = self.m[runs], self.v[runs]
 
     @torch.no_grad()
-    def step(self, grads: dict[str, torch.Tensor], active: torch.Tensor, trainable: dict[str, torch.Tensor]) -> None:
-        """One AdamW step for the runs in `active` (M,) bool, on the tensors each run trains."""
+    def step(self, grad: torch.Tensor, active: torch.Tensor) -> None:
+        """One AdamW step from grad (M, P), already masked, for the runs in `active` (M,) bool."""
         beta1, beta2 = BETAS
         self.t += active.to(self.t.dtype)
         t = self.t.clamp(min=1)
-        step_size = self.lr / (1 - beta1**t)
-        bias2_sqrt = (1 - beta2**t).sqrt()
-        decay = 1 - self.lr * self.weight_decay
-        for k, p in self.params.items():
-            on = active & trainable[k]
-            if not bool(on.any()):
-                continue
-            g, m, v = grads[k], self.m[k], self.v[k]
-            if bool(on.all()):  # the common case: update the whole stack in place
-                _adamw_(p, g, m, v, decay, step_size, bias2_sqrt)
-                continue
-            idx = torch.nonzero(on).flatten()  # update only these runs; the others stay bit-identical
-            p_on, m_on, v_on = p[idx], m[idx], v[idx]
-            _adamw_(p_on, g[idx], m_on, v_on, decay[idx], step_size[idx], bias2_sqrt[idx])
-            p[idx], m[idx], v[idx] = p_on, m_on, v_on
+        step_size = (self.lr / (1 - beta1**t))[:, None]
+        bias2_sqrt = (1 - beta2**t).sqrt()[:, None]
+        p = self.stack.flat
+        if bool(active.all()):
+            _adamw_(p, grad, self.m, self.v, self.decay, step_size, bias2_sqrt)
+            return
+        idx = torch.nonzero(active).flatten()  # update only these runs; the others stay bit-identical
+        p_on, m_on, v_on = p[idx], self.m[idx], self.v[idx]
+        _adamw_(p_on, grad[idx], m_on, v_on, self.decay[idx], step_size[idx], bias2_sqrt[idx])
+        p[idx], self.m[idx], self.v[idx] = p_on, m_on, v_on

@@ -21,7 +21,7 @@ from geofact.device import resolve_device
 from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
-from geofact.training.optim import StackedAdamW, clip_grad_norms
+from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
 
 
 @dataclass
@@ -65,6 +65,8 @@ def _keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, 1 << 30)
 
 
+BATCH_BLOCK, BATCH_BLOCK_KEYS = 64, 2**22  # batches drawn per block of steps, at most this many hash keys at once
+
 THREADS_ENV = "GEOFACT_THREADS"  # set by sweep workers: each process trains on this many threads
 
 
@@ -77,10 +79,9 @@ def configure_cpu(threads: int | None = None) -> None:
     torch.set_num_threads(threads or int(os.environ.get(THREADS_ENV, 0)) or max(1, len(os.sched_getaffinity(0))))
 
 
-def stack_params(configs: list, device: torch.device, dtype: torch.dtype,
-                 init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
+def stack_params(configs: list, dtype: torch.dtype, init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
     """Every run's seeded initial weights (or `init`'s replacements) stacked along a leading run
-    dimension, relation tables zero-padded to the largest R; leaves that require grad."""
+    dimension, relation tables zero-padded to the largest R (CPU tensors; StackedUpdates owns them)."""
     R_max = max(c.R for c in configs)
     runs = [init_params(c, dtype=dtype) for c in configs]
     if init is not None:
@@ -94,7 +95,7 @@ def stack_params(configs: list, device: torch.device, dtype: torch.dtype,
                 fresh[k] = v.to(dtype)
     for p in runs:
         p["E_rel"] = F.pad(p["E_rel"], (0, 0, 0, R_max - p["E_rel"].shape[0]))
-    return {k: torch.stack([p[k] for p in runs]).to(device).requires_grad_() for k in runs[0]}
+    return {k: torch.stack([p[k] for p in runs]) for k in runs[0]}
 
 
 def start_group(configs: list, device: str | torch.device, trainer: str) -> torch.device:
@@ -108,33 +109,46 @@ def start_group(configs: list, device: str | torch.device, trainer: str) -> torc
 
 
 class StackedUpdates:
-    """One optimiser step for stacked runs: gradients of the summed per-run losses, per-run clipping,
-    per-run AdamW. Tensors no run trains get no gradient; frozen entity embeddings
-    (`frozen_embeddings`) and tensors outside `train_only` are masked per run."""
+    """The stacked runs' weights (`params`: leaves the model reads) and one optimiser step for them:
+    gradients of the summed per-run losses, per-run clipping, per-run AdamW, all on one FlatStack
+    buffer. Tensors no run trains get no gradient; frozen entity embeddings (`frozen_embeddings`) and
+    tensors outside `train_only` are masked per run."""
 
-    def __init__(self, params: dict[str, torch.Tensor], configs: list, train_only: tuple[str, ...] | None = None) -> None:
-        if train_only is not None and not set(train_only) <= set(params):
-            raise ValueError(f"train_only must name parameters among {sorted(params)}, got {sorted(train_only)}")
-        device, M = params["E_ent"].device, len(configs)
-        self.params, self.grad_clip = params, configs[0].grad_clip
-        self.trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in params}
-        self.trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
-        self.names = [k for k in params if bool(self.trainable[k].any())]
-        lr = torch.tensor([c.lr for c in configs], dtype=params["E_ent"].dtype, device=device)
-        self.opt = StackedAdamW({k: v.data for k, v in params.items()}, lr, configs[0].weight_decay)
+    def __init__(self, tensors: dict[str, torch.Tensor], configs: list, device: torch.device,
+                 train_only: tuple[str, ...] | None = None) -> None:
+        if train_only is not None and not set(train_only) <= set(tensors):
+            raise ValueError(f"train_only must name parameters among {sorted(tensors)}, got {sorted(train_only)}")
+        M = len(configs)
+        self.stack = FlatStack({k: v.to(device) for k, v in tensors.items()})
+        trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in tensors}
+        trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
+        self.names = [k for k in tensors if bool(trainable[k].any())]
+        dtype = self.stack.flat.dtype
+        self.mask = self.stack.columns({k: v.to(dtype) for k, v in trainable.items()})  # (M, P)
+        self.no_grad = {k: torch.zeros(M, 1, dtype=dtype, device=device) for k in tensors if k not in self.names}
+        self.grad_clip = configs[0].grad_clip
+        lr = torch.tensor([c.lr for c in configs], dtype=dtype, device=device)
+        self.opt = StackedAdamW(self.stack, lr, configs[0].weight_decay, self.mask)
 
-    def keep(self, runs: torch.Tensor, params: dict[str, torch.Tensor]) -> None:
-        """Drop every run but those at indices `runs` (stopped runs leave the stack); `params` are the
-        sliced stacked leaves that go on training."""
-        self.params = params
-        self.trainable = {k: v[runs] for k, v in self.trainable.items()}
-        self.opt.keep(runs, {k: v.data for k, v in params.items()})
+    @property
+    def params(self) -> dict[str, torch.Tensor]:
+        return self.stack.views
+
+    def keep(self, runs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Drop every run but those at indices `runs` (stopped runs leave the stack); returns the new params."""
+        self.stack.keep(runs)
+        self.mask = self.mask[runs]
+        self.no_grad = {k: v[runs] for k, v in self.no_grad.items()}
+        self.opt.keep(runs)
+        return self.params
 
     def __call__(self, losses: torch.Tensor, active: torch.Tensor) -> None:
         """Update the runs in `active` (M,) bool from their losses (M,)."""
-        grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [self.params[k] for k in self.names])))
-        clip_grad_norms(grads, self.grad_clip, self.trainable)
-        self.opt.step(grads, active, self.trainable)
+        params = self.params
+        grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [params[k] for k in self.names])))
+        grad = self.stack.columns({**grads, **self.no_grad}).mul_(self.mask)  # (M, P)
+        clip_grad_norms_(grad, self.grad_clip)
+        self.opt.step(grad, active)
 
 
 @torch.no_grad()
@@ -192,8 +206,8 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     start = time.perf_counter()
     first = configs[0]
     M, N, B = len(configs), first.N, first.batch_size
-    params = stack_params(configs, device, dtype, init)
-    update = StackedUpdates(params, configs, train_only)
+    update = StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only)
+    params = update.params
     tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]
     n_facts = torch.tensor([len(t) for t in tables], device=device)
     n_max = int(n_facts.max())
@@ -201,6 +215,8 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     seeds = torch.tensor([c.seed for c in configs], device=device)
     run_index = torch.arange(M, device=device)[:, None]
 
+    block = max(1, min(BATCH_BLOCK, BATCH_BLOCK_KEYS // (M * n_max)))
+    block_start = block_end = 0
     alive = list(range(M))  # the runs still in the stack: stack position i holds run alive[i]
     steps = torch.full((M,), first.max_steps, dtype=torch.long)
     last_loss = torch.full((M,), float("nan"), dtype=torch.float64)
@@ -228,7 +244,10 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
             stacked = {k: v.detach() for k, v in params.items()}
             for m, a in zip(alive, accuracy(stacked, [tables[m] for m in alive], N)):
                 acc_curves[m].append((step, a))
-        batch = padded[run_index, batch_indices(seeds, step, n_facts, B, n_max)]  # (M', B, 3)
+        if step == block_end:  # draw the next block of steps' batches at once: a step of a small model is mostly fixed costs
+            block_start, block_end = step, min(step + block, first.max_steps)
+            drawn = batch_indices(seeds, range(block_start, block_end), n_facts, B, n_max)  # (M', steps, B)
+        batch = padded[run_index, drawn[:, step - block_start]]  # (M', B, 3)
         tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
         logits = forward(params, tokens)  # (M', B, N)
         losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(len(alive), B).mean(1)
@@ -253,9 +272,8 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
             going = torch.nonzero(~done).flatten()
             rows = going.to(device)
-            params = {k: v.detach()[rows].requires_grad_() for k, v in params.items()}
-            update.keep(rows, params)
-            padded, n_facts, seeds = padded[rows], n_facts[rows], seeds[rows]
+            params = update.keep(rows)
+            padded, n_facts, seeds, drawn = padded[rows], n_facts[rows], seeds[rows], drawn[rows]
             alive = [alive[i] for i in going.tolist()]
             run_index = torch.arange(len(alive), device=device)[:, None]
         if progress is not None:

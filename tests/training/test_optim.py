@@ -1,0 +1,60 @@
+import torch
+
+from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
+
+
+def _tensors(M: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {"a": torch.randn(M, 3, 4, generator=g, dtype=torch.float64),
+            "b": torch.randn(M, 5, generator=g, dtype=torch.float64)}
+
+
+def test_views_are_the_buffer_and_keep_drops_runs():
+    stack = FlatStack(_tensors(3))
+    assert stack.flat.shape == (3, 17)
+    assert all(v.is_leaf and v.requires_grad for v in stack.views.values())
+    with torch.no_grad():
+        stack.flat.add_(1.0)  # an update of the buffer moves the views the model reads
+    assert torch.equal(stack.views["b"].detach(), _tensors(3)["b"] + 1.0)
+    stack.keep(torch.tensor([0, 2]))
+    assert torch.equal(stack.views["a"].detach(), _tensors(3)["a"][[0, 2]] + 1.0)
+
+
+def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entries_never_move():
+    M, lrs = 3, [1e-2, 3e-3, 1e-1]
+    start = _tensors(M)
+    stack = FlatStack(start)
+    trains_b = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)  # run 1 keeps "b" frozen
+    mask = stack.columns({"a": torch.ones(M, 1, dtype=torch.float64), "b": trains_b[:, None]})
+    opt = StackedAdamW(stack, torch.tensor(lrs, dtype=torch.float64), 0.1, mask)
+    references = []
+    for m in range(M):
+        leaves = {k: v[m].clone().requires_grad_() for k, v in start.items()}
+        trained = [leaves["a"]] + ([leaves["b"]] if trains_b[m] else [])
+        references.append((leaves, trained, torch.optim.AdamW(trained, lr=lrs[m], weight_decay=0.1)))
+    for step in range(5):
+        target = torch.full((M, 17), float(step), dtype=torch.float64)
+        loss = ((torch.cat([v.reshape(M, -1) for v in stack.views.values()], 1) - target) ** 2 * 10).sum()
+        grads = torch.autograd.grad(loss, list(stack.views.values()))
+        grad = stack.columns(dict(zip(stack.views, grads))).mul_(mask)
+        clip_grad_norms_(grad, 1.0)  # the loss is steep: clipping is on at every step
+        opt.step(grad, torch.ones(M, dtype=torch.bool))
+        for m, (leaves, trained, ref) in enumerate(references):
+            ref.zero_grad()
+            ((torch.cat([leaves["a"].reshape(-1), leaves["b"].reshape(-1)]) - float(step)) ** 2 * 10).sum().backward()
+            torch.nn.utils.clip_grad_norm_(trained, 1.0)
+            ref.step()
+    for m, (leaves, _, _) in enumerate(references):
+        for k in leaves:
+            torch.testing.assert_close(stack.views[k][m].detach(), leaves[k].detach(), rtol=1e-12, atol=1e-12)
+    assert torch.equal(stack.views["b"][1].detach(), start["b"][1])  # bit-identical, no weight decay
+
+
+def test_an_inactive_run_is_left_bit_identical():
+    stack = FlatStack(_tensors(2))
+    opt = StackedAdamW(stack, torch.tensor([1e-2, 1e-2], dtype=torch.float64), 0.1, torch.ones(2, 17, dtype=torch.float64))
+    opt.step(torch.ones(2, 17, dtype=torch.float64), torch.tensor([True, True]))
+    before = stack.flat[1].clone()
+    opt.step(torch.ones(2, 17, dtype=torch.float64), torch.tensor([True, False]))
+    assert torch.equal(stack.flat[1], before)
+    assert not torch.equal(stack.flat[0], _tensors(2)["a"][0].reshape(-1))
