@@ -54,9 +54,11 @@
 # they are few against $d$ the fit chases noise and the held-out readout falls whatever the
 # embeddings hold; the paper ($N = 4096$, $d \le 768$) fits on at least 4.3 subjects per dimension. The
 # verdict is therefore taken on the cells with sufficient capacity that also have at least
-# `min_samples_per_dim` training subjects per dimension, and a check at one $(R, d)$ trains the same
-# model at larger $N$ (batch in proportion to $N$, so equal epochs) to show how the readout moves with
-# the sample size alone.
+# `min_samples_per_dim` training subjects per dimension. A small grid cannot have both: at $N = 128$
+# a cell with headroom 6 has $d \ge 36$, fewer than 3 training subjects per dimension. Where that is
+# so, `readout_check` trains the same model (learned embeddings, every seed of the grid, batch in
+# proportion to $N$ so equal epochs) at a larger $N$ and one $R$, over $d$ values that map its own
+# threshold and reach both cutoffs; its qualifying cells join the verdict's population.
 #
 # **Models.** The capacity grid of {doc}`exp-capacity` (one definition per profile), loaded from the run
 # cache with its training checkpoints; what is missing is trained first. The readouts run at every
@@ -74,8 +76,7 @@ headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 chance_factor = 5.0  # the verdict calls a readout at chance below this many times 1/N
 min_samples_per_dim = 4.0  # a cell is judged only where each ridge map is fitted on at least this many subjects per dimension
 samples_per_dim_cutoffs = [0.0, 1.0, 2.0, 4.0]  # the table of how the verdict moves with it
-sample_size_N = [8192]  # the sample-size check: the grid's N and these, at one (R, d), batch in proportion to N
-sample_size_cell = [8, 768]  # (R, d) of that check
+readout_check = None  # {"N": ..., "R": ..., "d_values": [...]}: the readout check at a larger N (None: none)
 split_seed = 0  # the held-out subjects and the baselines' randomness
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
@@ -97,7 +98,7 @@ from geofact.plotting import COLORS, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
 from geofact.training.grid import REGIMES, CapacityGrid
-from geofact.training.regime import claim_in_regime
+from geofact.training.regime import claim_in_regime, regime
 from geofact.training.sweep import run_sweep
 
 use_style()
@@ -113,8 +114,11 @@ if min_headroom not in headroom_cutoffs or near_perfect not in near_perfect_cuto
     raise ValueError("headroom_cutoffs and near_perfect_cutoffs must include min_headroom and near_perfect")
 if min_samples_per_dim < 0 or min_samples_per_dim not in samples_per_dim_cutoffs:
     raise ValueError(f"min_samples_per_dim must be >= 0 and in samples_per_dim_cutoffs, got {min_samples_per_dim}")
-if any(N <= grid.N for N in sample_size_N) or len(sample_size_cell) != 2:
-    raise ValueError(f"sample_size_N must hold N above the grid's {grid.N} and sample_size_cell be [R, d], got {sample_size_N}, {sample_size_cell}")
+if readout_check is not None and (set(readout_check) != {"N", "R", "d_values"} or readout_check["N"] <= grid.N
+                                  or readout_check["R"] < 1 or len(readout_check["d_values"]) < 2
+                                  or sorted(set(readout_check["d_values"])) != list(readout_check["d_values"])):
+    raise ValueError(f"readout_check must be None or {{'N': N > the grid's {grid.N}, 'R': R >= 1, 'd_values': at least 2 "
+                     f"increasing d}}, got {readout_check}")
 
 records = train_grid(grid, cache, device)
 SHORT = {"unembedding": "", "embedding": "_emb"}  # metric suffix per target
@@ -234,45 +238,57 @@ report.number("frozen_s_max", float(readout["s"]["frozen"].mean(-1).max()))
 # {glue:text}`frozen_h_minus_s_max:.3f` (mean {glue:text}`frozen_h_minus_s_mean:.3f`), as the affine
 # relation between them requires: under uniform attention $h$ cannot be "more moderate" than $s_x$.
 #
-# ## Readout against the sample size
+# ## Readout at a larger $N$
 #
-# The same model at one $(R, d)$, learned embeddings, trained at larger $N$ (each seed; batch in
-# proportion to $N$ so every $N$ gets as many epochs); the readout is fitted on 80% of the subjects
-# as above. The top axis gives the training subjects per dimension, $0.8N/d$.
+# `readout_check`: the same model with learned embeddings at a larger $N$ and one $R$, every seed of
+# the grid, batch in proportion to $N$ (every $N$ gets as many epochs). Its threshold comes from its own
+# $d$ values (every seed at accuracy $\geq$ {glue:text}`perfect:g`), its headroom from that threshold; the
+# top axis gives the training subjects per dimension, $0.8N/d$.
 
 # %%
-R_ss, d_ss = sample_size_cell
-ss_N = [grid.N, *sample_size_N]
-ss_configs = {(N, s): grid.config(R_ss, d_ss, False, s, N=N, batch_size=grid.batch_size * N // grid.N) for N in ss_N for s in grid.seeds}
-ss_records = dict(zip(ss_configs, run_sweep(list(ss_configs.values()), cache, device=device)))
-ss = {}  # (N, seed) -> readouts
-for key, c in ss_configs.items():
-    model = TrainedModel.load(cache, c)
-    ss[key] = {what: r.mean for what, r in model_readouts(model, held_out, alpha, split_seed).items()}
-ss_mean = {what: [float(np.mean([ss[N, s][what] for s in grid.seeds])) for N in ss_N] for what in ("s", "h")}
-ss_accuracy = [float(np.mean([ss_records[N, s]["accuracy"] for s in grid.seeds])) for N in ss_N]
-ss_converged = [sum(ss_records[N, s]["stopped_early"] for s in grid.seeds) for N in ss_N]
-fig, axes = subplots(1, 1, width=5.0, height=3.6)
-ax = axes[0][0]
-for what, marker in (("s", "o-"), ("h", "s--")):
-    sd = [float(np.std([ss[N, s][what] for s in grid.seeds])) for N in ss_N]
-    ax.errorbar(ss_N, ss_mean[what], yerr=sd, fmt=marker, capsize=2, color=COLORS["measured" if what == "s" else "alt"],
-                label=f"readout from {'s_x' if what == 's' else 'h(x, r)'}")
-ax.axhline(near_perfect, color="black", linestyle=":", linewidth=1, label=f"near-perfect {near_perfect:g}")
-ax.set(xscale="log", xlabel="N (entities)", ylabel="held-out readout accuracy", ylim=(0, 1.02),
-       title=f"learned, R={R_ss}, d={d_ss}, mean ± std over {len(grid.seeds)} seeds")
-ax.set_xscale("log", base=2)
-top = ax.secondary_xaxis("top", functions=(lambda n: (1 - held_out) * n / d_ss, lambda q: q * d_ss / (1 - held_out)))
-top.set_xlabel("training subjects per dimension")
-ax.legend(fontsize=7)
-plt.show()
-for i, N in enumerate(ss_N):
-    print(f"N={N:>5}: {(1 - held_out) * N / d_ss:4.1f} subjects/dim; readout s {ss_mean['s'][i]:.3f}, h {ss_mean['h'][i]:.3f}; "
-          f"training accuracy {ss_accuracy[i]:.3f}; {ss_converged[i]}/{len(grid.seeds)} met the stop rule")
-report.number("sample_size_N", ss_N, glue=False)
-report.number("sample_size_readout_s", ss_mean["s"], glue=False)
-report.number("sample_size_readout_h", ss_mean["h"], glue=False)
-report.number("sample_size_converged", ss_converged, glue=False)
+check_cells = []  # (headroom, samples per dimension, readout s, readout h, records) per d of the check
+if readout_check is not None:
+    N_c, R_c, d_c = readout_check["N"], readout_check["R"], list(readout_check["d_values"])
+    c_configs = {(d, s): grid.config(R_c, d, False, s, N=N_c, batch_size=grid.batch_size * N_c // grid.N)
+                 for d in d_c for s in grid.seeds}
+    c_records = dict(zip(c_configs, run_sweep(list(c_configs.values()), cache, device=device)))
+    c_readout = {key: {what: r.mean for what, r in model_readouts(TrainedModel.load(cache, c), held_out, alpha, split_seed).items()}
+                 for key, c in c_configs.items()}
+    c_memorised = np.array([min(c_records[d, s]["accuracy"] for s in grid.seeds) for d in d_c])  # every seed
+    c_d_min = next((d for d, a in zip(d_c, c_memorised) if a >= grid.perfect), None)
+    c_train = int(split_subjects(N_c, held_out, split_seed).sum())
+    for d, a in zip(d_c, c_memorised):
+        check_cells.append(dict(d=d, headroom=d / c_d_min if c_d_min else float("nan"), samples=c_train / d,
+                                memorised=a >= grid.perfect,
+                                s=float(np.mean([c_readout[d, s]["s"] for s in grid.seeds])),
+                                h=float(np.mean([c_readout[d, s]["h"] for s in grid.seeds])),
+                                s_sd=float(np.std([c_readout[d, s]["s"] for s in grid.seeds])),
+                                h_sd=float(np.std([c_readout[d, s]["h"] for s in grid.seeds])),
+                                records=[c_records[d, s] for s in grid.seeds]))
+    fig, axes = subplots(1, 1, width=5.0, height=3.6)
+    ax = axes[0][0]
+    for what, marker in (("s", "o-"), ("h", "s--")):
+        ax.errorbar(d_c, [c[what] for c in check_cells], yerr=[c[what + "_sd"] for c in check_cells], fmt=marker, capsize=2,
+                    color=COLORS["measured" if what == "s" else "alt"], label=f"readout from {'s_x' if what == 's' else 'h(x, r)'}")
+    ax.axhline(near_perfect, color="black", linestyle=":", linewidth=1, label=f"near-perfect {near_perfect:g}")
+    if c_d_min:
+        ax.axvline(min_headroom * c_d_min, color="grey", linestyle=":", linewidth=1, label=f"d = {min_headroom:g} d_min")
+    ax.set(xlabel="d", ylabel="held-out readout accuracy", ylim=(0, 1.02),
+           title=f"learned, N={N_c}, R={R_c} (d_min {c_d_min}), mean ± std over {len(grid.seeds)} seeds")
+    ax.set_xscale("log", base=2)
+    top = ax.secondary_xaxis("top", functions=(lambda d: c_train / np.maximum(d, 1e-9), lambda q: c_train / np.maximum(q, 1e-9)))
+    top.set_xlabel("training subjects per dimension")
+    ax.legend(fontsize=7)
+    plt.show()
+    for c in check_cells:
+        steps = [r["steps"] for r in c["records"]]
+        print(f"d={c['d']:>4}: headroom {c['headroom']:4.1f}, {c['samples']:4.1f} subjects/dim; readout s {c['s']:.3f}, h {c['h']:.3f}; "
+              f"every seed memorises: {c['memorised']}; {sum(r['stopped_early'] for r in c['records'])}/{len(steps)} met the stop rule "
+              f"(steps {min(steps)}-{max(steps)})")
+    report.number("check_N", N_c)
+    report.number("check_R", R_c)
+    report.number("check_d_min", c_d_min, glue=False)
+    report.number("check_cells", [{k: v for k, v in c.items() if k != "records"} for c in check_cells], glue=False)
 
 # %% [markdown]
 # ## Verdicts
@@ -305,19 +321,32 @@ report.number("converged_fraction", learned_regime.converged_fraction)  # the ru
 report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
 report.number("headroom_max", learned_regime.headroom_max)
 readout_regime = state.judged_regime(grid, judged_readout)
-report.number("readout_headroom_max", readout_regime.headroom_max)
 s_min = float(readout["s"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
 h_min = float(readout["h"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
 all_s_min = float(readout["s"]["learned"].mean(-1)[judged].min()) if judged.any() else float("nan")
 judged_R = sorted({grid.R_values[i] for i in np.nonzero(judged_readout)[0]})
-sample_text = (f"sample-size check at R={R_ss}, d={d_ss}: readout from s_x {', '.join(f'{v:.2f}' for v in ss_mean['s'])} at "
-               f"N={ss_N} ({', '.join(f'{(1 - held_out) * N / d_ss:.1f}' for N in ss_N)} subjects/dim)")
-claim_in_regime(report, "exp-readout-learned", holds=bool(judged_readout.any()) and min(s_min, h_min) >= near_perfect,
-    measured=(f"in the {int(judged_readout.sum())} cells with sufficient capacity (all learned seeds memorise, d >= {min_headroom:g} d_min) "
-              f"and >= {min_samples_per_dim:g} training subjects per dimension (R in {judged_R}): readout from s_x >= {s_min:.3f}, "
-              f"from h >= {h_min:.3f} (a_y = output unembedding; N={grid.N}, {n_train} training subjects, {len(grid.seeds)} seeds; "
-              f"baselines <= {baseline_max:.4f}); over all {int(judged.sum())} cells with sufficient capacity, s_x >= {all_s_min:.3f}; "
-              + sample_text),
+check_judged = [c for c in check_cells if c["memorised"] and c["headroom"] >= min_headroom and c["samples"] >= min_samples_per_dim]
+if check_judged:  # the check's qualifying cells join the population, their runs the regime
+    s_min = min([s_min] * bool(judged_readout.any()) + [c["s"] for c in check_judged])
+    h_min = min([h_min] * bool(judged_readout.any()) + [c["h"] for c in check_judged])
+    grid_runs = [r for k, r in records.items() if k[0] == "learned"
+                 and judged_readout[grid.R_values.index(k[1]), grid.d_values.index(k[2])]]
+    readout_regime = regime(grid_runs + [r for c in check_judged for r in c["records"]],
+                            [*headroom[judged_readout], *(c["headroom"] for c in check_judged)], grid.perfect)
+report.number("converged_fraction_readout", readout_regime.converged_fraction)
+report.number("readout_headroom_max", readout_regime.headroom_max)
+check_text = ("" if not check_cells else
+              f"; at N={N_c}, R={R_c} (d_min {c_d_min}): " + ", ".join(
+                  f"d={c['d']} (headroom {c['headroom']:.1f}, {c['samples']:.1f} subjects/dim): s_x {c['s']:.2f}, h {c['h']:.2f}"
+                  for c in check_cells) + f"; {len(check_judged)} of its cells judged")
+n_population = int(judged_readout.sum()) + len(check_judged)
+claim_in_regime(report, "exp-readout-learned", holds=n_population > 0 and min(s_min, h_min) >= near_perfect,
+    measured=(f"in the {n_population} cells with sufficient capacity (all learned seeds memorise, d >= {min_headroom:g} d_min) "
+              f"and >= {min_samples_per_dim:g} training subjects per dimension ({int(judged_readout.sum())} of the grid, R in {judged_R}; "
+              f"{len(check_judged)} of the larger-N check): readout from s_x >= {s_min:.3f}, "
+              f"from h >= {h_min:.3f} (a_y = output unembedding; grid N={grid.N}, {n_train} training subjects, {len(grid.seeds)} seeds; "
+              f"baselines <= {baseline_max:.4f}); over all {int(judged.sum())} grid cells with sufficient capacity, s_x >= {all_s_min:.3f}"
+              + check_text),
     note=f"near-perfect taken as >= {near_perfect}", regime=readout_regime)
 frozen_s = readout["s"]["frozen"].mean(-1)
 frozen_s_chance = bool(frozen_s.max() <= chance_factor * chance)

@@ -41,7 +41,8 @@
 # 15,000). Part of any growth of $d_{\min}$ with $N$ can then be the budget, not the capacity. Beside
 # the paper's *fixed steps* the page runs *fixed epochs*: the same steps, with the batch scaled in
 # proportion to $N$ (equal to `batch_size` at the largest $N$), so every $N$ sees its facts equally
-# often. The verdicts are taken on the paper's budget; the second shows how much of the curve is budget.
+# often (at the MLP widths in `epoch_widths`). The verdicts are taken on the paper's budget; the second
+# shows how much of the curve is budget.
 
 # %% tags=["parameters"]
 N_values = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]  # entities
@@ -53,6 +54,7 @@ lr = 1e-3  # the capacity grid's rate (exp-capacity checks it by a sweep)
 batch_size = 1024  # fixed steps: at every N; fixed epochs: at the largest N, in proportion to N below
 max_steps = 15000
 budgets = ["fixed steps", "fixed epochs"]  # the verdicts use "fixed steps" (the paper's)
+epoch_widths = [64, "4d"]  # the widths that run the fixed-epochs budget too (it judges nothing)
 d_start = 8  # the search doubles d from here
 d_max = 8192
 rel_tol = 0.1  # bisection stops when the bracket is within this fraction of its upper end
@@ -91,8 +93,11 @@ if not budgets or any(b not in BUDGETS for b in budgets) or budgets[0] != "fixed
     raise ValueError(f"budgets must start with 'fixed steps' and be among {BUDGETS}, got {budgets}")
 if not 0 < ci_level < 1 or alpha_tolerance not in alpha_tolerances:
     raise ValueError(f"ci_level must be in (0, 1) (got {ci_level}) and alpha_tolerances must include alpha_tolerance")
+if not set(epoch_widths) <= set(widths):
+    raise ValueError(f"epoch_widths must be among widths {widths}, got {epoch_widths}")
 REGIMES = {"learned": False, "frozen": True}
 N_values = sorted(N_values)
+curve_budgets = {w: [b for b in budgets if b == "fixed steps" or w in epoch_widths] for w in widths}
 
 
 def batch(N: int, budget: str) -> int:
@@ -119,7 +124,7 @@ def accuracies_at(asks: list[tuple[tuple, int]]) -> list[float]:
 
 
 started = time.perf_counter()
-curves = [(name, w, budget, N, s) for name in REGIMES for w in widths for budget in budgets for N in N_values for s in seeds]
+curves = [(name, w, budget, N, s) for name in REGIMES for w in widths for budget in curve_budgets[w] for N in N_values for s in seeds]
 searches = find_d_min_many(accuracies_at, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol)
 unique = list({str(sorted(r["config"].items())): r for r in records.values()}.values())  # the two budgets share runs at the largest N
 report.number("runs", len(unique))
@@ -144,7 +149,7 @@ def d_min(name: str, w, budget: str, N: int) -> list[int]:
 print(f"\n{'regime':>8} {'width':>5} {'budget':>12} {'N':>6} {'d_min per seed':>16}  (d: accuracy) of seed {seeds[0]}")
 for name in REGIMES:
     for w in widths:
-        for budget in budgets:
+        for budget in curve_budgets[w]:
             for N in N_values:
                 s = searches[name, w, budget, N, seeds[0]]
                 print(f"{name:>8} {w!s:>5} {budget:>12} {N:>6} {str(d_min(name, w, budget, N)):>16}  "
@@ -168,7 +173,7 @@ for name in REGIMES:
 fits = {}
 for name in REGIMES:
     for w in widths:
-        for budget in budgets:
+        for budget in curve_budgets[w]:
             pts = [(N, d) for N in N_values for d in d_min(name, w, budget, N)]
             if len({N for N, _ in pts}) >= 2:
                 x, y = np.array(pts, dtype=float).T
@@ -192,7 +197,7 @@ grid_N = np.geomspace(N_values[0], N_values[-1], 100)
 jitter = {s: 1 + 0.04 * (i - (len(seeds) - 1) / 2) for i, s in enumerate(seeds)}
 for ax, w in zip(axes[0], widths):
     for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
-        for budget in budgets:
+        for budget in curve_budgets[w]:
             paper_budget = budget == "fixed steps"
             for s in seeds:
                 pts = [(N * jitter[s], searches[name, w, budget, N, s].d_min) for N in N_values
@@ -285,7 +290,7 @@ def fit_text(name: str, w, budget: str = "fixed steps") -> str:
 
 PAPER_ALPHA = {64: 1.0, "4d": 0.5}
 for w in widths:
-    for budget in budgets:
+    for budget in curve_budgets[w]:
         for name in REGIMES:
             if (name, w, budget) in fits:
                 suffix = "" if budget == "fixed steps" else "_fixed_epochs"
@@ -297,17 +302,19 @@ for w in widths:
 print(f"{'claim':>34} {'budget':>12} " + " ".join(f"{'tol ' + str(t):>9}" for t in alpha_tolerances))
 for w in widths:
     if w in PAPER_ALPHA:
-        for budget in budgets:
+        for budget in curve_budgets[w]:
             print(f"{'frozen, width ' + str(w) + ' (alpha ~ ' + str(PAPER_ALPHA[w]) + ')':>34} {budget:>12} "
                   + " ".join(f"{'holds' if frozen_holds(w, t, budget) else 'no':>9}" for t in alpha_tolerances))
 for budget in budgets:
-    print(f"{'learned: log fits >= power':>34} {budget:>12} " + ("holds" if all(log_wins("learned", w, budget) for w in widths) else "no"))
+    judged = [w for w in widths if budget in curve_budgets[w]]
+    print(f"{'learned: log fits >= power':>34} {budget:>12} " + ("holds" if all(log_wins("learned", w, budget) for w in judged) else "no")
+          + f" (widths {judged})")
 
 design = (f"N = {N_values[0]}..{N_values[-1]} ({len(N_values)} values, {math.log2(N_values[-1] / N_values[0]):.0f} octaves), "
           f"R = {R}, {len(seeds)} seeds, rel_tol {rel_tol}, {max_steps} steps at batch {batch_size}")
 scale_note = "" if N_values[-1] >= 2**15 else f"reduced scale: {design}"
-fixed_epochs_note = ("; on fixed epochs: " + "; ".join(fit_text("learned", w, "fixed epochs") for w in widths)
-                     if "fixed epochs" in budgets else "")
+fixed_epochs_note = ("; on fixed epochs: " + "; ".join(fit_text("learned", w, "fixed epochs") for w in epoch_widths)
+                     if "fixed epochs" in budgets and epoch_widths else "")
 report.claim(
     "exp-scaling-learned",
     holds=all(log_wins("learned", w) for w in widths),
