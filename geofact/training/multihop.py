@@ -119,10 +119,23 @@ class BatchSampler:
             self.counts = torch.tensor([len(s.pool) for s in sets], device=device)
             self.pools = _pad([s.pool for s in sets], device)
         elif not first.eval_seen:
-            ids = [query_ids(s.eval, c.R) for c, s in zip(configs, sets)]
-            # run m's ids shifted by m * space, so that one sorted isin serves every run
+            self.ids = [query_ids(s.eval, c.R).to(device) for c, s in zip(configs, sets)]
             self.space = max(c.n_queries for c in configs)
-            self.held_out = torch.cat([i.to(device) + m * self.space for m, i in enumerate(ids)])
+            self._shift_ids()
+
+    def _shift_ids(self) -> None:
+        # run m's ids shifted by m * space, so that one sorted isin serves every run
+        self.held_out = torch.cat([i + m * self.space for m, i in enumerate(self.ids)])
+
+    def keep(self, runs: list[int]) -> None:
+        """Sample for the runs at these indices only (the others have left the stack)."""
+        rows = torch.tensor(runs, device=self.seeds.device)
+        self.seeds, self.R = self.seeds[rows], self.R[rows]
+        if self.pools is not None:
+            self.counts, self.pools = self.counts[rows], self.pools[rows]
+        if self.held_out is not None:
+            self.ids = [self.ids[m] for m in runs]
+            self._shift_ids()
 
     def __call__(self, step: int) -> torch.Tensor:
         B = self.batch_size

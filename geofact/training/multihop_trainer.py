@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
-from geofact.training.trainer import StackedUpdates, stack_params, start_group
+from geofact.training.trainer import StackedUpdates, run_weights, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
 
@@ -108,52 +108,68 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
     update = StackedUpdates(stack_params(configs, dtype), configs, device)
     params = update.params
 
-    active = [True] * M
+    alive = list(range(M))  # the runs still in the stack: stack position i holds run alive[i]
     steps, reasons = [first.max_steps] * M, [None] * M
     last_loss, streak = [float("nan")] * M, [0] * M
-    final = [None] * M
+    final: list = [None] * M
+    weights: list = [None] * M  # run -> weights at its stop
     loss_curves = [[] for _ in range(M)]
     acc_curves = [[] for _ in range(M)]
 
-    def stop(m: int, step: int, reason: str) -> None:
-        active[m], steps[m], reasons[m] = False, step, reason
-
     for step in range(first.max_steps + 1):
+        stopped: list[int] = []  # stack positions of the runs that stop at this step
+
+        def stop(i: int, reason: str) -> None:
+            m = alive[i]
+            steps[m], reasons[m] = step, reason
+            weights[m] = run_weights(params, i, configs[m])
+            stopped.append(i)
+
         check = step % first.check_every == 0 or step == first.max_steps
         if check:
             acc = evaluate({n: v.detach() for n, v in params.items()}, tables, eval_queries, eval_counts,
                            first.cot, chunk).cpu()
-            for m in (m for m in range(M) if active[m]):
-                final[m] = acc[m].tolist()
+            for i, m in enumerate(alive):
+                final[m] = acc[i].tolist()
                 acc_curves[m].append((step, final[m][-1]))
                 if final[m][-1] >= first.target_accuracy:
-                    stop(m, step, "accuracy")
-        if step == first.max_steps or not any(active):
+                    stop(i, "accuracy")
+        if step == first.max_steps or len(stopped) == len(alive):
             break
-        queries = sample(step)  # (M, B, k + 1)
+        queries = sample(step)  # (M', B, k + 1)
         tokens, targets = sequences(walk(tables, queries).flatten(0, 1), queries[..., 1:].flatten(0, 1), N, first.cot)
-        targets = targets.view(M, B, -1)[:, :, -T:]  # (M, B, T): every later position carries a target
-        logits = target_logits(params, tokens.view(M, B, -1), T)  # (M, B T, N)
-        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
+        targets = targets.view(len(alive), B, -1)[:, :, -T:]  # (M', B, T): every later position carries a target
+        logits = target_logits(params, tokens.view(len(alive), B, -1), T)  # (M', B T, N)
+        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(len(alive), B * T).mean(1)
         loss_cpu = losses.detach().cpu().tolist()
-        for m in (m for m in range(M) if active[m]):
-            last_loss[m] = loss_cpu[m]
+        for i, m in enumerate(alive):
+            if i in stopped:
+                continue
+            last_loss[m] = loss_cpu[i]
             if check:
-                loss_curves[m].append((step, loss_cpu[m]))
-                streak[m] = streak[m] + 1 if loss_cpu[m] < first.loss_threshold else 0
+                loss_curves[m].append((step, loss_cpu[i]))
+                streak[m] = streak[m] + 1 if loss_cpu[i] < first.loss_threshold else 0
                 if streak[m] >= first.patience:
-                    stop(m, step, "loss")
-        if not any(active):
+                    stop(i, "loss")
+        if len(stopped) == len(alive):
             break
-        update(losses, torch.tensor(active, device=device))
+        going = [i for i in range(len(alive)) if i not in stopped]
+        update(losses, torch.tensor([i in going for i in range(len(alive))], device=device))
+        if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
+            rows = torch.tensor(going, device=device)
+            params = update.keep(rows)
+            tables, eval_queries, eval_counts = tables[rows], eval_queries[rows], eval_counts[rows]
+            sample.keep(going)
+            alive = [alive[i] for i in going]
         if progress is not None:
-            progress.update(sum(active))
+            progress.update(len(alive))
+    for i, m in enumerate(alive):
+        if weights[m] is None:  # trained to max_steps
+            weights[m] = run_weights(params, i, configs[m])
     seconds = time.perf_counter() - start
     results = []
     for m, (c, s) in enumerate(zip(configs, sets)):
-        weights = {n: v[m].detach().cpu().clone() for n, v in params.items()}
-        weights["E_rel"] = weights["E_rel"][: c.R]
         results.append(MultiHopResult(c, steps[m], last_loss[m], final[m][-1], final[m] if c.cot else None,
                                       reasons[m], len(s.eval), None if s.pool is None else len(s.pool),
-                                      loss_curves[m], acc_curves[m], seconds, weights))
+                                      loss_curves[m], acc_curves[m], seconds, weights[m]))
     return results

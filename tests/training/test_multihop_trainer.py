@@ -109,3 +109,17 @@ def test_sweeps_cache_multihop_runs(tmp_path):
     assert run_sweep(configs, tmp_path, progress=False) == first
     assert {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
     assert load_result(tmp_path, tiny(max_steps=60, seed=5)) is None
+
+
+def test_a_run_that_stops_leaves_the_stack_and_the_others_train_as_they_would_alone():
+    # float64 and 300 steps keep stacked and solo within rounding (see the test above); the runs
+    # stop at different checks, so the stack shrinks while the later ones go on
+    configs = [tiny(max_steps=300, target_accuracy=0.3, seed=s, R=R) for s, R in [(1, 2), (2, 3), (3, 2)]]
+    stacked = train_multihop(configs, dtype=torch.float64)
+    assert len({r.steps for r in stacked}) > 1
+    for c, s in zip(configs, stacked):
+        (alone,) = train_multihop([c], dtype=torch.float64)
+        assert (alone.steps, alone.stop_reason) == (s.steps, s.stop_reason)
+        assert [a for _, a in alone.accuracy_curve] == pytest.approx([a for _, a in s.accuracy_curve], abs=2 / 256)
+        for name, value in alone.params.items():
+            torch.testing.assert_close(s.params[name], value, rtol=1e-6, atol=1e-9)
