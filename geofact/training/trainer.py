@@ -227,12 +227,16 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     final: dict[int, dict[str, torch.Tensor]] = {}  # run -> weights at its stop
     accs = [float("nan")] * M
 
+    def accuracy_at(positions: list[int]) -> list[float]:
+        """Accuracy over all its facts of the run at each of these stack positions."""
+        stacked = {k: v.detach()[positions] for k, v in params.items()}
+        return accuracy(stacked, [tables[alive[i]] for i in positions], N)
+
     def finish(positions: list[int], updates: int) -> None:
         """Keep the final weights (and accuracy) of the runs at these stack positions."""
         runs = [alive[i] for i in positions]
         if eval_every is not None or evaluate:
-            stacked = {k: v.detach()[positions] for k, v in params.items()}
-            for m, a in zip(runs, accuracy(stacked, [tables[m] for m in runs], N)):
+            for m, a in zip(runs, accuracy_at(positions)):
                 accs[m] = a
                 if eval_every is not None and (not acc_curves[m] or acc_curves[m][-1][0] != updates):
                     acc_curves[m].append((updates, a))
@@ -241,8 +245,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
 
     for step in range(first.max_steps):
         if eval_every is not None and step % eval_every == 0:
-            stacked = {k: v.detach() for k, v in params.items()}
-            for m, a in zip(alive, accuracy(stacked, [tables[m] for m in alive], N)):
+            for m, a in zip(alive, accuracy_at(list(range(len(alive))))):
                 acc_curves[m].append((step, a))
         if step == block_end:  # draw the next block of steps' batches at once: a step of a small model is mostly fixed costs
             block_start, block_end = step, min(step + block, first.max_steps)
