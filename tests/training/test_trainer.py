@@ -121,4 +121,3 @@ def test_checkpoints_stop_with_the_run_and_reject_steps_outside_it():
     assert r.stopped_early and sorted(r.checkpoints) == [0]  # stopped before step 399: its last state is the final one
     with pytest.raises(ValueError, match=r"checkpoints must be integer steps in \[0, max_steps=400\)"):
         train_group([easy], checkpoints=(400,))
-
