@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
 from geofact.nl.probe import ProbeConfig, probe_and_score, unit_rows
 from geofact.notebook import progress
+from geofact.training.optim import fused_adamw
 from geofact.training.sweep import provenance, write_json
 
 WORD = re.compile(r"\w+|[^\w\s]")
@@ -171,7 +172,7 @@ def train_corpus_lm(examples: list[Example], vocab: Vocab, config: CorpusLMConfi
     torch.manual_seed(config.seed)
     max_len = max(len(e.ids) for e in examples)
     model = OneLayerLM(len(vocab), max_len, config.d, config.mlp_ratio).to(device)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimiser = fused_adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     pad = vocab.index[PAD]
     losses = []

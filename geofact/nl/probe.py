@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from geofact.training.optim import fused_adamw
+
 
 @dataclass(frozen=True)
 class ProbeConfig:
@@ -93,7 +95,7 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
     rank = min(config.rank, d_in, d_out)
     generator = torch.Generator().manual_seed(config.seed)
     probes = StackedProbes(n_layers, d_in, d_out, rank, generator).to(device)
-    optimiser = torch.optim.AdamW(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimiser = fused_adamw(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     x = states.transpose(0, 1).contiguous().to(device)  # (L, n, d_in)
     targets = targets.to(device)
     x_train, y_train = x[:, train], targets[train]
