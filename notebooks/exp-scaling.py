@@ -33,8 +33,10 @@
 # `rel_tol` of each other (`geofact.training.search`). Each seed gives its own $d_{\min}(N)$, so the
 # fits see the seed-to-seed spread and their confidence intervals (Student $t$ on the slope of the
 # least-squares line: $b$ of $a + b\log_2 N$, $\alpha$ of $\log d = \log c + \alpha \log N$) are
-# honest about it. All searches advance together, one round at a time, so runs of one shape train
-# stacked; every run is cached (`.geofact/runs/`), so a rerun or a resumed one trains only new $d$.
+# honest about it. Each search tries its next $d$ as soon as its last run is trained
+(`find_d_min_streaming` on a `SweepPool`): the runs that wait for a free worker meanwhile train
+stacked, and no worker waits for the slowest run of a round. Every run is cached (`.geofact/runs/`),
+so a rerun or a resumed one trains only new $d$.
 #
 # **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
 # $N$ gets fewer passes over its $N R$ facts (at $N = 2^{15}$, $R = 8$: 59 epochs; at $N = 2^7$:
@@ -77,8 +79,8 @@ from geofact.plotting import COLORS, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
 from geofact.training.config import TrainConfig
-from geofact.training.search import find_d_min_many, fit_log, fit_power
-from geofact.training.sweep import run_sweep, training_seconds
+from geofact.training.search import find_d_min_streaming, fit_log, fit_power
+from geofact.training.sweep import SweepPool, training_seconds
 
 use_style()
 report = Report("exp-scaling")
@@ -112,25 +114,24 @@ def config(N: int, d: int, width, frozen: bool, seed: int, budget: str) -> Train
 
 
 records: dict[tuple, dict] = {}  # (regime, width, budget, N, seed, d) -> run record
-rounds = []
-
-
-def accuracies_at(asks: list[tuple[tuple, int]]) -> list[float]:
-    """One search round: every curve's next d, trained as one sweep (runs of equal shape are stacked)."""
-    configs = {key + (d,): config(key[3], d, key[1], REGIMES[key[0]], key[4], key[2]) for key, d in asks}
-    records.update(zip(configs, run_sweep(list(configs.values()), cache, device=device)))  # a progress bar per round
-    rounds.append(len(asks))
-    return [records[key + (d,)]["accuracy"] for key, d in asks]
-
-
 started = time.perf_counter()
 curves = [(name, w, budget, N, s) for name in REGIMES for w in widths for budget in curve_budgets[w] for N in N_values for s in seeds]
-searches = find_d_min_many(accuracies_at, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol)
+with SweepPool(cache, device=device) as pool:
+
+    def ask(asks: list[tuple[tuple, int]]) -> None:
+        """Queue each curve's next d (a run that two curves share, at the largest N, trains once)."""
+        pool.submit([((key, d), config(key[3], d, key[1], REGIMES[key[0]], key[4], key[2])) for key, d in asks])
+
+    def answers() -> list[tuple[tuple, int, float]]:
+        done = pool.completed()
+        records.update({key + (d,): record for (key, d), record in done})
+        return [(key, d, record["accuracy"]) for (key, d), record in done]
+
+    searches = find_d_min_streaming(ask, answers, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol)
 unique = list({str(sorted(r["config"].items())): r for r in records.values()}.values())  # the two budgets share runs at the largest N
 report.number("runs", len(unique))
 report.number("train_seconds", training_seconds(unique))
 report.number("wall_seconds", time.perf_counter() - started)
-report.number("search_rounds", len(rounds))
 report.number("n_N", len(N_values))
 report.number("octaves", math.log2(N_values[-1] / N_values[0]))
 report.number("n_seeds", len(seeds))
@@ -156,8 +157,8 @@ for name in REGIMES:
                       + ", ".join(f"{d}: {a:.3f}" for d, a in s.trials))
 
 # %% [markdown]
-# The searches trained {glue:text}`runs:d` distinct runs in {glue:text}`search_rounds:d` rounds:
-# {glue:text}`train_seconds:.0f` s of training (each run's share of its stacked group); this
+# The searches trained {glue:text}`runs:d` distinct runs: {glue:text}`train_seconds:.0f` s of
+# training (each run's share of its stacked group); this
 # execution spent {glue:text}`wall_seconds:.0f` s on them (less when runs came from the cache).
 # The design: {glue:text}`n_N:d` values of $N$ over {glue:text}`octaves:.0f` octaves,
 # {glue:text}`n_seeds:d` seeds, bisection to {glue:text}`rel_tol:.2f`.

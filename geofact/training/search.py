@@ -79,19 +79,48 @@ def find_d_min_many(accuracies_at: Callable[[list[tuple[Hashable, int]]], list[f
     """find_d_min for several curves at once, in rounds: each round asks `accuracies_at` for every
     unfinished curve's next (key, d) in one call, so a trainer can stack the runs that share a shape
     (in the doubling phase all curves try the same d)."""
+    asked: list[tuple[Hashable, int]] = []
+
+    def answer_round() -> list[tuple[Hashable, int, float]]:
+        pending = asked.copy()
+        asked.clear()
+        return [(k, d, acc) for (k, d), acc in zip(pending, accuracies_at(pending), strict=True)]
+
+    return find_d_min_streaming(asked.extend, answer_round, keys, level, d_start, d_max, rel_tol)
+
+
+def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
+                         answers: Callable[[], list[tuple[Hashable, int, float]]], keys: list[Hashable],
+                         level: float = 0.95, d_start: int = 2, d_max: int = 4096,
+                         rel_tol: float = 0.0) -> dict[Hashable, DminSearch]:
+    """find_d_min for several curves, each advancing as soon as its own answer comes back.
+
+    `ask` is handed the (key, d) pairs to measure next; `answers()` waits until some of them are
+    measured and returns those as (key, d, accuracy). Rounds (find_d_min_many) make every curve wait
+    for the slowest run of the round; here a trainer with several workers (training.sweep.SweepPool)
+    never idles while some curve has a run to try. The result is the same: each curve's trials
+    depend only on its own accuracies.
+    """
     _check(level, d_start, d_max, rel_tol)
     searches = {k: _search(level, d_start, d_max, rel_tol) for k in keys}
-    asks = {k: next(g) for k, g in searches.items()}
+    outstanding = {k: next(g) for k, g in searches.items()}
+    ask(list(outstanding.items()))
     done: dict[Hashable, DminSearch] = {}
-    while asks:
-        pending = list(asks.items())
-        answers = accuracies_at(pending)
-        asks = {}
-        for (k, _), acc in zip(pending, answers, strict=True):
+    while outstanding:
+        following, answered = [], answers()
+        if not answered:
+            raise RuntimeError(f"answers() returned nothing while {len(outstanding)} curves wait for one")
+        for k, d, acc in answered:
+            if outstanding.get(k) != d:
+                raise ValueError(f"an answer for curve {k!r} at d = {d}, which was not asked")
             try:
-                asks[k] = searches[k].send(acc)
+                outstanding[k] = searches[k].send(acc)
+                following.append((k, outstanding[k]))
             except StopIteration as stop:
+                del outstanding[k]
                 done[k] = stop.value
+        if following:
+            ask(following)
     return {k: done[k] for k in keys}
 
 

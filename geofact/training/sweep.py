@@ -19,9 +19,9 @@ import os
 import signal
 import sys
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -188,69 +188,150 @@ def _init_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _map_chunks(jobs: list[tuple], workers: int, bar) -> Iterator[list[Config]]:
-    """Each job's chunk once trained, in the order they finish; with workers > 1 in a process pool
-    (spawned, so no worker inherits a half-initialised thread pool), each process on one thread."""
-    if workers == 1 or len(jobs) <= 1:
-        for job in jobs:
-            yield _train_chunk(job, bar)
-        return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                             initializer=_init_worker, initargs=(os.getpid(),)) as pool:
-        for future in as_completed([pool.submit(_train_chunk, job) for job in jobs]):
-            yield future.result()
+class SweepPool:
+    """Trains runs as they are submitted and hands back each run's cache record once it is trained.
+
+    `submit([(tag, config), ...])` queues runs (a cached one is answered at once, a config already
+    queued trains once and answers every tag); `completed()` waits until some are done and returns
+    them as (tag, record). A queued run waits for a free worker, and the runs that queue meanwhile
+    stack together, so a caller that decides its next runs from the last results (a d_min search,
+    `search.find_d_min_streaming`) keeps every worker busy instead of waiting for a round to end.
+
+    On a CPU, `workers` processes (None: one per core) train side by side, each on one thread, started
+    the first time there is more than one chunk to train (until then a lone chunk trains in this
+    process). On an idle machine that is as fast as one process on every core
+    (bench/bench_sweep_workers.py: 1.01x on 2 cores, less for sweeps short enough that spawning the
+    workers, ~3 s, counts); on a busy one it keeps threads that wait on each other from spinning (a
+    d = 32 step went from 7 ms to 480 ms). Records are written as each chunk finishes, so a pool
+    killed half-way loses only the chunks in flight.
+    """
+
+    def __init__(self, cache_dir: Path, device: str | torch.device = "cpu", group_size: int | None = None,
+                 save_weights: bool = True, progress: bool = True, checkpoints: tuple[int, ...] = (),
+                 workers: int | None = None) -> None:
+        if group_size is not None and group_size < 1:
+            raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
+        self.device = resolve_device(device)
+        self.workers = cpu_workers(self.device) if workers is None else workers
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1 (or None: one per CPU core), got {workers}")
+        self.cache_dir, self.group_size, self.save_weights = Path(cache_dir), group_size, save_weights
+        self.checkpoints, self.progress = tuple(checkpoints), progress
+        self._tags: dict[str, list] = {}  # config key -> tags waiting for it (queued or in flight)
+        self._queued: dict[str, Config] = {}
+        self._in_flight: dict[Future, list[Config]] = {}
+        self._ready: list[tuple[Any, dict]] = []
+        self._executor: ProcessPoolExecutor | None = None
+        self._bar = None
+        self._trained_steps = 0
+        self._n_training = self._n_cached = 0
+
+    def __enter__(self) -> "SweepPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def cached(self, config: Config) -> dict | None:
+        """The run's record when the cache holds it with every checkpoint this pool keeps."""
+        if self.checkpoints and not isinstance(config, TrainConfig):
+            raise ValueError("checkpoints are kept for single-hop runs (TrainConfig) only")
+        record = load_result(self.cache_dir, config)
+        return record if record is not None and not missing_checkpoints(record, self.checkpoints) else None
+
+    def submit(self, tagged: list[tuple[Any, Config]]) -> None:
+        new = []
+        for tag, config in tagged:
+            key = config.key()
+            if key in self._tags:
+                self._tags[key].append(tag)
+            elif (record := self.cached(config)) is not None:
+                self._ready.append((tag, record))
+                self._n_cached += 1
+            else:
+                self._tags[key], self._queued[key] = [tag], config
+                new.append(config)
+        if new and self.progress:
+            if self._bar is None:
+                from tqdm.auto import tqdm
+
+                self._bar = tqdm(total=0, unit="run-step")
+            self._n_training += len(new)
+            self._bar.total += sum(c.max_steps for c in new)
+            self._bar.set_description(f"training {self._n_training} runs ({self._n_cached} cached)")
+
+    def completed(self) -> list[tuple[Any, dict]]:
+        """(tag, record) of every submitted run trained (or found cached) since the last call; waits
+        for at least one when none is ready."""
+        while not self._ready:
+            if not self._queued and not self._in_flight:
+                raise RuntimeError("completed() called with no run submitted and outstanding")
+            self._dispatch()
+            if self._in_flight:
+                finished, _ = wait(self._in_flight, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    future.result()  # a worker's exception surfaces here
+                    self._done(self._in_flight.pop(future))
+        ready, self._ready = self._ready, []
+        return ready
+
+    def _chunks(self, spread: int) -> list[list[Config]]:
+        size = lambda c: self.group_size or default_group_size(c, self.device)  # noqa: E731
+        chunks = stack_chunks(list(self._queued.values()), lambda c: (type(c), c.shape_key()), size, spread=spread)
+        return sorted(chunks, key=chunk_cost, reverse=True)  # longest first: no worker left alone with a long stack
+
+    def _job(self, chunk: list[Config]) -> tuple:
+        for c in chunk:
+            del self._queued[c.key()]
+        kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
+        return chunk, str(self.device), self.cache_dir, self.save_weights, kept
+
+    def _dispatch(self) -> None:
+        """Start the longest queued chunks on the free workers (or train a lone chunk here)."""
+        free = self.workers - len(self._in_flight)
+        if free < 1 or not self._queued:
+            return
+        chunks = self._chunks(spread=free)
+        if self._executor is None and (self.workers == 1 or len(chunks) == 1):
+            self._done(_train_chunk(self._job(chunks[0]), self._bar))
+            return
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_init_worker, initargs=(os.getpid(),))
+        for chunk in chunks[:free]:
+            self._in_flight[self._executor.submit(_train_chunk, self._job(chunk))] = chunk
+
+    def _done(self, chunk: list[Config]) -> None:
+        for c in chunk:
+            record = load_result(self.cache_dir, c)
+            self._ready += [(tag, record) for tag in self._tags.pop(c.key())]
+        self._trained_steps += sum(c.max_steps for c in chunk)
+        if self._bar is not None:  # runs that stopped early skip their remaining steps
+            self._bar.n = self._trained_steps
+            self._bar.refresh()
 
 
 def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device = "cpu",
               group_size: int | None = None, save_weights: bool = True, progress: bool = True,
               checkpoints: tuple[int, ...] = (), workers: int | None = None) -> list[dict]:
-    """Results (cache records) of every config, in order, training the missing ones.
+    """Results (cache records) of every config, in order, training the missing ones (see SweepPool).
 
     group_size=None stacks `default_group_size` runs at a time. `checkpoints` (single-hop runs only)
     also keeps the weights after each of these numbers of updates (`load_weights(..., step=t)`); a
     cached run that lacks one it should have is trained again (the same run: batches are a function
     of seed and step).
-
-    On a CPU with several cores, `workers` processes (None: one per core) train the chunks side by
-    side, each on one thread. On an idle machine that is as fast as one process on every core
-    (bench/bench_sweep_workers.py: 1.01x on 2 cores, less for sweeps short enough that spawning the
-    workers, ~3 s, counts); on a busy one it keeps threads that wait on each other from spinning
-    (a d = 32 step went from 7 ms to 480 ms).
     """
-    if group_size is not None and group_size < 1:
-        raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
-    if checkpoints and not all(isinstance(c, TrainConfig) for c in configs):
-        raise ValueError("checkpoints are kept for single-hop runs (TrainConfig) only")
-    device = resolve_device(device)
-
-    def cached(c: Config) -> bool:
-        record = load_result(cache_dir, c)
-        return record is not None and not missing_checkpoints(record, checkpoints)
-
-    missing = list({c.key(): c for c in configs if not cached(c)}.values())
-    workers = cpu_workers(device) if workers is None else workers
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1 (or None: one per CPU core), got {workers}")
-
-    def size(c: Config) -> int:
-        return group_size or default_group_size(c, device)
-
-    chunks = stack_chunks(missing, lambda c: (type(c), c.shape_key()), size, spread=workers)
-    bar = None
-    if progress and chunks:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(c.max_steps for c in missing), desc=f"training {len(missing)} runs ({len(configs) - len(missing)} cached)", unit="run-step")
-    # Longest first, so that no worker is left with one long stack while the others idle.
-    jobs = [(chunk, str(device), cache_dir, save_weights, tuple(t for t in checkpoints if t < chunk[0].max_steps))
-            for chunk in sorted(chunks, key=chunk_cost, reverse=True)]
-    finished = 0
-    for done in _map_chunks(jobs, workers, bar):
-        finished += sum(c.max_steps for c in done)
-        if bar is not None:  # runs that stopped early skip their remaining steps
-            bar.n = finished
-            bar.refresh()
-    if bar is not None:
-        bar.close()
-    return [load_result(cache_dir, c) for c in configs]
+    records: dict[int, dict] = {}
+    with SweepPool(cache_dir, device, group_size, save_weights, progress, checkpoints, workers) as pool:
+        pool.submit(list(enumerate(configs)))
+        while len(records) < len(configs):
+            records.update(pool.completed())
+    return [records[i] for i in range(len(configs))]

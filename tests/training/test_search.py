@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, find_d_min_many, fit_log, fit_power, t_quantile
+from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, find_d_min_many, find_d_min_streaming, fit_log, fit_power, t_quantile
 
 
 @pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
@@ -88,3 +88,26 @@ def test_fit_intervals_cover_the_true_shape_parameter_at_their_level():
     assert all(math.isnan(v) for v in fit_log([2, 4], [1, 2]).interval)  # two points: no interval
     with pytest.raises(ValueError, match="2 distinct x"):
         fit_log([4, 4, 4], [1, 2, 3])
+
+
+def test_find_d_min_streaming_advances_each_curve_on_its_own_answer_and_matches_rounds():
+    truth = {"a": 5, "b": 40, "c": 300}
+    waiting, calls = [], []
+
+    def answers():  # one answer per call, the most recent ask first: curves move out of step
+        k, d = waiting.pop()
+        calls.append((k, d))
+        return [(k, d, float(d >= truth[k]))]
+
+    streamed = find_d_min_streaming(waiting.extend, answers, list(truth), d_start=2, d_max=1024)
+    rounds = find_d_min_many(lambda asks: [float(d >= truth[k]) for k, d in asks], list(truth), d_start=2, d_max=1024)
+    assert {k: s.d_min for k, s in streamed.items()} == truth
+    assert all(streamed[k].trials == rounds[k].trials for k in truth)
+    assert calls[:3] == [("c", 2), ("c", 4), ("c", 8)]  # "c" went on while "a" and "b" still waited
+
+
+def test_find_d_min_streaming_refuses_an_answer_it_did_not_ask_for_or_none():
+    with pytest.raises(ValueError, match="not asked"):
+        find_d_min_streaming(lambda asks: None, lambda: [("a", 3, 1.0)], ["a"], d_start=2)
+    with pytest.raises(RuntimeError, match="returned nothing"):
+        find_d_min_streaming(lambda asks: None, lambda: [], ["a"], d_start=2)

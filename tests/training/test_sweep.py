@@ -9,7 +9,7 @@ import torch
 
 import geofact.training.sweep as sweep_module
 from geofact.training.config import TrainConfig
-from geofact.training.sweep import chunk_cost, load_weights, result_path, run_sweep, stack_chunks
+from geofact.training.sweep import SweepPool, chunk_cost, load_weights, result_path, run_sweep, stack_chunks
 from geofact.training.trainer import train_group
 
 RUNS = [TrainConfig(N=32, R=R, d=8, batch_size=32, max_steps=15, lr=1e-2, seed=s) for R in (1, 2) for s in (0, 1)]
@@ -94,6 +94,35 @@ def test_workers_train_the_same_runs_as_one_process(tmp_path):
         assert a["final_loss"] == pytest.approx(b["final_loss"], rel=1e-4)  # 15 steps: stacking rounding stays tiny
     with pytest.raises(ValueError, match="workers must be >= 1"):
         run_sweep(RUNS, tmp_path, progress=False, workers=0)
+
+
+def test_pool_answers_runs_as_they_finish_and_trains_a_repeated_config_once(tmp_path, monkeypatch):
+    calls = []
+    real = sweep_module.train_group
+
+    def counting(configs, **kwargs):
+        calls.append(len(configs))
+        return real(configs, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "train_group", counting)
+    with SweepPool(tmp_path, progress=False, workers=1) as pool:
+        pool.submit([("a", RUNS[0]), ("b", RUNS[1])])
+        first = pool.completed()
+        pool.submit([("again", RUNS[0]), ("c", RUNS[2])])  # RUNS[0] is cached by now
+        second = pool.completed()  # the cached one, at once
+        third = pool.completed()
+        with pytest.raises(RuntimeError, match="no run submitted"):
+            pool.completed()
+    assert sorted(t for t, _ in first) == ["a", "b"] and [t for t, _ in second] == ["again"] and [t for t, _ in third] == ["c"]
+    assert dict(second)["again"] == dict(first)["a"] and calls == [2, 1]
+
+    with SweepPool(tmp_path / "two", progress=False, workers=2) as pool:  # worker processes: no monkeypatch there
+        pool.submit([("x", RUNS[3]), ("y", RUNS[3]), ("z", RUNS[2])])  # one config under two tags trains once
+        answered = []
+        while len(answered) < 3:
+            answered += pool.completed()
+    assert sorted(t for t, _ in answered) == ["x", "y", "z"]
+    assert dict(answered)["x"] == dict(answered)["y"] == json.loads(result_path(tmp_path / "two", RUNS[3]).read_text())
 
 
 def test_stack_chunks_spread_groups_over_workers_only_when_there_are_fewer_groups_than_workers():
