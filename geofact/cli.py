@@ -18,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("notebooks", nargs="*", help="notebook names, e.g. thm-orthogonal-codes")
     p_run.add_argument("--profile", default="laptop", help="smoke | laptop | paper (default: laptop)")
     p_run.add_argument("--device", default="cpu", help="torch device passed to notebooks that declare `device` (default: cpu)")
+    p_run.add_argument("--jobs", type=int, default=1,
+                       help="pages executed at once, sharing the cores (default: 1); pages of the capacity grid run in turn")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         from geofact.runner import NotebookError, run
 
         try:
-            run(project, args.notebooks, args.profile, args.device)
+            run(project, args.notebooks, args.profile, args.device, jobs=args.jobs)
         except (NotebookError, ValueError, RuntimeError) as exc:
             print(f"geofact run: error: {exc}", file=sys.stderr)
             return 1

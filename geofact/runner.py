@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import ast
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -214,23 +216,92 @@ def _check_claims(project: Project, name: str, reported: dict[str, Any]) -> None
         )
 
 
-def run(project: Project, names: list[str] | None, profile: str, device: str) -> list[RunRecord]:
-    """Run notebooks (all when `names` is empty) in order, then regenerate the status page."""
+SHARED_RUNS_PARAMETERS = ("capacity_grid",)  # pages declaring one read the same cached runs (geofact.training.grid)
+THREAD_ENVS = ("GEOFACT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _last_wall_time(project: Project, name: str, profile: str) -> float:
+    """Seconds the page took when last executed at `profile` (its book/ metadata), 0 when unknown."""
+    try:
+        meta = nbformat.read(project.page(name), as_version=4).metadata.get("geofact", {})
+    except (OSError, ValueError):
+        return 0.0
+    return float(meta.get("wall_time_s", 0.0)) if meta.get("profile") == profile else 0.0
+
+
+def plan_units(project: Project, names: list[str], profile: str) -> list[list[str]]:
+    """`names` as units that may execute side by side, longest first.
+
+    Pages that declare a parameter of SHARED_RUNS_PARAMETERS train and read the same cached runs
+    (exp-capacity trains the capacity grid, the mechanism pages analyse it): they form one unit,
+    executed in the order given, so that no two of them train the same runs at once. Every other page
+    is a unit of its own. A unit's length is the wall time its pages took when last executed at this
+    profile; units of unknown length go first.
+    """
+    shared = [n for n in names if declared_parameters(project.read_notebook(n)) & set(SHARED_RUNS_PARAMETERS)]
+    units = ([shared] if shared else []) + [[n] for n in names if n not in shared]
+    length = {tuple(u): sum(_last_wall_time(project, n, profile) for n in u) for u in units}
+    return sorted(units, key=lambda u: (length[tuple(u)] > 0, -length[tuple(u)]))
+
+
+def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int) -> list[RunRecord]:
+    """Execute one unit's pages in turn (in a worker process of `run`), each kernel on `threads` threads:
+    side by side, kernels that each used every core would make their threads wait on each other."""
+    for key in THREAD_ENVS:
+        os.environ[key] = str(threads)
+    project = Project(Path(root))
+    return [_run_one(project, n, profile, device) for n in names]
+
+
+def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecord:
+    try:
+        record = run_notebook(project, name, profile, device)
+    except NotebookError:
+        raise
+    except Exception as exc:  # anything else still has to say which notebook it came from
+        raise NotebookError(f"notebook {name!r} at profile {profile!r}: {type(exc).__name__}: {exc}") from exc
+    tqdm.write(f"  {name}: {record.wall_time_s:.1f} s")
+    return record
+
+
+def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1) -> list[RunRecord]:
+    """Run notebooks (all when `names` is empty), then regenerate the status page.
+
+    With `jobs` > 1, that many pages execute at once (see plan_units for which may), each in its own
+    process and kernel with the cores shared among them: the serial parts of one page (analyses,
+    model loading, a sweep's last chunk) then overlap another page's training. A failed page stops
+    the run once the pages executing beside it have finished; the status page is then left as it was.
+    """
     from geofact.status import write_status_page
 
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     names = names or project.notebooks()
     for n in names:
         project.source(n)  # fail on a typo before anything runs
     load_profile(profile, project.profiles_dir)
     describe_device(device)
-    records = []
-    for n in tqdm(names, desc=f"geofact run ({profile})", unit="notebook"):
-        try:
-            records.append(run_notebook(project, n, profile, device))
-        except NotebookError:
-            raise
-        except Exception as exc:  # anything else still has to say which notebook it came from
-            raise NotebookError(f"notebook {n!r} at profile {profile!r}: {type(exc).__name__}: {exc}") from exc
-        tqdm.write(f"  {n}: {records[-1].wall_time_s:.1f} s")
+    records: list[RunRecord] = []
+    bar = tqdm(total=len(names), desc=f"geofact run ({profile})", unit="notebook")
+    if jobs == 1:
+        for n in names:
+            records.append(_run_one(project, n, profile, device))
+            bar.update()
+    else:
+        units = plan_units(project, names, profile)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        threads = max(1, cores // min(jobs, len(units)))
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
+            futures = [pool.submit(_run_unit, str(project.root), u, profile, device, threads) for u in units]
+            try:
+                for future in as_completed(futures):
+                    records += future.result()
+                    bar.update(len(records) - bar.n)
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        records.sort(key=lambda r: names.index(r.notebook))
+    bar.close()
     write_status_page(project)
     return records

@@ -295,9 +295,10 @@ if readout_check is not None:
 #
 # **Population** (the paper's "all cells with sufficient capacity"): cells where every seed of the learned
 # model memorises, with $d \geq$ {glue:text}`min_headroom:g` $d_{\min}(R)$, and whose readout is fitted
-# on at least {glue:text}`min_samples_per_dim:g` training subjects per dimension;
-# {glue:text}`n_judged_readout:d` cells here ({glue:text}`n_judged:d` by capacity alone). The tables
-# give the verdict at other cutoffs of both.
+# on at least {glue:text}`min_samples_per_dim:g` training subjects per dimension:
+# {glue:text}`n_judged_readout:d` cells of the grid ({glue:text}`n_judged:d` by capacity alone) and
+# {glue:text}`n_check_judged:d` of the larger-N check above, {glue:text}`n_population:d` in all. The
+# tables give the verdict on the grid at other cutoffs of both.
 
 # %%
 n_train = int(split_subjects(grid.N, held_out, split_seed).sum())
@@ -340,6 +341,8 @@ check_text = ("" if not check_cells else
                   f"d={c['d']} (headroom {c['headroom']:.1f}, {c['samples']:.1f} subjects/dim): s_x {c['s']:.2f}, h {c['h']:.2f}"
                   for c in check_cells) + f"; {len(check_judged)} of its cells judged")
 n_population = int(judged_readout.sum()) + len(check_judged)
+report.number("n_check_judged", len(check_judged))
+report.number("n_population", n_population)
 claim_in_regime(report, "exp-readout-learned", holds=n_population > 0 and min(s_min, h_min) >= near_perfect,
     measured=(f"in the {n_population} cells with sufficient capacity (all learned seeds memorise, d >= {min_headroom:g} d_min) "
               f"and >= {min_samples_per_dim:g} training subjects per dimension ({int(judged_readout.sum())} of the grid, R in {judged_R}; "

@@ -45,7 +45,7 @@ def smoke(repo, tmp_path_factory) -> Project:
     shutil.rmtree(project.results_dir, ignore_errors=True)
     for page in project.book_dir.glob("*.ipynb"):
         page.unlink()
-    done = geofact(project.root, "run", "--profile", "smoke")
+    done = geofact(project.root, "run", "--profile", "smoke", "--jobs", "2")  # as make book runs them
     assert done.returncode == 0, done.stderr
     return project
 
@@ -112,14 +112,16 @@ def test_check_catches_a_stale_status_page(mutable):
     assert any("out of date" in p for p in check(mutable))
 
 
-def test_a_failing_notebook_fails_the_run_naming_notebook_and_cell(mutable):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_failing_notebook_fails_the_run_naming_notebook_and_cell(mutable, jobs):
     (mutable.notebooks_dir / "broken.py").write_text(
         "# %% [markdown]\n# # Broken\n\n# %% tags=['parameters']\nseed = 0\n\n# %%\nx = 1\n\n# %%\nraise ValueError('boom')\n"
     )
-    done = geofact(mutable.root, "run", "broken", "--profile", "smoke")
+    status = mutable.status_page.read_text()
+    done = geofact(mutable.root, "run", "broken", "thm-khop-cot", "--profile", "smoke", "--jobs", jobs)
     assert done.returncode == 1
     assert "'broken' failed in cell" in done.stderr and "ValueError: boom" in done.stderr
-    assert not mutable.page("broken").exists()
+    assert not mutable.page("broken").exists() and mutable.status_page.read_text() == status
 
 
 def test_unknown_profile_and_notebook_are_clear_errors(mutable):

@@ -153,8 +153,10 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
                     stop(i, "loss")
         if len(stopped) == len(alive):
             break
-        going = [i for i in range(len(alive)) if i not in stopped]
-        update(losses, torch.tensor([i in going for i in range(len(alive))], device=device))
+        active = torch.ones(len(alive), dtype=torch.bool)
+        active[stopped] = False
+        going = torch.nonzero(active).flatten().tolist()
+        update(losses, active.to(device))
         if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
             rows = torch.tensor(going, device=device)
             params = update.keep(rows)

@@ -82,7 +82,7 @@ class StackedAdamW:
     """AdamW on a FlatStack's buffer: lr (M,) per run, `mask` (M, P) 1 where a run trains an entry."""
 
     def __init__(self, stack: FlatStack, lr: torch.Tensor, weight_decay: float, mask: torch.Tensor) -> None:
-        self.stack, self.lr, self.weight_decay, self.mask = stack, lr, weight_decay, mask
+        self.stack, self.lr = stack, lr
         self.m = torch.zeros_like(stack.flat)
         self.v = torch.zeros_like(stack.flat)
         self.t = torch.zeros_like(lr)
@@ -90,7 +90,7 @@ class StackedAdamW:
 
     def keep(self, runs: torch.Tensor) -> None:
         """Keep only the runs at indices `runs` (the others have stopped); call after stack.keep."""
-        self.lr, self.t, self.mask, self.decay = self.lr[runs], self.t[runs], self.mask[runs], self.decay[runs]
+        self.lr, self.t, self.decay = self.lr[runs], self.t[runs], self.decay[runs]
         self.m, self.v = self.m[runs], self.v[runs]
 
     @torch.no_grad()

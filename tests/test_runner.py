@@ -1,0 +1,33 @@
+import nbformat
+import pytest
+
+from geofact.project import Project
+
+from geofact.runner import declared_parameters, plan_units, run
+
+
+def test_pages_of_the_capacity_grid_form_one_unit_in_order_and_longer_units_go_first(repo):
+    names = repo.notebooks()
+    units = plan_units(repo, names, "laptop")
+    grid_pages = [n for n in names if "capacity_grid" in declared_parameters(repo.read_notebook(n))]
+    assert "exp-capacity" in grid_pages and len(grid_pages) >= 4
+    assert grid_pages in units  # one unit, in the order given: exp-capacity trains the grid first
+    assert sorted(n for u in units for n in u) == sorted(names)
+    assert all(len(u) == 1 for u in units if u != grid_pages)
+
+
+def test_units_go_longest_first_by_their_last_wall_time_and_unknown_ones_before_all(repo, tmp_path):
+    project = Project(tmp_path)
+    (tmp_path / "notebooks").symlink_to(repo.notebooks_dir)
+    (tmp_path / "book").mkdir()
+    for name, profile, seconds in [("exp-multihop", "laptop", 10.0), ("exp-nl-lm", "laptop", 30.0), ("thm-khop-cot", "paper", 99.0)]:
+        page = nbformat.v4.new_notebook(metadata={"geofact": {"profile": profile, "wall_time_s": seconds}})
+        nbformat.write(page, project.page(name))
+    names = ["exp-multihop", "exp-nl-lm", "thm-khop-cot", "thm-khop-no-cot"]  # the last has no page at all
+    assert plan_units(project, names, "laptop") == [["thm-khop-cot"], ["thm-khop-no-cot"], ["exp-nl-lm"], ["exp-multihop"]]
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5])
+def test_jobs_must_be_a_positive_integer(repo, jobs):
+    with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
+        run(repo, ["thm-khop-cot"], "smoke", "cpu", jobs=jobs)
