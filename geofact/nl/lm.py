@@ -53,6 +53,7 @@ class LoadedLM:
     name: str                      # the spec it was loaded from
     source: str                    # "package", "gguf", "folder" or "hub"
     device: torch.device
+    gguf_file: str | None = None   # the quantised file the weights were de-quantised from, if any
 
     @property
     def n_layers(self) -> int:
@@ -83,6 +84,7 @@ class LoadedLM:
             "n_params": sum(p.numel() for p in self.model.parameters()),
             "tied_embeddings": bool(getattr(self.model.config, "tie_word_embeddings", False)),
             "device": describe_device(self.device),
+            "gguf_file": self.gguf_file,
         }
 
 
@@ -145,7 +147,8 @@ def load_lm(spec: str, device: str | torch.device = "cpu", dtype: torch.dtype = 
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "right"
     model.to(dev).eval()
-    return LoadedLM(model=model, tokenizer=tokenizer, name=spec, source=source, device=dev)
+    return LoadedLM(model=model, tokenizer=tokenizer, name=spec, source=source, device=dev,
+                    gguf_file=gguf.name if gguf is not None else None)
 
 
 def tiny_llama(vocab_words: list[str], n_layers: int = 2, d_model: int = 32, seed: int = 0) -> LoadedLM:

@@ -15,12 +15,14 @@ exp-capacity page runs it on the device that trained the page.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 
 from geofact.device import describe_device, resolve_device
+from geofact.report import PAGES_AT_ONCE_ENV
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
 from geofact.training.sweep import default_group_size
@@ -106,6 +108,7 @@ def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20
             flop_per_step=step_flops(cs[0]),
         ))
     return {"device": describe_device(device), "threads": torch.get_num_threads(), "matmul_peak_flops": peak,
+            "pages_at_once": int(os.environ.get(PAGES_AT_ONCE_ENV, 1)),
             "N": N, "R": R, "batch_size": batch_size, "rows": [asdict(r) for r in rows]}
 
 

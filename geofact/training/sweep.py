@@ -11,13 +11,10 @@ Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import multiprocessing
 import os
-import signal
-import sys
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -26,8 +23,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from geofact.device import describe_device, resolve_device
 import geofact
+from geofact.device import describe_device, resolve_device
+from geofact.notebook import progress
+from geofact.processes import die_with_parent
 from geofact.provenance import git_commit
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
@@ -63,7 +62,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     kept = getattr(result, "checkpoints", {})  # multi-hop runs keep none
     if save_weights:
         for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items())]:
-            np.savez_compressed(cache_dir / name, **{k: v.float().numpy() for k, v in weights.items()})
+            _write_atomically(cache_dir / name, lambda f, w=weights: np.savez_compressed(f, **{k: v.float().numpy() for k, v in w.items()}))
     checkpoints = [{"step": step, "loss": loss, "weights": checkpoint_file(result.config, step) if save_weights else None}
                    for step, loss in sorted(getattr(result, "checkpoint_losses", {}).items())]
     record = {
@@ -79,11 +78,18 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     write_json(result_path(cache_dir, result.config), record)
 
 
+def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
+    """write(file) into a temporary file named for this process, then renamed over `path`: a killed
+    write never leaves a half file, and two processes writing the same record never share a temporary."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+    tmp.replace(path)
+
+
 def write_json(path: Path, record: dict) -> None:
     """Write a JSON record atomically: a killed write never leaves a half file to be read as a result."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(path)
+    _write_atomically(Path(path), lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
 
 
 def read_json(path: Path, schema: str, config: dict) -> dict | None:
@@ -178,14 +184,9 @@ def _train_chunk(job: tuple, progress=None) -> list[Config]:
 
 
 def _init_worker(parent: int) -> None:
-    """Worker initialiser: one thread, and (on Linux) die with the parent, so that a sweep killed from
-    the terminal leaves no process training on (records are written atomically, so none is torn)."""
+    """Worker initialiser: one thread, and die with the parent (die_with_parent)."""
     os.environ[THREADS_ENV] = "1"
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died while this worker started, before the signal was armed
-        os._exit(1)
+    die_with_parent(parent)
 
 
 class SweepPool:
@@ -260,12 +261,13 @@ class SweepPool:
                 self._tags[key], self._queued[key] = [tag], config
                 new.append(config)
         if new and self.progress:
-            if self._bar is None:
-                from tqdm.auto import tqdm
-
-                self._bar = tqdm(total=0, unit="run-step")
             self._n_training += len(new)
-            self._bar.total += sum(c.max_steps for c in new)
+            total = sum(c.max_steps for c in new) + (self._bar.total if self._bar is not None else 0)
+            if self._bar is None:
+                self._bar = progress(None, total=total, unit="run-step")
+            else:  # reset: a notebook widget's length is fixed at creation
+                self._bar.reset(total=total)
+                self._bar.update(self._trained_steps)
             self._bar.set_description(f"training {self._n_training} runs ({self._n_cached} cached)")
 
     def completed(self) -> list[tuple[Any, dict]]:
@@ -278,8 +280,11 @@ class SweepPool:
             if self._in_flight:
                 finished, _ = wait(self._in_flight, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    future.result()  # a worker's exception surfaces here
-                    self._done(self._in_flight.pop(future))
+                    chunk = self._in_flight.pop(future)
+                    if future.exception() is not None:  # a worker's exception surfaces here; the chunk is no longer owed
+                        self._forget(chunk)
+                        raise future.exception()
+                    self._done(chunk)
         ready, self._ready = self._ready, []
         return ready
 
@@ -301,13 +306,21 @@ class SweepPool:
             return
         chunks = self._chunks(spread=free)
         if self._executor is None and (self.workers == 1 or len(chunks) == 1):
-            self._done(_train_chunk(self._job(chunks[0]), self._bar))
+            try:
+                self._done(_train_chunk(self._job(chunks[0]), self._bar))
+            except BaseException:
+                self._forget(chunks[0])
+                raise
             return
         if self._executor is None:
             self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
                                                  initializer=_init_worker, initargs=(os.getpid(),))
         for chunk in chunks[:free]:
             self._in_flight[self._executor.submit(_train_chunk, self._job(chunk))] = chunk
+
+    def _forget(self, chunk: list[Config]) -> None:
+        for c in chunk:
+            self._tags.pop(c.key(), None)
 
     def _done(self, chunk: list[Config]) -> None:
         for c in chunk:
