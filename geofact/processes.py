@@ -1,4 +1,4 @@
-"""Worker processes that do not outlive the process that started them."""
+"""Worker processes: how many pages share the machine, and workers that do not outlive their parent."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import ctypes
 import os
 import signal
 import sys
+
+PAGES_AT_ONCE_ENV = "GEOFACT_PAGES_AT_ONCE"  # set by `geofact run --jobs`: pages sharing this machine's cores
 
 
 def die_with_parent(parent: int) -> None:

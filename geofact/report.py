@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 RESULTS_PATH_ENV = "GEOFACT_RESULTS_PATH"
-PAGES_AT_ONCE_ENV = "GEOFACT_PAGES_AT_ONCE"  # set by `geofact run --jobs`: pages sharing this machine's cores
 VERDICTS = ("holds", "does not hold")
 
 

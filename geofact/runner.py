@@ -37,11 +37,11 @@ from tqdm import tqdm
 
 from geofact.device import describe_device
 from geofact.ledger import load_ledger
-from geofact.processes import die_with_parent
+from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent
 from geofact.profiles import load_profile
 from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
-from geofact.report import PAGES_AT_ONCE_ENV, RESULTS_PATH_ENV
+from geofact.report import RESULTS_PATH_ENV
 
 PROBE_TAG = "geofact-probe"
 PROBE_SOURCE = (

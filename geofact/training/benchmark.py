@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from geofact.device import describe_device, resolve_device
-from geofact.report import PAGES_AT_ONCE_ENV
+from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
 from geofact.training.sweep import default_group_size
