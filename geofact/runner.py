@@ -240,7 +240,7 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
     (exp-capacity trains the capacity grid, the mechanism pages analyse it): they form one unit,
     executed in the order given, so that no two of them train the same runs at once. Every other page
     is a unit of its own. A unit's length is the wall time its pages took when last executed at this
-    profile; units of unknown length go first.
+    profile; units of unknown length go last (the long chain of grid pages must not wait behind them).
     """
     def declared(name: str) -> set[str]:
         try:
@@ -251,7 +251,7 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
     shared = [n for n in names if declared(n) & set(SHARED_RUNS_PARAMETERS)]
     units = ([shared] if shared else []) + [[n] for n in names if n not in shared]
     length = {tuple(u): sum(_last_wall_time(project, n, profile) for n in u) for u in units}
-    return sorted(units, key=lambda u: (length[tuple(u)] > 0, -length[tuple(u)]))
+    return sorted(units, key=lambda u: -length[tuple(u)])
 
 
 def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int, at_once: int) -> list[RunRecord]:

@@ -16,7 +16,7 @@ def test_pages_of_the_capacity_grid_form_one_unit_in_order_and_longer_units_go_f
     assert all(len(u) == 1 for u in units if u != grid_pages)
 
 
-def test_units_go_longest_first_by_their_last_wall_time_and_unknown_ones_before_all(repo, tmp_path):
+def test_units_go_longest_first_by_their_last_wall_time_and_unknown_ones_last(repo, tmp_path):
     project = Project(tmp_path)
     (tmp_path / "notebooks").symlink_to(repo.notebooks_dir)
     (tmp_path / "book").mkdir()
@@ -24,7 +24,7 @@ def test_units_go_longest_first_by_their_last_wall_time_and_unknown_ones_before_
         page = nbformat.v4.new_notebook(metadata={"geofact": {"profile": profile, "wall_time_s": seconds}})
         nbformat.write(page, project.page(name))
     names = ["exp-multihop", "exp-nl-lm", "thm-khop-cot", "thm-khop-no-cot"]  # the last has no page at all
-    assert plan_units(project, names, "laptop") == [["thm-khop-cot"], ["thm-khop-no-cot"], ["exp-nl-lm"], ["exp-multihop"]]
+    assert plan_units(project, names, "laptop") == [["exp-nl-lm"], ["exp-multihop"], ["thm-khop-cot"], ["thm-khop-no-cot"]]
 
 
 @pytest.mark.parametrize("jobs", [0, -1, 1.5])
