@@ -34,9 +34,9 @@
 # fits see the seed-to-seed spread and their confidence intervals (Student $t$ on the slope of the
 # least-squares line: $b$ of $a + b\log_2 N$, $\alpha$ of $\log d = \log c + \alpha \log N$) are
 # honest about it. Each search tries its next $d$ as soon as its last run is trained
-(`find_d_min_streaming` on a `SweepPool`): the runs that wait for a free worker meanwhile train
-stacked, and no worker waits for the slowest run of a round. Every run is cached (`.geofact/runs/`),
-so a rerun or a resumed one trains only new $d$.
+# (`find_d_min_streaming` on a `SweepPool`): the runs that wait for a free worker meanwhile train
+# stacked, and no worker waits for the slowest run of a round. Every run is cached (`.geofact/runs/`),
+# so a rerun or a resumed one trains only new $d$.
 #
 # **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
 # $N$ gets fewer passes over its $N R$ facts (at $N = 2^{15}$, $R = 8$: 59 epochs; at $N = 2^7$:
@@ -158,8 +158,7 @@ for name in REGIMES:
 
 # %% [markdown]
 # The searches trained {glue:text}`runs:d` distinct runs: {glue:text}`train_seconds:.0f` s of
-# training (each run's share of its stacked group); this
-# execution spent {glue:text}`wall_seconds:.0f` s on them (less when runs came from the cache).
+# training (each run's share of its stacked group); this execution spent {glue:text}`wall_seconds:.0f` s on them (less when runs came from the cache).
 # The design: {glue:text}`n_N:d` values of $N$ over {glue:text}`octaves:.0f` octaves,
 # {glue:text}`n_seeds:d` seeds, bisection to {glue:text}`rel_tol:.2f`.
 #
