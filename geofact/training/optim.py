@@ -50,9 +50,10 @@ class FlatStack:
             start += n
         return views
 
-    def columns(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(M, P) from per-tensor values broadcastable to (M, numel): a mask or a gradient."""
-        return torch.cat([values[k].reshape(self.M, -1).expand(self.M, math.prod(s)) for k, s in self.shapes.items()], dim=1)
+    def columns(self, values: dict[str, torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
+        """(M, P) from per-tensor values broadcastable to (M, numel): a mask or a gradient (written into `out` if given)."""
+        parts = [values[k].reshape(self.M, -1).expand(self.M, math.prod(s)) for k, s in self.shapes.items()]
+        return torch.cat(parts, dim=1) if out is None else torch.cat(parts, dim=1, out=out)
 
     def keep(self, runs: torch.Tensor) -> None:
         """Keep only the runs at indices `runs` (a new buffer; views made afresh)."""
@@ -63,49 +64,62 @@ class FlatStack:
 
 def clip_grad_norms_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
     """Scale each run's row of grad (M, P) so its L2 norm is at most max_norm (torch's formula). Returns norms (M,)."""
-    norms = grad.pow(2).sum(1).sqrt()
+    norms = torch.linalg.vector_norm(grad, dim=1)
     grad.mul_((max_norm / (norms + 1e-6)).clamp(max=1.0)[:, None])
     return norms
 
 
-def _adamw_(p, g, m, v, decay, step_size, bias2_sqrt) -> None:
-    """torch's single-tensor AdamW update, in place, on (M, P) rows; decay (M, P), the others (M, 1)."""
-    beta1, beta2 = BETAS
-    p.mul_(decay)
-    m.lerp_(g, 1 - beta1)
-    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-    denom = v.sqrt().div_(bias2_sqrt).add_(EPS)
-    p.addcdiv_(m * step_size, denom, value=-1)
+def column_ranges(trained: torch.Tensor) -> list[tuple[int, int]]:
+    """The maximal runs [a, b) of nonzero entries of a 1-D mask."""
+    on = torch.cat([torch.zeros(1, dtype=torch.bool), trained.bool().cpu(), torch.zeros(1, dtype=torch.bool)])
+    edges = torch.nonzero(on[1:] != on[:-1]).flatten().tolist()
+    return list(zip(edges[::2], edges[1::2]))
 
 
 class StackedAdamW:
-    """AdamW on a FlatStack's buffer: lr (M,) per run, `mask` (M, P) 1 where a run trains an entry."""
+    """AdamW on a FlatStack's buffer: lr (M,) per run, `mask` (M, P) 1 where a run trains an entry.
+
+    Each run's trained entries are a few contiguous column ranges of its row (all of it, or all but
+    the frozen entity embeddings); those ranges, as views of the buffer, of `grad` and of the moments,
+    go to torch's fused AdamW kernel, one call per learning rate, which reads and writes each entry
+    once. The unfused update took about 14 passes over the (M, P) buffer, 25% of a d = 96 step on a
+    CPU. Entries outside the ranges are never touched: no moments, no weight decay.
+    """
 
     def __init__(self, stack: FlatStack, lr: torch.Tensor, weight_decay: float, mask: torch.Tensor) -> None:
-        self.stack, self.lr = stack, lr
+        self.stack, self.weight_decay = stack, weight_decay
+        self.lr = [float(x) for x in lr]
+        self.grad = torch.zeros_like(stack.flat)  # (M, P): the caller writes each step's gradient here
         self.m = torch.zeros_like(stack.flat)
         self.v = torch.zeros_like(stack.flat)
-        self.t = torch.zeros_like(lr)
-        self.decay = 1 - lr[:, None] * weight_decay * mask  # 1 exactly where a run does not train
+        self.t = torch.zeros(len(self.lr), dtype=torch.float32, device=stack.flat.device)  # the kernel reads float32 steps
+        self.ranges = [column_ranges(row) for row in mask]
+        self.groups = self._groups(range(len(self.lr)))
+
+    def _groups(self, runs) -> dict[float, tuple[list[torch.Tensor], ...]]:
+        """{lr: (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments for these runs, as views."""
+        groups: dict[float, tuple[list[torch.Tensor], ...]] = {}
+        for run in runs:
+            lists = groups.setdefault(self.lr[run], ([], [], [], [], []))
+            for a, b in self.ranges[run]:
+                for out, buffer in zip(lists, (self.stack.flat, self.grad, self.m, self.v)):
+                    out.append(buffer[run, a:b])
+                lists[4].append(self.t[run])
+        return groups
 
     def keep(self, runs: torch.Tensor) -> None:
         """Keep only the runs at indices `runs` (the others have stopped); call after stack.keep."""
-        self.lr, self.t, self.decay = self.lr[runs], self.t[runs], self.decay[runs]
-        self.m, self.v = self.m[runs], self.v[runs]
+        index = runs.tolist()
+        self.lr, self.ranges = [self.lr[i] for i in index], [self.ranges[i] for i in index]
+        self.grad, self.t, self.m, self.v = self.grad[runs], self.t[runs], self.m[runs], self.v[runs]
+        self.groups = self._groups(range(len(index)))
 
     @torch.no_grad()
-    def step(self, grad: torch.Tensor, active: torch.Tensor) -> None:
-        """One AdamW step from grad (M, P), already masked, for the runs in `active` (M,) bool."""
-        beta1, beta2 = BETAS
+    def step(self, active: torch.Tensor) -> None:
+        """One AdamW step from `grad` for the runs in `active` (M,) bool; the others stay bit-identical."""
         self.t += active.to(self.t.dtype)
-        t = self.t.clamp(min=1)
-        step_size = (self.lr / (1 - beta1**t))[:, None]
-        bias2_sqrt = (1 - beta2**t).sqrt()[:, None]
-        p = self.stack.flat
-        if bool(active.all()):
-            _adamw_(p, grad, self.m, self.v, self.decay, step_size, bias2_sqrt)
-            return
-        idx = torch.nonzero(active).flatten()  # update only these runs; the others stay bit-identical
-        p_on, m_on, v_on = p[idx], self.m[idx], self.v[idx]
-        _adamw_(p_on, grad[idx], m_on, v_on, self.decay[idx], step_size[idx], bias2_sqrt[idx])
-        p[idx], self.m[idx], self.v[idx] = p_on, m_on, v_on
+        on = active.tolist()
+        groups = self.groups if all(on) else self._groups([run for run, a in enumerate(on) if a])
+        for lr, (params, grads, m, v, steps) in groups.items():
+            torch._fused_adamw_(params, grads, m, v, [], steps, lr=lr, beta1=BETAS[0], beta2=BETAS[1],
+                                weight_decay=self.weight_decay, eps=EPS, amsgrad=False, maximize=False)

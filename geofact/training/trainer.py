@@ -21,7 +21,7 @@ from geofact.device import resolve_device
 from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
-from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
+from geofact.training.optim import FlatStack, StackedAdamW, column_ranges, clip_grad_norms_
 
 
 @dataclass
@@ -124,11 +124,12 @@ class StackedUpdates:
         trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
         self.names = [k for k in tensors if bool(trainable[k].any())]
         dtype = self.stack.flat.dtype
-        self.mask = self.stack.columns({k: v.to(dtype) for k, v in trainable.items()})  # (M, P)
+        mask = self.stack.columns({k: v.to(dtype) for k, v in trainable.items()})  # (M, P)
+        self.untrained = [column_ranges(row == 0) for row in mask]  # per run: the column ranges it does not train
         self.no_grad = {k: torch.zeros(M, 1, dtype=dtype, device=device) for k in tensors if k not in self.names}
         self.grad_clip = configs[0].grad_clip
         lr = torch.tensor([c.lr for c in configs], dtype=dtype, device=device)
-        self.opt = StackedAdamW(self.stack, lr, configs[0].weight_decay, self.mask)
+        self.opt = StackedAdamW(self.stack, lr, configs[0].weight_decay, mask)
 
     @property
     def params(self) -> dict[str, torch.Tensor]:
@@ -137,7 +138,7 @@ class StackedUpdates:
     def keep(self, runs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Drop every run but those at indices `runs` (stopped runs leave the stack); returns the new params."""
         self.stack.keep(runs)
-        self.mask = self.mask[runs]
+        self.untrained = [self.untrained[i] for i in runs.tolist()]
         self.no_grad = {k: v[runs] for k, v in self.no_grad.items()}
         self.opt.keep(runs)
         return self.params
@@ -146,9 +147,12 @@ class StackedUpdates:
         """Update the runs in `active` (M,) bool from their losses (M,)."""
         params = self.params
         grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [params[k] for k in self.names])))
-        grad = self.stack.columns({**grads, **self.no_grad}).mul_(self.mask)  # (M, P)
+        grad = self.stack.columns({**grads, **self.no_grad}, out=self.opt.grad)  # (M, P)
+        for run, ranges in enumerate(self.untrained):  # the clipping norm counts trained entries only
+            for a, b in ranges:
+                grad[run, a:b] = 0
         clip_grad_norms_(grad, self.grad_clip)
-        self.opt.step(grad, active)
+        self.opt.step(active)
 
 
 @torch.no_grad()

@@ -1,6 +1,6 @@
 import torch
 
-from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, fused_adamw
+from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, column_ranges, fused_adamw
 
 
 def _tensors(M: int) -> dict[str, torch.Tensor]:
@@ -36,9 +36,9 @@ def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entri
         target = torch.full((M, 17), float(step), dtype=torch.float64)
         loss = ((torch.cat([v.reshape(M, -1) for v in stack.views.values()], 1) - target) ** 2 * 10).sum()
         grads = torch.autograd.grad(loss, list(stack.views.values()))
-        grad = stack.columns(dict(zip(stack.views, grads))).mul_(mask)
+        grad = stack.columns(dict(zip(stack.views, grads)), out=opt.grad).mul_(mask)
         clip_grad_norms_(grad, 1.0)  # the loss is steep: clipping is on at every step
-        opt.step(grad, torch.ones(M, dtype=torch.bool))
+        opt.step(torch.ones(M, dtype=torch.bool))
         for m, (leaves, trained, ref) in enumerate(references):
             ref.zero_grad()
             ((torch.cat([leaves["a"].reshape(-1), leaves["b"].reshape(-1)]) - float(step)) ** 2 * 10).sum().backward()
@@ -53,9 +53,10 @@ def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entri
 def test_an_inactive_run_is_left_bit_identical():
     stack = FlatStack(_tensors(2))
     opt = StackedAdamW(stack, torch.tensor([1e-2, 1e-2], dtype=torch.float64), 0.1, torch.ones(2, 17, dtype=torch.float64))
-    opt.step(torch.ones(2, 17, dtype=torch.float64), torch.tensor([True, True]))
+    opt.grad.fill_(1.0)
+    opt.step(torch.tensor([True, True]))
     before = stack.flat[1].clone()
-    opt.step(torch.ones(2, 17, dtype=torch.float64), torch.tensor([True, False]))
+    opt.step(torch.tensor([True, False]))
     assert torch.equal(stack.flat[1], before)
     assert not torch.equal(stack.flat[0], _tensors(2)["a"][0].reshape(-1))
 
@@ -76,3 +77,9 @@ def test_fused_adamw_steps_as_the_plain_adamw():
     for p, q, initial in zip(plain, fused, start.values()):
         assert (p - initial.float()).abs().max() > 0.05  # 20 steps of lr 1e-2 moved every tensor
         torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+
+
+def test_column_ranges_are_the_maximal_runs_of_nonzero_entries():
+    assert column_ranges(torch.tensor([0, 1, 1, 0, 1])) == [(1, 3), (4, 5)]
+    assert column_ranges(torch.tensor([1.0, 1.0])) == [(0, 2)]
+    assert column_ranges(torch.zeros(3)) == []
