@@ -26,11 +26,17 @@ def facts(N: int, R: int, task_seed: int) -> torch.Tensor:
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit integer hash (lowbias32), on int64 tensors kept below 2^32 so products stay < 2^63."""
-    x = x & _MASK32
-    x = ((x ^ (x >> 16)) * 0x7FEB352D) & _MASK32
-    x = ((x ^ (x >> 15)) * 0x846CA68B) & _MASK32
-    return x ^ (x >> 16)
+    """A 32-bit integer hash (lowbias32), on int64 tensors kept below 2^32 so products stay < 2^63.
+    In place on x (which callers own): the hashes of a block of steps are the sampler's main cost."""
+    x &= _MASK32
+    x ^= x >> 16
+    x *= 0x7FEB352D
+    x &= _MASK32
+    x ^= x >> 15
+    x *= 0x846CA68B
+    x &= _MASK32
+    x ^= x >> 16
+    return x
 
 
 def batch_indices(seeds: torch.Tensor, steps: int | range, n_facts: torch.Tensor, batch_size: int, n_max: int) -> torch.Tensor:
@@ -38,15 +44,20 @@ def batch_indices(seeds: torch.Tensor, steps: int | range, n_facts: torch.Tensor
     or at each of a range of steps (shape (runs, steps, batch): the same batches, drawn in one go).
 
     Every fact gets the key hash(seed, step, index) with its index in the low bits (keys are unique,
-    so the choice has no ties); the batch is the top keys. Facts beyond a run's own n_facts (padding
-    when runs with different R are stacked) get key -1 and are never drawn.
+    so the choice has no ties); the batch is the top keys. A run's facts beyond its own n_facts
+    (padding when runs with different R are stacked, up to n_max) are never drawn: runs are hashed in
+    groups of equal n_facts, over their own facts only.
     """
     device = seeds.device
-    index = torch.arange(n_max, device=device)
     step = torch.as_tensor(steps if isinstance(steps, range) else [steps], device=device)
     seed_hash = _mix32(seeds[:, None, None] * 0x9E3779B1 + 0x632BE5AB)  # (runs, 1, 1)
-    step_hash = _mix32(step[:, None] * 0x85EBCA77 + index[None, :])  # (steps, n_max)
-    keys = (_mix32(seed_hash ^ step_hash) << INDEX_BITS) | index  # (runs, steps, n_max)
-    keys = torch.where(index < n_facts[:, None, None], keys, torch.full_like(keys, -1))
-    chosen = keys.topk(batch_size, dim=-1).indices
+    chosen = torch.empty(len(seeds), len(step), batch_size, dtype=torch.long, device=device)
+    for n in n_facts.unique().tolist():
+        if not batch_size <= n <= n_max:
+            raise ValueError(f"every run needs batch_size <= n_facts <= n_max ({batch_size}, {n_max}), got n_facts = {n}")
+        runs = torch.nonzero(n_facts == n).flatten()
+        index = torch.arange(n, device=device)
+        step_hash = _mix32(step[:, None] * 0x85EBCA77 + index[None, :])  # (steps, n)
+        keys = (_mix32(seed_hash[runs] ^ step_hash) << INDEX_BITS) | index  # (runs in group, steps, n)
+        chosen[runs] = keys.topk(batch_size, dim=-1).indices
     return chosen if isinstance(steps, range) else chosen[:, 0]
