@@ -1,6 +1,7 @@
 """End to end: notebooks -> papermill -> pages -> checker -> strict book build (marked slow)."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -136,7 +137,14 @@ def test_unknown_profile_and_notebook_are_clear_errors(mutable):
 def test_smoke_book_builds_in_strict_mode(smoke):
     done = build_book(smoke.root)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (smoke.book_dir / "_build" / "html" / "reproduction-status.html").exists()
+    html = smoke.book_dir / "_build" / "html"
+    assert (html / "reproduction-status.html").exists()
+    # the math typesets offline: every page loads MathJax from the book's own files, none from a CDN
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+    assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+    for page in html.glob("*.html"):
+        scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page.read_text(), flags=re.I)
+        assert all(not src.startswith(("http:", "https:", "//")) for src in scripts), (page.name, scripts)
 
 
 def test_committed_book_is_fresh_and_builds_in_strict_mode(repo, tmp_path):
