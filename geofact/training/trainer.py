@@ -22,6 +22,7 @@ from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
 from geofact.training.optim import FlatStack, StackedAdamW, column_ranges, clip_grad_norms_
+from geofact.training.step import covers, loss_and_grads
 
 
 @dataclass
@@ -143,11 +144,13 @@ class StackedUpdates:
         self.opt.keep(runs)
         return self.params
 
-    def __call__(self, losses: torch.Tensor, active: torch.Tensor) -> None:
-        """Update the runs in `active` (M,) bool from their losses (M,)."""
-        params = self.params
-        grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [params[k] for k in self.names])))
-        grad = self.stack.columns({**grads, **self.no_grad}, out=self.opt.grad)  # (M, P)
+    def __call__(self, losses: torch.Tensor, active: torch.Tensor, grads: dict[str, torch.Tensor] | None = None) -> None:
+        """Update the runs in `active` (M,) bool from their losses (M,), differentiated by autograd,
+        or from `grads` (the gradients of losses.sum(), {name: (M, ...)}) when the caller has them."""
+        if grads is None:
+            params = self.params
+            grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [params[k] for k in self.names])))
+        grad = self.stack.columns({**{k: grads[k] for k in self.names}, **self.no_grad}, out=self.opt.grad)  # (M, P)
         for run, ranges in enumerate(self.untrained):  # the clipping norm counts trained entries only
             for a, b in ranges:
                 grad[run, a:b] = 0
@@ -212,6 +215,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     M, N, B = len(configs), first.N, first.batch_size
     update = StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only)
     params = update.params
+    by_hand = covers(params)  # the backward written out (geofact.training.step); else autograd
     tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]
     n_facts = torch.tensor([len(t) for t in tables], device=device)
     n_max = int(n_facts.max())
@@ -256,8 +260,12 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
             drawn = batch_indices(seeds, range(block_start, block_end), n_facts, B, n_max)  # (M', steps, B)
         batch = padded[run_index, drawn[:, step - block_start]]  # (M', B, 3)
         tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
-        logits = forward(params, tokens)  # (M', B, N)
-        losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(len(alive), B).mean(1)
+        if by_hand:
+            losses, grads = loss_and_grads(params, tokens, batch[..., 2])  # (M',), {name: (M', ...)}
+        else:
+            logits = forward(params, tokens)  # (M', B, N)
+            losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(len(alive), B).mean(1)
+            grads = None
         loss_cpu = losses.detach().cpu()
         last_loss[alive] = loss_cpu.double()
         if step % log_every == 0:
@@ -275,7 +283,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
             if len(stopped) == len(alive):
                 alive = []
                 break
-        update(losses, ~done.to(device))
+        update(losses, ~done.to(device), grads)
         if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
             going = torch.nonzero(~done).flatten()
             rows = going.to(device)

@@ -1,0 +1,37 @@
+import pytest
+import torch
+from torch.nn import functional as F
+
+from geofact.training.config import TrainConfig
+from geofact.training.model import forward
+from geofact.training.step import covers, loss_and_grads
+from geofact.training.trainer import stack_params
+
+
+def _stack(**overrides) -> list[TrainConfig]:
+    return [TrainConfig(N=24, R=R, d=8, seed=s, batch_size=16, **overrides) for R in (2, 3) for s in (0, 1)]
+
+
+def test_losses_and_gradients_are_autograds_in_float64():
+    configs = _stack()
+    g = torch.Generator().manual_seed(0)
+    params = {k: (v + 0.3 * torch.randn(v.shape, generator=g, dtype=v.dtype)).requires_grad_()  # off the init: gains != 1, biases != 0
+              for k, v in stack_params(configs, torch.float64).items()}
+    M, B = len(configs), 16
+    tokens = torch.stack([torch.randint(0, 24, (M, B), generator=g), 24 + torch.randint(0, 2, (M, B), generator=g)], 2)
+    targets = torch.randint(0, 24, (M, B), generator=g)
+    reference = F.cross_entropy(forward(params, tokens).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
+    expected = dict(zip(params, torch.autograd.grad(reference.sum(), list(params.values()))))
+    losses, grads = loss_and_grads(params, tokens, targets)
+    torch.testing.assert_close(losses, reference.detach(), rtol=1e-12, atol=1e-12)
+    assert set(grads) == set(params)
+    for name, value in expected.items():
+        assert value.abs().max() > 0, name  # every tensor has a gradient to compare
+        torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_learned_attention_is_left_to_autograd():
+    params = stack_params(_stack(attention="learned"), torch.float64)
+    assert not covers(params)
+    with pytest.raises(ValueError, match="uniform attention"):
+        loss_and_grads(params, torch.zeros(4, 16, 2, dtype=torch.long), torch.zeros(4, 16, dtype=torch.long))
