@@ -28,12 +28,16 @@
 # $d_{\min} > 64$ (below, the $d \times 4d$ layers of the attention and embeddings hold more weights
 # than the MLP), so $\alpha \approx 1$ can only show where the frozen curve passes 64.
 #
-# **Search.** For each curve and each seed, $d$ doubles from `d_start` until the accuracy reaches
-# the level, then bisection between the last failing and first passing $d$ until they are within
-# `rel_tol` of each other (`geofact.training.search`). Each seed gives its own $d_{\min}(N)$, so the
-# fits see the seed-to-seed spread and their confidence intervals (Student $t$ on the slope of the
-# least-squares line: $b$ of $a + b\log_2 N$, $\alpha$ of $\log d = \log c + \alpha \log N$) are
-# honest about it. Each search tries its next $d$ as soon as its last run is trained
+# **Search.** For each curve and each seed, $d$ is bracketed, then bisected between the last failing
+# and first passing $d$ until they are within `rel_tol` of each other (`geofact.training.search`).
+# At the smallest $N$ the bracket comes from doubling $d$ from `d_start`; at each next $N$ the search
+# starts from a guess, the previous $N$'s $d_{\min}$ times its growth over the $N$ before
+# (`chain_guess`), and gallops up or down from there in steps that double from `rel_tol` of the
+# guess. Where accuracy grows with $d$ the guess changes which $d$ are tried, not the bracket
+# found, and near $d_{\min}$ it needs a few runs instead of a doubling from `d_start` at every $N$.
+# Each seed gives its own $d_{\min}(N)$, so the fits see the seed-to-seed spread and their
+# confidence intervals (Student $t$ on the slope of the least-squares line: $b$ of $a + b\log_2 N$,
+# $\alpha$ of $\log d = \log c + \alpha \log N$) are honest about it. Each search tries its next $d$ as soon as its last run is trained
 # (`find_d_min_streaming` on a `SweepPool`): the runs that wait for a free worker meanwhile train
 # stacked, and no worker waits for the slowest run of a round. Every run is cached (`.geofact/runs/`),
 # so a rerun or a resumed one trains only new $d$.
@@ -57,7 +61,7 @@ batch_size = 1024  # fixed steps: at every N; fixed epochs: at the largest N, in
 max_steps = 15000
 budgets = ["fixed steps", "fixed epochs"]  # the verdicts use "fixed steps" (the paper's)
 epoch_widths = [64, "4d"]  # the widths that run the fixed-epochs budget too (it judges nothing)
-d_start = 8  # the search doubles d from here
+d_start = 8  # the search at the smallest N doubles d from here (each next N starts from a guess)
 d_max = 8192
 rel_tol = 0.1  # bisection stops when the bracket is within this fraction of its upper end
 ci_level = 0.95  # of the intervals on b and alpha
@@ -127,7 +131,8 @@ with SweepPool(cache, device=device) as pool:
         records.update({key + (d,): record for (key, d), record in done})
         return [(key, d, record["accuracy"]) for (key, d), record in done]
 
-    searches = find_d_min_streaming(ask, answers, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol)
+    follows = {c: c[:3] + (N_values[N_values.index(c[3]) - 1], c[4]) for c in curves if c[3] != N_values[0]}  # the same curve at the N before
+    searches = find_d_min_streaming(ask, answers, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol, after=follows)
 unique = list({str(sorted(r["config"].items())): r for r in records.values()}.values())  # the two budgets share runs at the largest N
 report.number("runs", len(unique))
 report.number("train_seconds", training_seconds(unique))

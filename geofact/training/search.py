@@ -4,6 +4,12 @@
 The search assumes accuracy grows with d (more capacity never hurts). Trained accuracy is noisy, so
 a curve can be non-monotone near the threshold; the search reports every d it tried with its
 accuracy, so a page can show where that happened.
+
+Curves of one family (d_min at N = 2^7, 2^8, ...) can be searched as a chain: each starts from a
+guess extrapolated from the curves before it and gallops from there instead of doubling from
+d_start, which brackets d_min in about half the runs when d_min moves little from one curve to the
+next (`find_d_min_streaming(..., after=...)`). The guess changes which d are tried, not what is
+found: every search ends with its level bracketed to rel_tol.
 """
 
 from __future__ import annotations
@@ -39,20 +45,48 @@ def _check(level: float, d_start: int, d_max: int, rel_tol: float) -> None:
         raise ValueError(f"rel_tol must be >= 0, got {rel_tol}")
 
 
-def _search(level: float, d_start: int, d_max: int, rel_tol: float) -> Generator[int, float, DminSearch]:
-    """One search as a generator: yields the next d to try, is sent its accuracy, returns the result."""
+def _search(level: float, d_start: int, d_max: int, rel_tol: float,
+            guess: int | None = None) -> Generator[int, float, DminSearch]:
+    """One search as a generator: yields the next d to try, is sent its accuracy, returns the result.
+
+    Without a guess, d doubles from d_start until it passes. With one, d starts there and gallops:
+    up while failing, down while passing, by steps that double from rel_tol of the guess (at least
+    1), so that a guess close to d_min brackets it in two runs. Then bisection, in both cases.
+    """
     search = DminSearch(level=level, d_min=None, d_max=d_max)
 
     def passes(d: int, acc: float) -> bool:
         search.trials.append((d, float(acc)))
         return acc >= level
 
-    lo, d = 0, d_start
-    while not passes(d, (yield d)):
-        if d == d_max:
-            return search
-        lo, d = d, min(2 * d, d_max)
-    hi = d
+    if guess is None:
+        lo, d = 0, d_start
+        while not passes(d, (yield d)):
+            if d == d_max:
+                return search
+            lo, d = d, min(2 * d, d_max)
+        hi = d
+    else:
+        d = min(max(guess, 1), d_max)
+        step = max(1, math.floor(rel_tol * d))
+        if passes(d, (yield d)):
+            lo, hi = 0, d
+            while hi > 1:
+                d = max(1, hi - step)
+                if not passes(d, (yield d)):
+                    lo = d
+                    break
+                hi, step = d, 2 * step
+        else:
+            lo = d
+            while True:
+                if lo == d_max:
+                    return search
+                d = min(lo + step, d_max)
+                if passes(d, (yield d)):
+                    hi = d
+                    break
+                lo, step = d, 2 * step
     while hi - lo > max(1, math.floor(rel_tol * hi)):
         mid = (lo + hi) // 2
         if passes(mid, (yield mid)):
@@ -61,6 +95,18 @@ def _search(level: float, d_start: int, d_max: int, rel_tol: float) -> Generator
             lo = mid
     search.d_min = hi
     return search
+
+
+def chain_guess(earlier: list[int | None], d_max: int) -> int:
+    """Where a chained search starts, from the d_min of the curves before it (nearest first): the
+    last one's, times its ratio to the one before (geometric extrapolation: d_min grows by a similar
+    factor per step of a doubling N); d_max after a curve that failed within d_max."""
+    last = earlier[0]
+    if last is None:
+        return d_max
+    if len(earlier) < 2 or earlier[1] is None:
+        return last
+    return min(max(1, round(last * last / earlier[1])), d_max)
 
 
 def find_d_min(accuracy_at: Callable[[int], float], level: float = 0.95, d_start: int = 2, d_max: int = 4096,
@@ -92,20 +138,48 @@ def find_d_min_many(accuracies_at: Callable[[list[tuple[Hashable, int]]], list[f
 def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
                          answers: Callable[[], list[tuple[Hashable, int, float]]], keys: list[Hashable],
                          level: float = 0.95, d_start: int = 2, d_max: int = 4096,
-                         rel_tol: float = 0.0) -> dict[Hashable, DminSearch]:
+                         rel_tol: float = 0.0, after: dict[Hashable, Hashable] | None = None) -> dict[Hashable, DminSearch]:
     """find_d_min for several curves, each advancing as soon as its own answer comes back.
 
     `ask` is handed the (key, d) pairs to measure next; `answers()` waits until some of them are
     measured and returns those as (key, d, accuracy). Rounds (find_d_min_many) make every curve wait
     for the slowest run of the round; here a trainer with several workers (training.sweep.SweepPool)
-    never idles while some curve has a run to try. The result is the same: each curve's trials
-    depend only on its own accuracies.
+    never idles while some curve has a run to try. Without `after`, the result is the same: each
+    curve's trials depend only on its own accuracies.
+
+    `after` maps a curve to the curve it follows (its predecessor in a chain, e.g. the same curve at
+    N / 2): it starts once that one is done, at `chain_guess` of the chain's results so far, instead
+    of doubling from d_start.
     """
     _check(level, d_start, d_max, rel_tol)
-    searches = {k: _search(level, d_start, d_max, rel_tol) for k in keys}
-    outstanding = {k: next(g) for k, g in searches.items()}
-    ask(list(outstanding.items()))
+    follows = dict(after or {})
+    for k, first in follows.items():
+        if k not in keys or first not in keys:
+            raise ValueError(f"after must map curves among keys to curves among keys, got {k!r} -> {first!r}")
+        seen = {k}
+        while first in follows:
+            if first in seen:
+                raise ValueError(f"after has a cycle through {first!r}")
+            seen.add(first)
+            first = follows[first]
+    searches: dict[Hashable, Generator[int, float, DminSearch]] = {}
+    outstanding: dict[Hashable, int] = {}
     done: dict[Hashable, DminSearch] = {}
+    waiting: dict[Hashable, list[Hashable]] = {}  # curve -> the curves that follow it
+    for k, first in follows.items():
+        waiting.setdefault(first, []).append(k)
+
+    def start(k: Hashable) -> tuple[Hashable, int]:
+        earlier, p = [], follows.get(k)
+        while p is not None:
+            earlier.append(done[p].d_min)
+            p = follows.get(p)
+        guess = chain_guess(earlier, d_max) if earlier else None
+        searches[k] = _search(level, d_start, d_max, rel_tol, guess)
+        outstanding[k] = next(searches[k])
+        return k, outstanding[k]
+
+    ask([start(k) for k in keys if k not in follows])
     while outstanding:
         following, answered = [], answers()
         if not answered:
@@ -119,6 +193,7 @@ def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
             except StopIteration as stop:
                 del outstanding[k]
                 done[k] = stop.value
+                following += [start(n) for n in waiting.pop(k, [])]
         if following:
             ask(following)
     return {k: done[k] for k in keys}

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from geofact.training.search import LOG_FORM, POWER_FORM, find_d_min, find_d_min_many, find_d_min_streaming, fit_log, fit_power, t_quantile
+from geofact.training.search import (LOG_FORM, POWER_FORM, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
+                                     fit_log, fit_power, t_quantile)
 
 
 @pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
@@ -111,3 +112,59 @@ def test_find_d_min_streaming_refuses_an_answer_it_did_not_ask_for_or_none():
         find_d_min_streaming(lambda asks: None, lambda: [("a", 3, 1.0)], ["a"], d_start=2)
     with pytest.raises(RuntimeError, match="returned nothing"):
         find_d_min_streaming(lambda asks: None, lambda: [], ["a"], d_start=2)
+
+
+def _chain(truths: list[int], rel_tol: float, d_max: int = 1024, chained: bool = True):
+    """d_min searches of curves 0, 1, ... on step accuracies (1 from truths[i] on), each following
+    the one before; also returns the order in which (curve, d) were asked."""
+    waiting, asked = [], []
+
+    def answers():
+        k, d = waiting.pop(0)
+        return [(k, d, float(d >= truths[k]))]
+
+    def ask(pairs):
+        asked.extend(pairs)
+        waiting.extend(pairs)
+
+    after = {i: i - 1 for i in range(1, len(truths))} if chained else None
+    return find_d_min_streaming(ask, answers, list(range(len(truths))), d_start=4, d_max=d_max,
+                                rel_tol=rel_tol, after=after), asked
+
+
+@pytest.mark.parametrize("truths", [[5, 6, 8, 12, 16, 24, 40], [40, 30, 9, 9, 100, 3, 1], [17, 20, 22, 24, 28, 30, 34]])
+def test_chained_searches_find_what_the_doubling_search_finds(truths):
+    exact, _ = _chain(truths, rel_tol=0.0)
+    assert [exact[i].d_min for i in range(len(truths))] == truths
+    coarse, _ = _chain(truths, rel_tol=0.1)
+    for i, t in enumerate(truths):  # the level bracketed to rel_tol: (lo, hi] holds the truth
+        lo, hi = coarse[i].bracket
+        assert coarse[i].d_min == hi and lo < t <= hi and hi - lo <= max(1, math.floor(0.1 * hi))
+
+
+def test_a_chained_curve_starts_after_the_one_it_follows_at_the_extrapolated_guess():
+    truths = [5, 6, 8, 12, 16, 24, 40]  # d_min of a log-like curve, as exp-scaling measures it
+    searches, asked = _chain(truths, rel_tol=0.1)
+    for i in range(1, len(truths)):
+        first_ask = next(n for n, (k, _) in enumerate(asked) if k == i)
+        assert first_ask > max(n for n, (k, _) in enumerate(asked) if k == i - 1)
+        earlier = [searches[j].d_min for j in range(i - 1, -1, -1)]
+        assert searches[i].trials[0][0] == chain_guess(earlier, 1024)
+    doubling, _ = _chain(truths, rel_tol=0.1, chained=False)
+    n_chained, n_doubling = (sum(len(s.trials) for s in r.values()) for r in (searches, doubling))
+    assert n_chained < 0.75 * n_doubling
+
+
+def test_chain_guess_extrapolates_and_a_failed_curve_sends_the_next_to_d_max():
+    assert chain_guess([12], 1024) == 12
+    assert chain_guess([12, 8], 1024) == 18  # 12 * 12 / 8
+    assert chain_guess([1000, 100], 1024) == 1024
+    assert chain_guess([None, 8], 512) == 512
+    failed, _ = _chain([5, 2000, 3000], rel_tol=0.1)
+    assert failed[1].d_min is None and failed[2].trials == [(1024, 0.0)]  # one run at d_max, failing
+
+
+def test_chained_searches_refuse_unknown_curves_and_cycles():
+    for after, match in [({1: 7}, "among keys"), ({0: 1, 1: 0}, "cycle")]:
+        with pytest.raises(ValueError, match=match):
+            find_d_min_streaming(lambda asks: None, lambda: [], [0, 1], after=after)
