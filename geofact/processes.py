@@ -1,4 +1,5 @@
-"""Worker processes: how many pages share the machine, and workers that do not outlive their parent."""
+"""Worker processes: the cores this process may use, how many pages share the machine, and workers that
+do not outlive their parent."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import signal
 import sys
 
 PAGES_AT_ONCE_ENV = "GEOFACT_PAGES_AT_ONCE"  # set by `geofact run --jobs`: pages sharing this machine's cores
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS has one, else all of them)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def die_with_parent(parent: int) -> None:

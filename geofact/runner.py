@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from geofact.device import describe_device
 from geofact.ledger import load_ledger
-from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent
+from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
 from geofact.profiles import load_profile
 from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
@@ -306,7 +306,7 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
             bar.update()
     else:
         units = plan_units(project, names, profile)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = usable_cores()
         at_once = min(jobs, len(units))
         threads = max(1, cores // at_once)
         context = multiprocessing.get_context("spawn")

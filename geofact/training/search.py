@@ -8,8 +8,10 @@ accuracy, so a page can show where that happened.
 Curves of one family (d_min at N = 2^7, 2^8, ...) can be searched as a chain: each starts from a
 guess extrapolated from the curves before it and gallops from there instead of doubling from
 d_start, which brackets d_min in about half the runs when d_min moves little from one curve to the
-next (`find_d_min_streaming(..., after=...)`). The guess changes which d are tried, not what is
-found: every search ends with its level bracketed to rel_tol.
+next (`find_d_min_streaming(..., after=...)`). Every search ends with its level bracketed to
+rel_tol either way. Where accuracy grows with d there is one crossing and both find it; where a
+noisy curve crosses the level more than once, the guess decides which crossing is bracketed, so
+chained and unchained searches can report different d_min (both honest brackets of a crossing).
 """
 
 from __future__ import annotations

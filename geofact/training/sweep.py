@@ -26,7 +26,7 @@ import torch
 import geofact
 from geofact.device import describe_device, resolve_device
 from geofact.notebook import progress
-from geofact.processes import die_with_parent
+from geofact.processes import die_with_parent, usable_cores
 from geofact.provenance import git_commit
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
@@ -169,7 +169,7 @@ def cpu_workers(device: torch.device) -> int:
     """Training processes for a sweep: one per core this process may use on a CPU, one on an accelerator."""
     if device.type != "cpu":
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 def _train_chunk(job: tuple, progress=None) -> list[Config]:

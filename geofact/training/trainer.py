@@ -18,6 +18,7 @@ import torch
 from torch.nn import functional as F
 
 from geofact.device import resolve_device
+from geofact.processes import usable_cores
 from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
@@ -77,7 +78,7 @@ def configure_cpu(threads: int | None = None) -> None:
     $GEOFACT_THREADS of them)."""
     torch.set_flush_denormal(True)
     _keep_freed_memory()
-    torch.set_num_threads(threads or int(os.environ.get(THREADS_ENV, 0)) or max(1, len(os.sched_getaffinity(0))))
+    torch.set_num_threads(threads or int(os.environ.get(THREADS_ENV, 0)) or usable_cores())
 
 
 def stack_params(configs: list, dtype: torch.dtype, init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
