@@ -25,6 +25,7 @@ import numpy as np
 
 RESULTS_PATH_ENV = "GEOFACT_RESULTS_PATH"
 VERDICTS = ("holds", "does not hold")
+NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -64,6 +65,13 @@ class Report:
         if claim_id in self.claims:
             raise ValueError(f"claim {claim_id!r} reported twice in {self.notebook}")
         self.claims[claim_id] = {"verdict": VERDICTS[0] if holds else VERDICTS[1], "measured": measured, "note": note}
+
+    def not_run(self, claim_id: str, why: str) -> None:
+        """Record that this run could not test a claim of the ledger, and why: the claim stays "not run"
+        on the status page, instead of a verdict taken on nothing (all() of an empty list holds)."""
+        if claim_id in self.claims:
+            raise ValueError(f"claim {claim_id!r} reported twice in {self.notebook}")
+        self.claims[claim_id] = {"verdict": NOT_RUN, "measured": "nothing", "note": why}
 
     def as_dict(self) -> dict[str, Any]:
         return {"notebook": self.notebook, "numbers": self.numbers, "claims": self.claims}

@@ -13,9 +13,9 @@ from typing import Any
 from geofact.ledger import load_ledger
 from geofact.profiles import profile_rank
 from geofact.project import Project
+from geofact.report import NOT_RUN
 
-VERDICT_TEXT = {"holds": "**holds**", "does not hold": "**does not hold**", "not in regime": "**not in regime**"}
-NOT_RUN = "not run"
+VERDICT_TEXT = {"holds": "**holds**", "does not hold": "**does not hold**", "not in regime": "**not in regime**", NOT_RUN: NOT_RUN}
 
 
 def load_results(project: Project) -> dict[str, dict[str, dict[str, Any]]]:
@@ -60,7 +60,7 @@ def render_status(project: Project) -> str:
         lines += ["No results yet: run `geofact run --profile laptop`.", ""]
     for profile in profiles:
         verdicts = [(entry(c, profile) or {}).get("verdict") for c in claims]
-        n_hold, n_fail, n_out = (verdicts.count(v) for v in VERDICT_TEXT)
+        n_hold, n_fail, n_out = (verdicts.count(v) for v in ("holds", "does not hold", "not in regime"))
         lines.append(f"- **{profile}**: {n_hold} hold, {n_fail} do not hold, {n_out} not in regime, "
                      f"{len(claims) - n_hold - n_fail - n_out} not run (of {len(claims)}).")
     lines += ["", "| Claim | Where in the paper | " + " | ".join(profiles) + " |", "|---|---|" + "---|" * len(profiles)]
@@ -85,6 +85,8 @@ def render_status(project: Project) -> str:
             e = entry(c, p)
             if e is None:
                 lines.append(f"- {p}: {NOT_RUN}")
+            elif e["verdict"] == NOT_RUN:
+                lines.append(f"- {p}: {NOT_RUN} ({_cell(e['note'])})")
             else:
                 note = f" ({_cell(e['note'])})" if e.get("note") else ""
                 lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}. {_cell(e['measured'])}{note}")

@@ -127,6 +127,23 @@ def test_a_failing_notebook_fails_the_run_naming_notebook_and_cell(mutable, jobs
     assert not mutable.page("broken").exists() and mutable.status_page.read_text() == status
 
 
+def test_a_page_whose_models_all_fail_to_load_runs_names_them_and_reports_no_verdict(mutable):
+    """exp-real-lm-probing on a machine where no LM loads: the page executes (a multi-page run goes on),
+    names each model with why it did not load, and its claims are "not run" (with why) instead of holding vacuously."""
+    path = mutable.profiles_dir / "smoke.yaml"
+    path.write_text(path.read_text().replace("models: [tiny-random]", "models: [/nowhere/missing.gguf]"))
+    done = geofact(mutable.root, "run", "exp-real-lm-probing", "thm-khop-cot", "--profile", "smoke", "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(mutable.results("smoke", "exp-real-lm-probing").read_text())
+    assert results["numbers"]["n_models_run"] == 0 and len(results["claims"]) == 3
+    assert all(c["verdict"] == "not run" and "does not exist" in c["note"] for c in results["claims"].values())
+    page = mutable.page("exp-real-lm-probing").read_text()
+    assert "No model could be loaded" in page and "/nowhere/missing.gguf" in page and "does not exist" in page
+    status = mutable.status_page.read_text()
+    assert "- smoke: not run (no model could be loaded: /nowhere/missing.gguf" in status
+    assert check(mutable) == []
+
+
 def test_unknown_profile_and_notebook_are_clear_errors(mutable):
     done = geofact(mutable.root, "run", "--profile", "huge")
     assert done.returncode == 1 and "profile must be one of" in done.stderr

@@ -32,3 +32,11 @@ def test_claims_are_reported_once():
 
 def test_to_jsonable():
     assert to_jsonable({"a": np.arange(3), "b": (np.int64(2), float("inf"))}) == {"a": [0, 1, 2], "b": [2, "inf"]}
+
+
+def test_a_claim_not_run_is_recorded_with_why_and_only_once():
+    report = Report("exp-real-lm-probing")
+    report.not_run("exp-real-lm-layer0", "no model could be loaded")
+    assert report.claims["exp-real-lm-layer0"] == {"verdict": "not run", "measured": "nothing", "note": "no model could be loaded"}
+    with pytest.raises(ValueError, match="reported twice"):
+        report.claim("exp-real-lm-layer0", holds=True, measured="x")
