@@ -8,6 +8,8 @@ from pathlib import Path
 
 from geofact.project import Project
 
+UNFINISHED = 3  # exit status of `geofact run --budget` when pages are left for the next call
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="geofact", description=__doc__)
@@ -20,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--device", default="cpu", help="torch device passed to notebooks that declare `device` (default: cpu)")
     p_run.add_argument("--jobs", type=int, default=1,
                        help="pages executed at once, sharing the cores (default: 1); pages of the capacity grid run in turn")
+    p_run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                       help="work for at most this long: no page starts after it, training in flight checkpoints and "
+                            "stops (exit status 3); the same command again resumes")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
@@ -28,10 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     project = Project(args.root.resolve()) if args.root else Project.find()
 
     if args.command == "run":
-        from geofact.runner import NotebookError, run
+        from geofact.runner import NotebookError, RunUnfinished, run
 
         try:
-            run(project, args.notebooks, args.profile, args.device, jobs=args.jobs)
+            run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget)
+        except RunUnfinished as exc:
+            print(f"geofact run: {exc}", file=sys.stderr)
+            return UNFINISHED
         except (NotebookError, ValueError, RuntimeError) as exc:
             print(f"geofact run: error: {exc}", file=sys.stderr)
             return 1

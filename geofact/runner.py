@@ -14,6 +14,10 @@ For each notebook the runner
    under .geofact/failed/ for inspection; the book is left untouched.
 
 The reproduction-status page is regenerated after every run.
+
+With a time budget (`geofact run --budget S`) no page starts after S seconds, and a page whose
+training reaches the deadline checkpoints what it has in flight (geofact.training.resume) and stops;
+the pages left unfinished are named, and the same command again resumes them from the run cache.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from geofact.profiles import load_profile
 from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 from geofact.report import RESULTS_PATH_ENV
+from geofact.training.resume import DEADLINE_ENV, past_deadline
 
 PROBE_TAG = "geofact-probe"
 PROBE_SOURCE = (
@@ -56,6 +61,20 @@ PAGE_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "p
 
 class NotebookError(RuntimeError):
     """A notebook failed; the message names the notebook and the cell."""
+
+
+class PageInterrupted(NotebookError):
+    """A page stopped at the time budget's deadline (its training raised BudgetSpent)."""
+
+
+class RunUnfinished(RuntimeError):
+    """The time budget ran out before every page was executed; the same command again resumes."""
+
+    def __init__(self, done: list[str], unfinished: list[str]) -> None:
+        self.done, self.unfinished = done, unfinished
+        super().__init__(f"time budget spent: {len(done)} page(s) executed ({', '.join(done) or 'none'}); "
+                         f"unfinished: {', '.join(unfinished)}. Their finished training is cached and the groups "
+                         f"in flight are checkpointed: run the same command again to resume.")
 
 
 @dataclass(frozen=True)
@@ -167,6 +186,8 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
             failed.parent.mkdir(parents=True, exist_ok=True)
             if executed.exists():
                 failed.write_bytes(executed.read_bytes())
+            if exc.ename == "BudgetSpent":
+                raise PageInterrupted(f"notebook {name!r} stopped at the time budget: {exc.evalue}") from None
             raise NotebookError(
                 f"notebook {name!r} failed in cell {exc.cell_index} (execution count {exc.exec_count}) "
                 f"at profile {profile!r}: {exc.ename}: {exc.evalue}\n  executed copy: {failed}"
@@ -258,7 +279,8 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
     return sorted(units, key=lambda u: -length[tuple(u)])
 
 
-def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int, at_once: int) -> list[RunRecord]:
+def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int,
+              at_once: int) -> tuple[list[RunRecord], list[str]]:
     """Execute one unit's pages in turn (in a worker process of `run`), each kernel on `threads` threads:
     side by side, kernels that each used every core would make their threads wait on each other (a
     page's sweeps still start one single-thread worker per core, so that a page training alone keeps
@@ -266,8 +288,24 @@ def _run_unit(root: str, names: list[str], profile: str, device: str, threads: i
     for key in THREAD_ENVS:
         os.environ[key] = str(threads)
     os.environ[PAGES_AT_ONCE_ENV] = str(at_once)
-    project = Project(Path(root))
-    return [_run_one(project, n, profile, device) for n in names]
+    return _run_pages(Project(Path(root)), names, profile, device)
+
+
+def _run_pages(project: Project, names: list[str], profile: str, device: str, bar=None) -> tuple[list[RunRecord], list[str]]:
+    """Execute pages in turn: (records of those executed, names of those left unfinished at the deadline)."""
+    records, unfinished = [], []
+    for name in names:
+        if past_deadline():
+            unfinished.append(name)
+            continue
+        try:
+            records.append(_run_one(project, name, profile, device))
+        except PageInterrupted as exc:
+            tqdm.write(f"  {exc}")
+            unfinished.append(name)
+        if bar is not None:
+            bar.update()
+    return records, unfinished
 
 
 def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecord:
@@ -281,29 +319,37 @@ def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecor
     return record
 
 
-def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1) -> list[RunRecord]:
+def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1,
+        budget: float | None = None) -> list[RunRecord]:
     """Run notebooks (all when `names` is empty), then regenerate the status page.
 
     With `jobs` > 1, that many pages execute at once (see plan_units for which may), each in its own
     process and kernel with the cores shared among them: the serial parts of one page (analyses,
     model loading, a sweep's last chunk) then overlap another page's training. A failed page stops
     the run once the pages executing beside it have finished; the status page is then left as it was.
+
+    `budget` (seconds) sets the deadline of a time budget for this run and everything it starts (see
+    the module docstring); pages left unfinished raise `RunUnfinished` after the status page is
+    regenerated from the pages that did execute.
     """
     from geofact.status import write_status_page
 
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+    if budget is not None and not budget > 0:
+        raise ValueError(f"budget must be a number of seconds > 0, got {budget!r}")
     names = list(dict.fromkeys(names or project.notebooks()))  # a page named twice runs once
     for n in names:
         project.source(n)  # fail on a typo before anything runs
     load_profile(profile, project.profiles_dir)
     describe_device(device)
+    if budget is not None:  # kernels and their sweep workers inherit it
+        os.environ[DEADLINE_ENV] = str(time.time() + budget)
     records: list[RunRecord] = []
+    unfinished: list[str] = []
     bar = tqdm(total=len(names), desc=f"geofact run ({profile})", unit="notebook")
     if jobs == 1:
-        for n in names:
-            records.append(_run_one(project, n, profile, device))
-            bar.update()
+        records, unfinished = _run_pages(project, names, profile, device, bar)
     else:
         units = plan_units(project, names, profile)
         cores = usable_cores()
@@ -315,12 +361,15 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
             futures = [pool.submit(_run_unit, str(project.root), u, profile, device, threads, at_once) for u in units]
             try:
                 for future in as_completed(futures):
-                    records += future.result()
-                    bar.update(len(records) - bar.n)
+                    done, left = future.result()
+                    records, unfinished = records + done, unfinished + left
+                    bar.update(len(records) + len(unfinished) - bar.n)
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
         records.sort(key=lambda r: names.index(r.notebook))
     bar.close()
     write_status_page(project)
+    if unfinished:
+        raise RunUnfinished([r.notebook for r in records], sorted(unfinished, key=names.index))
     return records

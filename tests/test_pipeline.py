@@ -144,6 +144,22 @@ def test_a_page_whose_models_all_fail_to_load_runs_names_them_and_reports_no_ver
     assert check(mutable) == []
 
 
+def test_a_time_budget_leaves_unfinished_pages_for_the_next_call_and_runs_the_rest(mutable):
+    (mutable.notebooks_dir / "budgeted.py").write_text(  # a page whose training meets the deadline
+        "# %% [markdown]\n# # Budgeted\n\n# %% tags=['parameters']\nseed = 0\n\n# %%\n"
+        "from geofact.training.resume import BudgetSpent\nraise BudgetSpent('3 of 8 runs checkpointed')\n"
+    )
+    before = mutable.page("thm-khop-cot").stat().st_mtime
+    done = geofact(mutable.root, "run", "budgeted", "thm-khop-cot", "--profile", "smoke", "--budget", "600")
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "1 page(s) executed (thm-khop-cot); unfinished: budgeted" in done.stderr and "run the same command again" in done.stderr
+    assert not mutable.page("budgeted").exists() and mutable.page("thm-khop-cot").stat().st_mtime > before
+    done = geofact(mutable.root, "run", "thm-khop-cot", "--profile", "smoke", "--budget", "0.001", "--jobs", "2")
+    assert done.returncode == 3 and "0 page(s) executed (none); unfinished: thm-khop-cot" in done.stderr
+    done = geofact(mutable.root, "run", "thm-khop-cot", "--profile", "smoke", "--budget", "-5")
+    assert done.returncode == 1 and "budget must be a number of seconds > 0" in done.stderr
+
+
 def test_unknown_profile_and_notebook_are_clear_errors(mutable):
     done = geofact(mutable.root, "run", "--profile", "huge")
     assert done.returncode == 1 and "profile must be one of" in done.stderr

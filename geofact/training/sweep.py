@@ -2,8 +2,11 @@
 
 `run_sweep(configs, cache_dir)` trains only the runs whose result is not already in `cache_dir`,
 stacking compatible runs (`shape_key()`) in groups of at most `group_size`, and writes
-each group's results as soon as it finishes; an interrupted sweep loses at most the group in
-flight and a rerun resumes from the cache. Each JSON holds the config, the result, the code
+each group's results as soon as it finishes; a rerun resumes from the cache. A single-hop group in
+flight also writes its state every `checkpoint_every` seconds (geofact.training.resume), so an
+interrupted sweep loses at most the steps since then, and a time budget ($GEOFACT_DEADLINE, set by
+`geofact run --budget`) stops it cleanly: no group starts past the deadline, and the groups in flight
+checkpoint and raise `BudgetSpent`. Each JSON holds the config, the result, the code
 version and the device; the NPZ holds the trained weights under their parameter names.
 Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (MultiHopConfig) with
 `multihop_trainer.train_multihop`; one sweep may hold both.
@@ -31,6 +34,7 @@ from geofact.provenance import git_commit
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
 from geofact.training.multihop_trainer import train_multihop
+from geofact.training.resume import DEFAULT_EVERY_S, BudgetSpent, GroupCheckpoint, past_deadline, pending_groups
 from geofact.training.trainer import THREADS_ENV, RunResult, train_group
 
 Config = TrainConfig | MultiHopConfig
@@ -172,14 +176,30 @@ def cpu_workers(device: torch.device) -> int:
     return usable_cores()
 
 
+def groups_dir(cache_dir: Path) -> Path:
+    """Where the states of groups in flight are kept (geofact.training.resume)."""
+    return Path(cache_dir) / "groups"
+
+
+def group_settings(checkpoints: tuple[int, ...]) -> dict:
+    """What, besides its runs, a group's training depends on: a state is resumed only with the same."""
+    return {"trainer": "train_group", "checkpoints": list(checkpoints)}
+
+
 def _train_chunk(job: tuple, progress=None) -> list[Config]:
     """Train one stacked chunk and write its records (in a worker process, or in this one)."""
-    chunk, device, cache_dir, save_weights, checkpoints = job
+    chunk, device, cache_dir, save_weights, checkpoints, checkpoint_every = job
     device = resolve_device(device)
     kept = {"checkpoints": checkpoints} if checkpoints else {}
+    state = None
+    if checkpoint_every is not None and isinstance(chunk[0], TrainConfig):
+        state = GroupCheckpoint(groups_dir(cache_dir), [c.key() for c in chunk], group_settings(checkpoints), checkpoint_every)
+        kept["checkpoint"] = state
     origin = provenance(device)
     for result in _trainer(chunk[0])(chunk, device=device, progress=progress, **kept):
         save_result(cache_dir, result, origin, save_weights, len(chunk))
+    if state is not None:
+        state.clear()
     return chunk
 
 
@@ -203,13 +223,17 @@ class SweepPool:
     process). On an idle machine that is as fast as one process on every core
     (bench/bench_sweep_workers.py: 1.01x on 2 cores, less for sweeps short enough that spawning the
     workers, ~3 s, counts); on a busy one it keeps threads that wait on each other from spinning (a
-    d = 32 step went from 7 ms to 480 ms). Records are written as each chunk finishes, so a pool
-    killed half-way loses only the chunks in flight.
+    d = 32 step went from 7 ms to 480 ms). Records are written as each chunk finishes, and single-hop
+    chunks in flight write their state every `checkpoint_every` seconds (None: never), so a pool killed
+    half-way loses only the steps since; a group found checkpointed is formed again and resumed first.
+    Past the deadline of a time budget no chunk starts, and `completed()` raises `BudgetSpent`.
     """
 
     def __init__(self, cache_dir: Path, device: str | torch.device = "cpu", group_size: int | None = None,
                  save_weights: bool = True, progress: bool = True, checkpoints: tuple[int, ...] = (),
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, checkpoint_every: float | None = DEFAULT_EVERY_S) -> None:
+        if checkpoint_every is not None and checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be >= 0 seconds (or None: never), got {checkpoint_every}")
         if group_size is not None and group_size < 1:
             raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
         self.device = resolve_device(device)
@@ -217,7 +241,7 @@ class SweepPool:
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1 (or None: one per CPU core), got {workers}")
         self.cache_dir, self.group_size, self.save_weights = Path(cache_dir), group_size, save_weights
-        self.checkpoints, self.progress = tuple(checkpoints), progress
+        self.checkpoints, self.progress, self.checkpoint_every = tuple(checkpoints), progress, checkpoint_every
         self._tags: dict[str, list] = {}  # config key -> tags waiting for it (queued or in flight)
         self._queued: dict[str, Config] = {}
         self._in_flight: dict[Future, list[Config]] = {}
@@ -276,6 +300,9 @@ class SweepPool:
         while not self._ready:
             if not self._queued and not self._in_flight:
                 raise RuntimeError("completed() called with no run submitted and outstanding")
+            if past_deadline() and not self._in_flight:
+                raise BudgetSpent(f"time budget spent with {len(self._queued)} runs not started; "
+                                  f"the same call again resumes from {self.cache_dir}")
             self._dispatch()
             if self._in_flight:
                 finished, _ = wait(self._in_flight, return_when=FIRST_COMPLETED)
@@ -289,20 +316,32 @@ class SweepPool:
         return ready
 
     def _chunks(self, spread: int) -> list[list[Config]]:
+        """Groups checkpointed in flight by an earlier call, formed again exactly, then the other queued
+        runs stacked, longest first (no worker left alone with a long stack)."""
+        resumed, taken = [], set()
+        if self.checkpoint_every is not None:
+            for keys, settings in pending_groups(groups_dir(self.cache_dir)):
+                if all(k in self._queued and k not in taken for k in keys):
+                    chunk = [self._queued[k] for k in keys]
+                    kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
+                    if settings == group_settings(kept):
+                        resumed.append(chunk)
+                        taken.update(keys)
         size = lambda c: self.group_size or default_group_size(c, self.device)  # noqa: E731
-        chunks = stack_chunks(list(self._queued.values()), lambda c: (type(c), c.shape_key()), size, spread=spread)
-        return sorted(chunks, key=chunk_cost, reverse=True)  # longest first: no worker left alone with a long stack
+        rest = [c for k, c in self._queued.items() if k not in taken]
+        chunks = stack_chunks(rest, lambda c: (type(c), c.shape_key()), size, spread=spread)
+        return sorted(resumed, key=chunk_cost, reverse=True) + sorted(chunks, key=chunk_cost, reverse=True)
 
     def _job(self, chunk: list[Config]) -> tuple:
         for c in chunk:
             del self._queued[c.key()]
         kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
-        return chunk, str(self.device), self.cache_dir, self.save_weights, kept
+        return chunk, str(self.device), self.cache_dir, self.save_weights, kept, self.checkpoint_every
 
     def _dispatch(self) -> None:
         """Start the longest queued chunks on the free workers (or train a lone chunk here)."""
         free = self.workers - len(self._in_flight)
-        if free < 1 or not self._queued:
+        if free < 1 or not self._queued or past_deadline():
             return
         chunks = self._chunks(spread=free)
         if self._executor is None and (self.workers == 1 or len(chunks) == 1):
@@ -334,16 +373,18 @@ class SweepPool:
 
 def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device = "cpu",
               group_size: int | None = None, save_weights: bool = True, progress: bool = True,
-              checkpoints: tuple[int, ...] = (), workers: int | None = None) -> list[dict]:
+              checkpoints: tuple[int, ...] = (), workers: int | None = None,
+              checkpoint_every: float | None = DEFAULT_EVERY_S) -> list[dict]:
     """Results (cache records) of every config, in order, training the missing ones (see SweepPool).
 
     group_size=None stacks `default_group_size` runs at a time. `checkpoints` (single-hop runs only)
     also keeps the weights after each of these numbers of updates (`load_weights(..., step=t)`); a
     cached run that lacks one it should have is trained again (the same run: batches are a function
-    of seed and step).
+    of seed and step). `checkpoint_every` (seconds; None: never) is how often a group in flight
+    writes its state, so that a killed sweep resumes it (geofact.training.resume).
     """
     records: dict[int, dict] = {}
-    with SweepPool(cache_dir, device, group_size, save_weights, progress, checkpoints, workers) as pool:
+    with SweepPool(cache_dir, device, group_size, save_weights, progress, checkpoints, workers, checkpoint_every) as pool:
         pool.submit(list(enumerate(configs)))
         while len(records) < len(configs):
             records.update(pool.completed())

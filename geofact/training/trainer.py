@@ -23,6 +23,7 @@ from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
 from geofact.training.optim import FlatStack, StackedAdamW, column_ranges, clip_grad_norms_
+from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, past_deadline
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -192,7 +193,8 @@ def run_weights(params: dict[str, torch.Tensor], m: int, config: TrainConfig) ->
 def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
                 progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True,
                 init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None,
-                eval_every: int | None = None, checkpoints: tuple[int, ...] = ()) -> list[RunResult]:
+                eval_every: int | None = None, checkpoints: tuple[int, ...] = (),
+                checkpoint: GroupCheckpoint | None = None) -> list[RunResult]:
     """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps.
 
     `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
@@ -206,6 +208,11 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     that step's batch, in `RunResult.checkpoints` / `checkpoint_losses` (a run that stopped before t has
     none at t: its final weights are its last state). Batches depend on (seed, step) alone, so a
     checkpoint is the state of the very run that continues to the stop rule, not of a shorter one.
+
+    `checkpoint` (geofact.training.resume) makes the group resumable: it starts from the state written
+    there, if any, writes its state every `checkpoint.every_s` seconds at a block boundary, and past
+    the deadline of a time budget writes it and raises `BudgetSpent`. The results are those of an
+    uninterrupted group; `seconds` adds up the training time behind them.
     """
     if eval_every is not None and eval_every < 1:
         raise ValueError(f"eval_every must be >= 1 (or None), got {eval_every}")
@@ -235,6 +242,30 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     kept_losses: list[dict[int, float]] = [{} for _ in range(M)]
     final: dict[int, dict[str, torch.Tensor]] = {}  # run -> weights at its stop
     accs = [float("nan")] * M
+    first_step, seconds_before = 0, 0.0
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:  # continue where the group was checkpointed: the same stack, bit for bit
+        first_step, seconds_before, alive = state.step, state.seconds, list(state.alive)
+        if len(alive) < M:
+            rows = torch.tensor(alive, device=device)
+            params = update.keep(rows)
+            padded, n_facts, seeds = padded[rows], n_facts[rows], seeds[rows]
+            run_index = torch.arange(len(alive), device=device)[:, None]
+        for buffer, name in ((update.stack.flat, "flat"), (update.opt.m, "m"), (update.opt.v, "v"), (update.opt.t, "t")):
+            buffer.copy_(state.tensors[name].to(buffer.device))
+        steps.copy_(state.tensors["steps"])
+        last_loss.copy_(state.tensors["last_loss"])
+        curves = [[(int(t), x) for t, x in c] for c in state.curves]
+        acc_curves = [[(int(t), x) for t, x in c] for c in state.acc_curves]
+        kept, kept_losses, final, accs = state.kept, state.kept_losses, state.final, list(state.accs)
+        block_start = block_end = first_step
+
+    def write_state(step: int) -> None:
+        checkpoint.save(GroupState(
+            step=step, alive=list(alive), curves=curves, acc_curves=acc_curves, kept_losses=kept_losses, accs=accs,
+            tensors={"flat": update.stack.flat, "m": update.opt.m, "v": update.opt.v, "t": update.opt.t,
+                     "steps": steps, "last_loss": last_loss},
+            seconds=seconds_before + time.perf_counter() - start, kept=kept, final=final))
 
     def accuracy_at(positions: list[int]) -> list[float]:
         """Accuracy over all its facts of the run at each of these stack positions."""
@@ -252,7 +283,12 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         for i, m in zip(positions, runs):
             final[m] = run_weights(params, i, configs[m])
 
-    for step in range(first.max_steps):
+    for step in range(first_step, first.max_steps):
+        if checkpoint is not None and step == block_end and step > first_step and checkpoint.due():
+            write_state(step)  # at a block boundary, where the batches are drawn afresh
+            if past_deadline():
+                raise BudgetSpent(f"time budget spent at step {step} of {first.max_steps}; {len(alive)} of {M} runs "
+                                  f"checkpointed in {checkpoint.state_path.parent}")
         if eval_every is not None and step % eval_every == 0:
             for m, a in zip(alive, accuracy_at(list(range(len(alive))))):
                 acc_curves[m].append((step, a))
@@ -296,7 +332,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
             progress.update(len(alive))
     if alive:
         finish(list(range(len(alive))), first.max_steps)
-    seconds = time.perf_counter() - start
+    seconds = seconds_before + time.perf_counter() - start
     results = []
     for m, c in enumerate(configs):
         results.append(RunResult(c, int(steps[m]), float(last_loss[m]), accs[m], int(steps[m]) < c.max_steps,

@@ -1,0 +1,126 @@
+"""Resumable groups (geofact.training.resume): a group stopped by a time budget or killed with SIGKILL
+at any moment resumes to the records of a group that was never interrupted."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import geofact.training.trainer as trainer_module
+from geofact.training.config import TrainConfig
+from geofact.training.resume import DEADLINE_ENV, BudgetSpent, GroupCheckpoint, deadline
+from geofact.training.sweep import groups_dir, run_sweep
+
+TIMING = ("group_seconds", "provenance")  # what may differ between an interrupted and an uninterrupted group
+
+# R differs (padded stacks) and the loss threshold is loose, so runs leave the stack at different steps
+# and a state is written with only some runs still in it
+RUNS = [TrainConfig(N=32, R=R, d=8, batch_size=32, max_steps=400, lr=1e-2, seed=s, loss_threshold=0.3)
+        for R in (1, 2) for s in (0, 1, 2)]
+
+
+def outcome(cache: Path) -> dict:
+    """Every record (without timing) and every weights file of a cache, to compare two caches exactly."""
+    records = {p.name: {k: v for k, v in json.loads(p.read_text()).items() if k not in TIMING} for p in cache.glob("*.json")}
+    weights = {}
+    for p in cache.glob("*.npz"):
+        with np.load(p) as z:
+            weights[p.name] = {k: z[k].tobytes() for k in z.files}
+    return {"records": records, "weights": weights}
+
+
+def test_a_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    reference = run_sweep(RUNS, tmp_path / "ref", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=None)
+    stops = sorted(r["steps"] for r in reference)
+    calls = []
+
+    def budget_spent_at_the_fourth_boundary() -> bool:
+        calls.append(1)
+        return len(calls) >= 4
+
+    monkeypatch.setattr(trainer_module, "past_deadline", budget_spent_at_the_fourth_boundary)
+    with pytest.raises(BudgetSpent, match="checkpointed"):
+        run_sweep(RUNS, tmp_path / "cut", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=0)
+    assert not list((tmp_path / "cut").glob("*.json"))  # no record of an unfinished group
+    (index,) = groups_dir(tmp_path / "cut").glob("*.json")
+    keys = json.loads(index.read_text())["keys"]
+    state = GroupCheckpoint(index.parent, keys, json.loads(index.read_text())["settings"]).load()
+    assert state.step == 4 * 64 and 0 < len(state.alive) < len(RUNS), (state.step, state.alive, stops)  # some runs had left
+
+    monkeypatch.undo()
+    resumed = run_sweep(RUNS, tmp_path / "cut", progress=False, workers=1, checkpoints=(50, 300))
+    assert outcome(tmp_path / "cut") == outcome(tmp_path / "ref")
+    assert [r["steps"] for r in resumed] == [r["steps"] for r in reference]
+    assert not list(groups_dir(tmp_path / "cut").iterdir())  # the state is gone once the records are written
+
+
+def test_past_the_deadline_a_sweep_starts_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() - 1))
+    with pytest.raises(BudgetSpent, match="6 runs not started"):
+        run_sweep(RUNS, tmp_path, progress=False, workers=1)
+    assert not list(tmp_path.glob("*.json"))
+    monkeypatch.setenv(DEADLINE_ENV, "soon")
+    with pytest.raises(ValueError, match=f"{DEADLINE_ENV} must be a Unix time"):
+        deadline()
+
+
+SCRIPT = """
+import sys
+from pathlib import Path
+from geofact.training.config import TrainConfig
+from geofact.training.sweep import run_sweep
+if __name__ == "__main__":
+    runs = [TrainConfig(N=64, R=R, d=16, batch_size=64, max_steps=5000, lr=1e-2, seed=s, loss_threshold=1e-3)
+            for R in (1, 2) for s in (0, 1)]
+    run_sweep(runs, Path(sys.argv[1]), progress=False, workers=1, checkpoints=(100, 2000), checkpoint_every=0)
+"""
+
+
+def newest_state(cache: Path) -> float:
+    """mtime of the newest group state in a cache (0 when none)."""
+    states = list(groups_dir(cache).glob("*.npz")) if groups_dir(cache).exists() else []
+    return max((p.stat().st_mtime for p in states), default=0.0)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_resume_gives_the_records_of_an_uninterrupted_run(tmp_path):
+    """The issue's test: kill the sweep (SIGKILL, no cleanup) at random points, run it again until it
+    finishes, and compare with a run never killed: records and weights identical, bit for bit. Half the
+    kills land anywhere (while starting, training, writing); the others, and the first two, just after
+    a state was written, so that the run is known to be killed mid-group and resumed from a state."""
+    script = tmp_path / "sweep.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "GEOFACT_THREADS": "1"}  # one thread in both, so both round alike
+    started = time.monotonic()
+    subprocess.run([sys.executable, str(script), str(tmp_path / "ref")], check=True, env=env)
+    whole = time.monotonic() - started
+    cut = tmp_path / "cut"
+    rng = random.Random(0)
+    kills, resumed_from_a_state = 0, 0
+    for attempt in range(12):
+        resumed_from_a_state += newest_state(cut) > 0
+        before = newest_state(cut)
+        process = subprocess.Popen([sys.executable, str(script), str(cut)], env=env)
+        if attempt < 2 or rng.random() < 0.5:  # just after the next state is written
+            while process.poll() is None and newest_state(cut) <= before:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0, 0.2))
+        else:  # anywhere
+            time.sleep(rng.uniform(0, whole))
+        if process.poll() is not None:
+            assert process.returncode == 0
+            break
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        kills += 1
+    else:
+        subprocess.run([sys.executable, str(script), str(cut)], check=True, env=env)
+    assert kills >= 2 and resumed_from_a_state >= 2, (kills, resumed_from_a_state)
+    assert outcome(cut) == outcome(tmp_path / "ref")
