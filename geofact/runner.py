@@ -47,11 +47,14 @@ from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 from geofact.report import RESULTS_PATH_ENV
 from geofact.training.resume import DEADLINE_ENV, past_deadline
+from geofact.training.sweep import RECORDS_ONLY_ENV
 
 PROBE_TAG = "geofact-probe"
-PROBE_SOURCE = (
+PROBE_SOURCE = (  # the geofact modules the kernel imported, and where the cached records it read were made
     "import json as _json, sys as _sys\n"
-    "print(_json.dumps(sorted(m for m in _sys.modules if m == 'geofact' or m.startswith('geofact.'))))"
+    "_seen = getattr(_sys.modules.get('geofact.training.sweep'), 'SEEN', {})\n"
+    "print(_json.dumps({'modules': sorted(m for m in _sys.modules if m == 'geofact' or m.startswith('geofact.')),\n"
+    "                   'records': {k: sorted(v) for k, v in _seen.items()}}))"
 )
 HIDDEN_TAGS = ("parameters", "injected-parameters")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -64,17 +67,22 @@ class NotebookError(RuntimeError):
 
 
 class PageInterrupted(NotebookError):
-    """A page stopped at the time budget's deadline (its training raised BudgetSpent)."""
+    """A page left for later: its training met the time budget's deadline (BudgetSpent), or, executed from
+    records alone, it needed work that is not among them (RecordMissing)."""
+
+
+UNFINISHED_ERRORS = ("BudgetSpent", "RecordMissing")  # exception names that leave a page unfinished, not failed
 
 
 class RunUnfinished(RuntimeError):
-    """The time budget ran out before every page was executed; the same command again resumes."""
+    """Pages were left unfinished (see PageInterrupted); the others were executed."""
 
     def __init__(self, done: list[str], unfinished: list[str]) -> None:
         self.done, self.unfinished = done, unfinished
-        super().__init__(f"time budget spent: {len(done)} page(s) executed ({', '.join(done) or 'none'}); "
-                         f"unfinished: {', '.join(unfinished)}. Their finished training is cached and the groups "
-                         f"in flight are checkpointed: run the same command again to resume.")
+        super().__init__(f"{len(done)} page(s) executed ({', '.join(done) or 'none'}); unfinished: {', '.join(unfinished)}. "
+                         f"Past a time budget, their finished training is cached and the groups in flight are "
+                         f"checkpointed: run the same command again to resume. Executed from records alone "
+                         f"(--records-only), a page whose records are missing must run where the weights are.")
 
 
 @dataclass(frozen=True)
@@ -111,27 +119,37 @@ def expected_parameters(
 
 def _provenance_markdown(meta: dict[str, Any]) -> str:
     params = ", ".join(f"`{k}={v!r}`" for k, v in sorted(meta["parameters"].items())) or "none"
+    rows = [
+        ("profile", f"`{meta['profile']}`"),
+        ("parameters", params),
+        ("git commit", f"`{meta['git_commit']}`"),
+        ("device", meta["device"]),
+    ]
+    made = meta.get("records_made_on", {})
+    if made.get("device"):  # the page read cached training and analysis records: where they were computed
+        rows += [("cached records made on", "; ".join(made["device"])),
+                 ("cached records made at commits", ", ".join(f"`{c[:12]}`" for c in made.get("git_commit", [])))]
+    env = meta["environment"]
+    rows += [("torch", f"{env['torch']} (python {env['python']}, numpy {env['numpy']})"),
+             ("results", f"`results/{meta['profile']}/{meta['notebook']}.json`")]
     return (
         ":::{admonition} Provenance\n:class: note\n\n"
         f"Executed by `geofact run --profile {meta['profile']}` on {meta['executed_at']}, "
         f"wall time {meta['wall_time_s']:.1f} s.\n\n"
-        "| | |\n|---|---|\n"
-        f"| profile | `{meta['profile']}` |\n"
-        f"| parameters | {params} |\n"
-        f"| git commit | `{meta['git_commit']}` |\n"
-        f"| device | {meta['device']} |\n"
-        f"| torch | {meta['environment']['torch']} (python {meta['environment']['python']}, numpy {meta['environment']['numpy']}) |\n"
-        f"| results | `results/{meta['profile']}/{meta['notebook']}.json` |\n"
-        ":::\n"
+        "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows) + ":::\n"
     )
 
 
 def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
-    """Hide parameter cells, drop the probe, insert the provenance box; returns the imported modules."""
+    """Hide parameter cells, drop the probe, note where the cached records the page read were made (in
+    `meta`), insert the provenance box; returns the imported modules."""
     probe = [c for c in nb.cells if PROBE_TAG in c.metadata.get("tags", [])]
     if len(probe) != 1:
         raise NotebookError("lost its provenance probe cell")
     stdout = "".join(o.get("text", "") for o in probe[0].outputs if o.get("name") == "stdout")
+    probed = json.loads(stdout.strip().splitlines()[-1])
+    if probed["records"].get("device"):
+        meta["records_made_on"] = probed["records"]
     nb.cells.remove(probe[0])
     for cell in nb.cells:
         if cell.cell_type == "code":  # widgets are live progress bars (tqdm.auto in libraries): nothing a static page can show
@@ -141,7 +159,7 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
             tags.append("remove-cell")
     first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
     nb.cells.insert(first_md + 1, nbformat.v4.new_markdown_cell(_provenance_markdown(meta)))
-    return json.loads(stdout.strip().splitlines()[-1])
+    return probed["modules"]
 
 
 def _pin_kernel(tmp: Path) -> str:
@@ -186,8 +204,8 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
             failed.parent.mkdir(parents=True, exist_ok=True)
             if executed.exists():
                 failed.write_bytes(executed.read_bytes())
-            if exc.ename == "BudgetSpent":
-                raise PageInterrupted(f"notebook {name!r} stopped at the time budget: {exc.evalue}") from None
+            if exc.ename in UNFINISHED_ERRORS:
+                raise PageInterrupted(f"notebook {name!r} left unfinished ({exc.ename}): {exc.evalue}") from None
             raise NotebookError(
                 f"notebook {name!r} failed in cell {exc.cell_index} (execution count {exc.exec_count}) "
                 f"at profile {profile!r}: {exc.ename}: {exc.evalue}\n  executed copy: {failed}"
@@ -320,7 +338,7 @@ def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecor
 
 
 def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1,
-        budget: float | None = None) -> list[RunRecord]:
+        budget: float | None = None, records_only: bool = False) -> list[RunRecord]:
     """Run notebooks (all when `names` is empty), then regenerate the status page.
 
     With `jobs` > 1, that many pages execute at once (see plan_units for which may), each in its own
@@ -330,7 +348,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
 
     `budget` (seconds) sets the deadline of a time budget for this run and everything it starts (see
     the module docstring); pages left unfinished raise `RunUnfinished` after the status page is
-    regenerated from the pages that did execute.
+    regenerated from the pages that did execute. `records_only` executes the pages from the cached
+    records alone (geofact.pack): a page that would train or read weights is left unfinished instead.
     """
     from geofact.status import write_status_page
 
@@ -345,6 +364,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     describe_device(device)
     if budget is not None:  # kernels and their sweep workers inherit it
         os.environ[DEADLINE_ENV] = str(time.time() + budget)
+    if records_only:
+        os.environ[RECORDS_ONLY_ENV] = "1"
     records: list[RunRecord] = []
     unfinished: list[str] = []
     bar = tqdm(total=len(names), desc=f"geofact run ({profile})", unit="notebook")

@@ -84,7 +84,7 @@ from geofact.notebook import interactive
 from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
-from geofact.training.benchmark import benchmark, format_rows, peak_fraction
+from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import claim_in_regime, regime
 from geofact.training.search import fit_power
@@ -304,7 +304,8 @@ if growth is not None:
 # %% [markdown]
 # ## Speed: the stacked trainer against a plain loop
 #
-# `geofact.training.benchmark` on this page's device, at $N$ = {glue:text}`bench_N:d`, batch
+# `geofact.training.benchmark` on the device that trained the page's runs (executed from records alone,
+# `geofact run --records-only`, the page shows the benchmark recorded there), at $N$ = {glue:text}`bench_N:d`, batch
 # {glue:text}`bench_batch:d`, $R$ = 8 (the paper's shapes): model-steps per second of the plain one-run-at-a-time PyTorch loop
 # (`geofact.training.reference`: `nn.Module`, `torch.optim.AdamW`, `clip_grad_norm_`) and of the
 # stacked trainer, with the matmul FLOP/s achieved as a fraction of this device's float32 matmul peak.
@@ -312,7 +313,7 @@ if growth is not None:
 # threads); every other column runs after it, so the ratios compare the trainers and not the settings.
 
 # %%
-bench = benchmark(device, runs=bench_runs, steps=bench_steps, ds=tuple(bench_d), N=bench_N, batch_size=bench_batch)
+bench = recorded_benchmark(cache, device, runs=bench_runs, steps=bench_steps, ds=tuple(bench_d), N=bench_N, batch_size=bench_batch)
 print("\n".join(format_rows(bench)))
 rows = bench["rows"]
 report.number("bench", bench, glue=False)

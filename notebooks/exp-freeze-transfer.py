@@ -109,7 +109,8 @@ def transfer_at(model) -> dict[str, float]:
     return out
 
 
-points = analyse_grid(grid, records, cache, transfer_at, desc="zero-shot transfer")
+points = analyse_grid(grid, records, cache, transfer_at, "zero-shot-transfer", {"new_task_offset": new_task_offset, "alpha": alpha},
+                      desc="zero-shot transfer")
 configs = grid.configs()
 transfers = {key: TransferConfig(c, new_task_seed=c.bijection_seed + new_task_offset, steps=retrain_steps,
                                  eval_every=eval_every, lr=retrain_lr, alpha=alpha) for key, c in configs.items()}

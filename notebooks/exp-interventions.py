@@ -68,7 +68,7 @@ import numpy as np
 from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
-from geofact.analysis.interventions import rank_grid, selectivity_sweep
+from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.curves import headroom_curves, r_colors, trajectory_panels
@@ -93,8 +93,6 @@ if min_headroom not in headroom_cutoffs or high not in high_cutoffs:
     raise ValueError("headroom_cutoffs and high_cutoffs must include min_headroom and high")
 
 records = train_grid(grid, cache, device)
-sweeps = {}  # (key, step) -> the rank sweep, for the rank plot
-
 
 def best_edit(model, target: str = "unembedding") -> dict[str, float]:
     sweep = selectivity_sweep(model, rank_grid(model.config.d, rank_points), held_out, alpha, split_seed, target)
@@ -102,19 +100,19 @@ def best_edit(model, target: str = "unembedding") -> dict[str, float]:
     return {"selectivity": best.score, "k": best.k, "follows": best.follows, "stays": best.stays, "sweep": sweep}
 
 
-def analyse(model) -> dict[str, float]:
+def analyse(model) -> dict:
     out = best_edit(model)
-    if model.step is None:
-        c = model.config
-        sweeps[("frozen" if c.frozen_embeddings else "learned", c.R, c.d, c.seed)] = out.pop("sweep")
+    sweep = out.pop("sweep")
+    if model.step is None:  # at the stop: the whole rank sweep (for the rank plot) and the edit of the embeddings
+        out["sweep"] = [[s.k, s.follows, s.stays] for s in sweep]
         emb = best_edit(model, "embedding")
         out.update({"selectivity_emb": emb["selectivity"], "k_emb": emb["k"]})
-    else:
-        out.pop("sweep")
     return out
 
 
-points = analyse_grid(grid, records, cache, analyse, desc="interventions")
+analysis_params = {"held_out": held_out, "alpha": alpha, "rank_points": rank_points, "split_seed": split_seed}
+points = analyse_grid(grid, records, cache, analyse, "interventions", analysis_params, desc="interventions")
+sweeps = {key: [Selectivity(*row) for row in pts[-1].values["sweep"]] for key, pts in points.items()}  # key -> rank sweep
 selectivity, k_best = final_values(grid, points, "selectivity"), final_values(grid, points, "k")
 state = grid_state(grid, records, headroom_cutoffs)
 acc, met, d_min, headroom, population = state.accuracy, state.converged, state.d_min, state.headroom, state.population

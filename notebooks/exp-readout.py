@@ -90,8 +90,7 @@ from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.readout import model_readouts, split_subjects
-from geofact.analysis.trained import TrainedModel
-from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
+from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
 from geofact.curves import headroom_curves, trajectory_panels
 from geofact.heatmap import heatmap_panels
 from geofact.plotting import COLORS, subplots, use_style
@@ -132,7 +131,8 @@ def readouts(model) -> dict[str, float]:
     return out
 
 
-points = analyse_grid(grid, records, cache, readouts, desc="readouts")
+readout_params = {"held_out": held_out, "alpha": alpha, "split_seed": split_seed}  # what the analysis reads besides the model
+points = analyse_grid(grid, records, cache, readouts, "readouts", readout_params, desc="readouts")
 readout = {m: final_values(grid, points, m) for m in points[next(iter(points))][-1].values}  # metric -> regime -> (R, d, seed)
 state = grid_state(grid, records, headroom_cutoffs)
 d_min, headroom, population = state.d_min, state.headroom, state.population
@@ -252,8 +252,11 @@ if readout_check is not None:
     c_configs = {(d, s): grid.config(R_c, d, False, s, N=N_c, batch_size=grid.batch_size * N_c // grid.N)
                  for d in d_c for s in grid.seeds}
     c_records = dict(zip(c_configs, run_sweep(list(c_configs.values()), cache, device=device)))
-    c_readout = {key: {what: r.mean for what, r in model_readouts(TrainedModel.load(cache, c), held_out, alpha, split_seed).items()}
-                 for key, c in c_configs.items()}
+    def unembedding_readouts(model) -> dict[str, float]:
+        return {what: r.mean for what, r in model_readouts(model, held_out, alpha, split_seed).items()}
+
+    c_readout = {key: analyse_state(cache, c, None, unembedding_readouts, "readouts-unembedding", readout_params,
+                                    c_records[key]["accuracy"])["values"] for key, c in c_configs.items()}
     c_memorised = np.array([min(c_records[d, s]["accuracy"] for s in grid.seeds) for d in d_c])  # every seed
     c_d_min = next((d for d, a in zip(d_c, c_memorised) if a >= grid.perfect), None)
     c_train = int(split_subjects(N_c, held_out, split_seed).sum())

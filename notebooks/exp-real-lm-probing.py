@@ -83,6 +83,7 @@ from geofact.nl.probing import PAPER_BEST_LAYER, best_layer_summary, layer_table
 from geofact.plotting import COLORS, subplots, use_style
 from geofact.project import Project
 from geofact.report import Report
+from geofact.training.sweep import refuse_in_records_only
 from geofact.training.trainer import configure_cpu
 
 use_style()
@@ -136,6 +137,7 @@ for spec in models:
     try:
         lm = load_lm(spec, device=device, dtype=getattr(torch, dtype), vocab_words=vocab_words if spec == TINY else None)
     except ModelUnavailable as err:
+        refuse_in_records_only(f"the language model {spec!r}, which cannot be loaded here ({err}),")  # keep the page made where it loads
         unavailable[spec] = str(err).splitlines()[0][:300]
         continue
     infos[spec] = lm.describe()

@@ -160,6 +160,38 @@ def test_a_time_budget_leaves_unfinished_pages_for_the_next_call_and_runs_the_re
     assert done.returncode == 1 and "budget must be a number of seconds > 0" in done.stderr
 
 
+RECORDED_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"]
+
+
+def test_pack_then_unpack_on_a_clean_checkout_executes_the_pages_from_records_without_weights_or_training(smoke, repo, tmp_path):
+    """Issue 16's air-gapped path: compute on one machine, carry the JSON records (no weights), render on another."""
+    archive = tmp_path / "smoke.tar.gz"
+    done = geofact(smoke.root, "pack", str(archive), "--profile", "smoke")
+    assert done.returncode == 0, done.stderr[-2000:]
+    clean = copy_project(repo.root, tmp_path / "clean")  # as a fresh clone: no run cache, no smoke results
+    done = geofact(clean.root, "unpack", str(archive))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not list(clean.runs_dir.rglob("*.npz")) and list(clean.runs_dir.rglob("*.json"))  # records travelled, weights did not
+    done = geofact(clean.root, "run", *RECORDED_PAGES, "--profile", "smoke", "--records-only", "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]  # nothing trained: records-only refuses to
+    for name in RECORDED_PAGES:
+        there, here = (json.loads(p.results("smoke", name).read_text()) for p in (smoke, clean))
+        assert here["claims"] == there["claims"] and here["numbers"] == there["numbers"], name
+        assert here["provenance"]["records_made_on"]["device"], name
+    assert "cached records made on" in clean.page("exp-readout").read_text()
+    done = geofact(clean.root, "run", "exp-nl-lm", "--profile", "smoke", "--records-only")
+    assert done.returncode == 3 and "RecordMissing" in done.stderr and "unfinished: exp-nl-lm" in done.stderr
+
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(archive.read_bytes()[:-200])
+    done = geofact(clean.root, "unpack", str(damaged))
+    assert done.returncode == 1 and "geofact unpack: error" in done.stderr
+    record = next(p for p in clean.runs_dir.glob("*.json"))
+    record.write_text(record.read_text().replace('"steps"', '"steps" ', 1))
+    done = geofact(clean.root, "unpack", str(archive))
+    assert done.returncode == 1 and "differ from those in place" in done.stderr and "--force" in done.stderr
+
+
 def test_unknown_profile_and_notebook_are_clear_errors(mutable):
     done = geofact(mutable.root, "run", "--profile", "huge")
     assert done.returncode == 1 and "profile must be one of" in done.stderr

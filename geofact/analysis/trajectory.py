@@ -3,26 +3,39 @@ its stop (Section 5.1 takes them once, after training; the trajectory shows whet
 there before, and from when).
 
     records = train_grid(grid, cache)                     # trains what is missing, keeps the checkpoints
-    points = analyse_grid(grid, records, cache, fn)       # fn(TrainedModel) -> {metric: value}
+    points = analyse_grid(grid, records, cache, fn, "name", params)  # fn(TrainedModel) -> {metric: value}
     finals = final_values(grid, points, "s")              # {regime: (R, d, seed)} at the stop rule
     curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps
 
 A run that met the stop rule before a checkpoint step has no checkpoint there: its state from then on
 is its final one, so `value_at_steps` carries the final value forward.
+
+Each state's analysis is cached as a JSON record (`analysis_path`) under the analysis' name, its
+parameters and a hash of the analysis code, so that a page executes from records alone (without the
+weights, which stay on the machine that trained them: `geofact pack`), and a change of parameters or
+code computes afresh.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+import torch
 
+import geofact
 from geofact.analysis.trained import TrainedModel
 from geofact.notebook import progress
+from geofact.report import to_jsonable
 from geofact.training.grid import CapacityGrid
-from geofact.training.sweep import run_sweep
+from geofact.training.sweep import provenance, read_json, run_sweep, write_json
+
+SCHEMA = "geofact.analysis.state/1"
 
 Key = tuple[str, int, int, int]  # (regime, R, d, seed)
 
@@ -35,7 +48,7 @@ class Point:
     loss: float  # training loss of that step's batch
     accuracy: float  # over all N R facts
     final: bool  # the state at the stop rule (or the step budget)
-    values: dict[str, float]  # the analysis' metrics
+    values: dict[str, Any]  # the analysis' metrics (numbers, or JSON-able data such as a sweep)
 
     def get(self, metric: str) -> float:
         """A metric of the analysis, or the state's own "loss" / "accuracy"."""
@@ -48,11 +61,51 @@ def train_grid(grid: CapacityGrid, cache_dir: Path, device: str = "cpu") -> dict
     return dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device, checkpoints=grid.checkpoints)))
 
 
+def analysis_code_hash(analyse: Callable) -> str:
+    """sha256 of the code an analysis runs: the geofact.analysis package and the function's own source."""
+    h = hashlib.sha256()
+    for path in sorted((Path(geofact.__file__).parent / "analysis").glob("*.py")):
+        h.update(path.read_bytes())
+    try:
+        h.update(inspect.getsource(analyse).encode())
+    except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
+        h.update(getattr(analyse, "__qualname__", repr(analyse)).encode())
+    return h.hexdigest()
+
+
+def analysis_path(cache_dir: Path, name: str, config, step: int | None, params: dict, code: str) -> Path:
+    """Where one state's analysis record lives: by analysis, run, state and (parameters, code)."""
+    digest = hashlib.sha256(json.dumps({"params": params, "code": code}, sort_keys=True).encode()).hexdigest()[:16]
+    state = "final" if step is None else f"step{step}"
+    return Path(cache_dir) / "analyses" / name / f"{config.key()}-{state}-{digest}.json"
+
+
+def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[TrainedModel], dict[str, Any]],
+                  name: str, params: dict, final_accuracy: float | None = None) -> dict:
+    """One state's analysis record (see the module docstring): cached, or computed from the run's weights
+    (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) and cached."""
+    code = analysis_code_hash(analyse)
+    path = analysis_path(cache_dir, name, config, step, params, code)
+    record = read_json(path, SCHEMA, config.as_dict())
+    if record is None:
+        model = TrainedModel.load(cache_dir, config, step)
+        accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()
+        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": code,
+                  "step": step, "accuracy": accuracy, "values": to_jsonable(analyse(model)),
+                  "provenance": provenance(torch.device("cpu"))}
+        write_json(path, record)
+    return record
+
+
 def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
-                 analyse: Callable[[TrainedModel], dict[str, float]], desc: str = "analyses",
-                 checkpoints: bool = True, keys: list[Key] | None = None) -> dict[Key, list[Point]]:
+                 analyse: Callable[[TrainedModel], dict[str, Any]], name: str, params: dict,
+                 desc: str = "analyses", checkpoints: bool = True, keys: list[Key] | None = None) -> dict[Key, list[Point]]:
     """`analyse` on every run's checkpoints (if `checkpoints`) and final weights; models load one at a
-    time (a paper-scale grid does not fit in memory at once). `keys` restricts it to some runs."""
+    time (a paper-scale grid does not fit in memory at once). `keys` restricts it to some runs.
+
+    Results are cached per state as JSON records under `name` and `params` (every parameter the
+    analysis reads besides the model: they key the cache, with a hash of the analysis code), so the
+    values `analyse` returns must be JSON-able (numbers, lists, dicts)."""
     configs = grid.configs()
     keys = list(configs) if keys is None else keys
     wanted = set(grid.checkpoints) if checkpoints else set()  # a run cached with more checkpoints shows only the grid's
@@ -60,10 +113,10 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
     states += [(key, None, records[key]["final_loss"]) for key in keys]
     out: dict[Key, list[Point]] = {key: [] for key in keys}
     for key, step, loss in progress(states, desc=desc):
-        model = TrainedModel.load(cache_dir, configs[key], step)
+        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"])
         final = step is None
-        out[key].append(Point(records[key]["steps"] if final else step, float(loss),
-                              records[key]["accuracy"] if final else model.accuracy(), final, analyse(model)))
+        out[key].append(Point(records[key]["steps"] if final else step, float(loss), record["accuracy"], final,
+                              record["values"]))
     for points in out.values():
         points.sort(key=lambda p: (p.step, p.final))
     return out

@@ -28,7 +28,7 @@ from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
 from geofact.nl.probe import ProbeConfig, probe_and_score, unit_rows
 from geofact.notebook import progress
 from geofact.training.optim import fused_adamw
-from geofact.training.sweep import provenance, write_json
+from geofact.training.sweep import provenance, refuse_in_records_only, write_json
 
 WORD = re.compile(r"\w+|[^\w\s]")
 PAD, BOS = "<pad>", "<bos>"
@@ -245,6 +245,7 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
         with np.load(weights) as z:
             model.load_state_dict({k: torch.from_numpy(z[k]) for k in z.files})
         return model.eval(), vocab, examples, record
+    refuse_in_records_only(f"the corpus LM {key} (its weights)")
     model, log = train_corpus_lm(examples, vocab, config, device)
     cache_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(weights, **{k: v.numpy() for k, v in model.state_dict().items()})

@@ -10,14 +10,17 @@ process so that the ratios compare like with like:
 
 and reports model-steps/s, ratios to the plain loop, and the matmul FLOP/s achieved as a fraction of
 the device's float32 matmul peak measured here. bench/bench_trainer.py is its command line; the
-exp-capacity page runs it on the device that trained the page.
+exp-capacity page runs it on the device that trained the page (`recorded_benchmark`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -25,7 +28,8 @@ from geofact.device import describe_device, resolve_device
 from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
-from geofact.training.sweep import default_group_size
+from geofact.report import to_jsonable
+from geofact.training.sweep import default_group_size, provenance, read_json, records_only, refuse_in_records_only, write_json
 from geofact.training.trainer import configure_cpu, train_group
 
 
@@ -128,3 +132,23 @@ def format_rows(result: dict) -> list[str]:
             f"default stacks of {r['group_size']} {r['policy']:8.2f} ({r['policy'] / r['plain']:.2f}x, {peak_fraction(result, r, r['policy']):5.1%} of peak)"
         )
     return lines
+
+
+RECORD_SCHEMA = "geofact.training.benchmark/1"
+
+
+def recorded_benchmark(cache_dir: Path, device: str | torch.device = "cpu", **shapes) -> dict:
+    """`benchmark(device, **shapes)`, also kept as a record in `cache_dir`/bench/, so that a page executed
+    from records alone (`geofact run --records-only`, after `geofact unpack`) shows the timing of the
+    machine that trained, not of the one rendering; there it reads the record instead of measuring."""
+    config = to_jsonable(shapes)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+    path = Path(cache_dir) / "bench" / f"{digest}.json"
+    if records_only():
+        record = read_json(path, RECORD_SCHEMA, config)
+        if record is None:
+            refuse_in_records_only(f"the benchmark at {config}")
+        return record["result"]
+    result = benchmark(device, **shapes)
+    write_json(path, {"schema": RECORD_SCHEMA, "config": config, "result": result, "provenance": provenance(resolve_device(device))})
+    return result

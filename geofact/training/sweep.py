@@ -39,6 +39,34 @@ from geofact.training.trainer import THREADS_ENV, RunResult, train_group
 
 Config = TrainConfig | MultiHopConfig
 
+RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # set by `geofact run --records-only`: pages execute from cached records alone
+SEEN: dict[str, set[str]] = {"device": set(), "git_commit": set()}  # where the records this process read were made
+
+
+class RecordMissing(RuntimeError):
+    """Records-only execution needed work that is not among the records (training, or a model's weights)."""
+
+
+def records_only() -> bool:
+    return os.environ.get(RECORDS_ONLY_ENV, "") not in ("", "0")
+
+
+def refuse_in_records_only(what: str) -> None:
+    """Raise RecordMissing in records-only execution: `what` would need training or weights."""
+    if records_only():
+        raise RecordMissing(f"{what} is not among the records, and {RECORDS_ONLY_ENV} forbids computing it here: "
+                            f"compute it where the weights are (e.g. the GPU node) and `geofact pack` again")
+
+
+def note_origin(record: dict) -> dict:
+    """Remember where a record read by this process was made (its device and commit), for the page's
+    provenance (`geofact.runner` reads `SEEN` at the end of a page); returns the record."""
+    origin = record.get("provenance") or {}
+    for field in SEEN:
+        if origin.get(field):
+            SEEN[field].add(str(origin[field]))
+    return record
+
 
 def _trainer(config: Config) -> Callable[..., list]:
     return train_group if isinstance(config, TrainConfig) else train_multihop
@@ -85,6 +113,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
 def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
     """write(file) into a temporary file named for this process, then renamed over `path`: a killed
     write never leaves a half file, and two processes writing the same record never share a temporary."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         write(f)
@@ -97,13 +126,14 @@ def write_json(path: Path, record: dict) -> None:
 
 
 def read_json(path: Path, schema: str, config: dict) -> dict | None:
-    """A cached record written by write_json (None when absent); an error if it holds another schema or config."""
+    """A cached record written by write_json (None when absent; its origin noted, `note_origin`); an error
+    if it holds another schema or config."""
     if not path.exists():
         return None
     record = json.loads(path.read_text())
     if record.get("schema") != schema or record["config"] != config:
         raise ValueError(f"{path} does not hold a {schema} record of this config; delete it to recompute")
-    return record
+    return note_origin(record)
 
 
 def load_result(cache_dir: Path, config: Config) -> dict | None:
@@ -113,7 +143,10 @@ def load_result(cache_dir: Path, config: Config) -> dict | None:
 def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> dict[str, torch.Tensor]:
     """The trained weights of a cached run (saved with save_weights=True): final, or at checkpoint `step`."""
     name = f"{config.key()}.npz" if step is None else checkpoint_file(config, step)
-    with np.load(Path(cache_dir) / name) as z:
+    path = Path(cache_dir) / name
+    if not path.exists():
+        refuse_in_records_only(f"the weights {name} of run {config.key()}")
+    with np.load(path) as z:
         return {k: torch.from_numpy(z[k]) for k in z.files}
 
 
@@ -282,6 +315,7 @@ class SweepPool:
                 self._ready.append((tag, record))
                 self._n_cached += 1
             else:
+                refuse_in_records_only(f"run {key} ({config.as_dict()})")
                 self._tags[key], self._queued[key] = [tag], config
                 new.append(config)
         if new and self.progress:

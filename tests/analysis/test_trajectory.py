@@ -1,6 +1,10 @@
+import json
+
 import numpy as np
+import pytest
 
 from geofact.analysis.trajectory import Point, analyse_grid, final_values, train_grid, value_at_steps
+from geofact.training.sweep import RECORDS_ONLY_ENV, RecordMissing
 from geofact.training.grid import CapacityGrid
 
 GRID = CapacityGrid(N=16, R_values=[1], d_values=[8], seeds=[0], lr=1e-2, batch_size=16, max_steps=30, checkpoints=[0, 10])
@@ -9,7 +13,8 @@ GRID = CapacityGrid(N=16, R_values=[1], d_values=[8], seeds=[0], lr=1e-2, batch_
 def test_every_checkpoint_and_the_final_state_are_analysed(tmp_path):
     records = train_grid(GRID, tmp_path)
     seen = []
-    points = analyse_grid(GRID, records, tmp_path, lambda m: seen.append(m.step) or {"norm": float(m.weights["E_out"].norm())})
+    points = analyse_grid(GRID, records, tmp_path, lambda m: seen.append(m.step) or {"norm": float(m.weights["E_out"].norm())},
+                          "norm", {})
     assert sorted(seen, key=lambda s: -1 if s is None else s) == [None, None, 0, 0, 10, 10]  # learned and frozen: 2 checkpoints + final each
     pts = points["learned", 1, 8, 0]
     assert [(p.step, p.final) for p in pts] == [(0, False), (10, False), (30, True)]
@@ -23,3 +28,25 @@ def test_a_run_that_stopped_keeps_its_final_value():
     assert np.allclose(value_at_steps(pts, "m", [0, 40, 100]), [0.1, 0.9, 0.9])
     assert np.isnan(value_at_steps(pts, "m", [20])[0])  # no checkpoint there and not yet stopped
     assert value_at_steps(pts, "loss", [0]).tolist() == [5.0]
+
+
+def norm(model) -> dict:
+    return {"norm": float(model.weights["E_out"].norm()), "rows": model.weights["E_out"].norm(dim=0)[:3].tolist()}
+
+
+def test_analyses_are_cached_as_records_and_pages_can_execute_from_them_without_weights(tmp_path, monkeypatch):
+    records = train_grid(GRID, tmp_path)
+    first = analyse_grid(GRID, records, tmp_path, norm, "norm", {"p": 1})
+    assert len(list((tmp_path / "analyses" / "norm").glob("*.json"))) == 6  # 2 runs x (2 checkpoints + final)
+    for weights in tmp_path.glob("*.npz"):  # what stays on the node: only the JSON records travel
+        weights.unlink()
+    monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
+    assert train_grid(GRID, tmp_path) == records
+    again = analyse_grid(GRID, records, tmp_path, norm, "norm", {"p": 1})
+    assert again == first and isinstance(again["learned", 1, 8, 0][-1].values["rows"], list)
+    with pytest.raises(RecordMissing, match="weights .* not among the records"):  # other parameters: computed afresh
+        analyse_grid(GRID, records, tmp_path, norm, "norm", {"p": 2})
+    with pytest.raises(RecordMissing, match="run .* not among the records"):
+        train_grid(GRID.__class__(**{**GRID.__dict__, "seeds": [1]}), tmp_path)
+    record = json.loads(next((tmp_path / "analyses" / "norm").glob("*-final-*.json")).read_text())
+    assert record["params"] == {"p": 1} and record["provenance"]["device"]

@@ -1,0 +1,90 @@
+"""geofact pack / unpack: JSON records, results and pages travel; weights and in-flight states do not."""
+
+import io
+import json
+import tarfile
+
+import nbformat
+import pytest
+
+from geofact.pack import MANIFEST, pack, pack_members, unpack
+from geofact.project import Project
+
+
+def page(profile: str) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["geofact"] = {"profile": profile}
+    return nbformat.writes(nb)
+
+
+def machine(root, files: dict[str, str]) -> Project:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return Project(root)
+
+
+NODE = {
+    ".geofact/runs/abc.json": json.dumps({"steps": 3, "provenance": {"device": "cuda:0 (NVIDIA H100 80GB HBM3)"}}),
+    ".geofact/runs/abc.npz": "weights",
+    ".geofact/runs/abc-step10.npz": "weights",
+    ".geofact/runs/groups/ff.json": "{}",
+    ".geofact/runs/groups/ff.npz": "state",
+    ".geofact/runs/analyses/readouts/abc-final-01.json": json.dumps({"values": {"s": 1.0}}),
+    "results/paper/exp-readout.json": json.dumps({"claims": {}, "provenance": {"device": "cuda:0 (NVIDIA H100 80GB HBM3)"}}),
+    "results/laptop/exp-readout.json": "{}",
+    "book/exp-readout.ipynb": page("paper"),
+    "book/exp-capacity.ipynb": page("laptop"),
+}
+
+
+def test_pack_takes_records_results_and_pages_of_the_profile_and_unpack_puts_them_in_place(tmp_path):
+    node = machine(tmp_path / "node", NODE)
+    assert sorted(map(str, pack_members(node, "paper"))) == [
+        ".geofact/runs/abc.json", ".geofact/runs/analyses/readouts/abc-final-01.json",
+        "book/exp-readout.ipynb", "results/paper/exp-readout.json"]
+    done = pack(node, tmp_path / "paper.tar.gz", "paper")
+    assert done.files == 4 and done.bytes_out > 0
+    here = machine(tmp_path / "here", {"book/exp-readout.ipynb": page("laptop")})  # a checkout with the laptop page
+    got = unpack(here, done.path)
+    assert sorted(got.written) == sorted(map(str, pack_members(node, "paper")))  # the page of another profile is replaced
+    assert got.manifest["devices"] == ["cuda:0 (NVIDIA H100 80GB HBM3)"]
+    for name in got.written:
+        assert (here.root / name).read_bytes() == (node.root / name).read_bytes()
+    assert not list(here.runs_dir.rglob("*.npz"))
+    again = unpack(here, done.path)
+    assert again.written == [] and len(again.identical) == 4
+
+
+def test_unpack_refuses_clashing_records_unless_forced(tmp_path):
+    node = machine(tmp_path / "node", NODE)
+    archive = pack(node, tmp_path / "p.tar.gz", "paper").path
+    here = machine(tmp_path / "here", {".geofact/runs/abc.json": "{}"})
+    with pytest.raises(ValueError, match="differ from those in place.*--force"):
+        unpack(here, archive)
+    assert (here.runs_dir / "abc.json").read_text() == "{}" and not (here.root / "results").exists()  # nothing written
+    unpack(here, archive, force=True)
+    assert (here.runs_dir / "abc.json").read_text() == NODE[".geofact/runs/abc.json"]
+
+
+def forged(path, files: dict[str, bytes], manifest: dict) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, blob in [(MANIFEST, json.dumps(manifest).encode()), *files.items()]:
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+
+
+@pytest.mark.parametrize("name,problem", [("../evil.json", "outside"), ("notebooks/x.py", "outside"),
+                                          (".geofact/runs/a.json", "does not match its sha256")])
+def test_unpack_refuses_paths_outside_the_project_and_damaged_files(tmp_path, name, problem):
+    manifest = {"schema": "geofact.pack/1", "files": {name: "0" * 64}}
+    forged(tmp_path / "bad.tar.gz", {name: b"{}"}, manifest)
+    with pytest.raises(ValueError, match=problem):
+        unpack(Project(tmp_path / "here"), tmp_path / "bad.tar.gz")
+    assert not (tmp_path / "evil.json").exists()
+
+
+def test_pack_with_nothing_to_pack_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="nothing to pack"):
+        pack(Project(tmp_path), tmp_path / "p.tar.gz", "paper")
