@@ -17,6 +17,7 @@ import io
 import json
 import tarfile
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -97,12 +98,15 @@ def unpack(project: Project, archive: Path, force: bool = False) -> Unpacked:
     """Check `archive` (manifest, sha256 of every file, no path outside the project) and put its files in
     place. Its pages replace those in book/ (which holds the pages of one profile); a record or results
     file already there with other contents is an error naming it, unless `force`."""
-    with tarfile.open(archive, "r:gz") as tar:
-        blobs = {}
-        for info in tar.getmembers():
-            if not info.isfile():
-                raise ValueError(f"{archive}: {info.name!r} is not a plain file; not a geofact pack")
-            blobs[info.name] = tar.extractfile(info).read()
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            blobs = {}
+            for info in tar.getmembers():
+                if not info.isfile():
+                    raise ValueError(f"{archive}: {info.name!r} is not a plain file; not a geofact pack")
+                blobs[info.name] = tar.extractfile(info).read()
+    except (tarfile.TarError, EOFError, zlib.error) as exc:  # truncated or not a .tar.gz at all
+        raise ValueError(f"{archive} is not a readable .tar.gz (a truncated copy?): {exc}") from None
     if MANIFEST not in blobs:
         raise ValueError(f"{archive} has no {MANIFEST}: not made by `geofact pack`")
     manifest = json.loads(blobs.pop(MANIFEST))

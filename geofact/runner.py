@@ -77,9 +77,10 @@ UNFINISHED_ERRORS = ("BudgetSpent", "RecordMissing")  # exception names that lea
 class RunUnfinished(RuntimeError):
     """Pages were left unfinished (see PageInterrupted); the others were executed."""
 
-    def __init__(self, done: list[str], unfinished: list[str]) -> None:
-        self.done, self.unfinished = done, unfinished
-        super().__init__(f"{len(done)} page(s) executed ({', '.join(done) or 'none'}); unfinished: {', '.join(unfinished)}. "
+    def __init__(self, done: list[str], unfinished: list[tuple[str, str]]) -> None:
+        self.done, self.unfinished = done, [name for name, _ in unfinished]
+        super().__init__(f"{len(done)} page(s) executed ({', '.join(done) or 'none'}); unfinished: "
+                         + "; ".join(f"{name} ({why})" for name, why in unfinished) + ". "
                          f"Past a time budget, their finished training is cached and the groups in flight are "
                          f"checkpointed: run the same command again to resume. Executed from records alone "
                          f"(--records-only), a page whose records are missing must run where the weights are.")
@@ -205,7 +206,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
             if executed.exists():
                 failed.write_bytes(executed.read_bytes())
             if exc.ename in UNFINISHED_ERRORS:
-                raise PageInterrupted(f"notebook {name!r} left unfinished ({exc.ename}): {exc.evalue}") from None
+                raise PageInterrupted(f"{exc.ename}: {exc.evalue}") from None
             raise NotebookError(
                 f"notebook {name!r} failed in cell {exc.cell_index} (execution count {exc.exec_count}) "
                 f"at profile {profile!r}: {exc.ename}: {exc.evalue}\n  executed copy: {failed}"
@@ -298,7 +299,7 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
 
 
 def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int,
-              at_once: int) -> tuple[list[RunRecord], list[str]]:
+              at_once: int) -> tuple[list[RunRecord], list[tuple[str, str]]]:
     """Execute one unit's pages in turn (in a worker process of `run`), each kernel on `threads` threads:
     side by side, kernels that each used every core would make their threads wait on each other (a
     page's sweeps still start one single-thread worker per core, so that a page training alone keeps
@@ -309,18 +310,19 @@ def _run_unit(root: str, names: list[str], profile: str, device: str, threads: i
     return _run_pages(Project(Path(root)), names, profile, device)
 
 
-def _run_pages(project: Project, names: list[str], profile: str, device: str, bar=None) -> tuple[list[RunRecord], list[str]]:
-    """Execute pages in turn: (records of those executed, names of those left unfinished at the deadline)."""
+def _run_pages(project: Project, names: list[str], profile: str, device: str,
+               bar=None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
+    """Execute pages in turn: (records of those executed, (name, why) of those left unfinished)."""
     records, unfinished = [], []
     for name in names:
         if past_deadline():
-            unfinished.append(name)
+            unfinished.append((name, "not started: the time budget was spent"))
             continue
         try:
             records.append(_run_one(project, name, profile, device))
         except PageInterrupted as exc:
-            tqdm.write(f"  {exc}")
-            unfinished.append(name)
+            tqdm.write(f"  {name}: left unfinished: {exc}")
+            unfinished.append((name, str(exc)))
         if bar is not None:
             bar.update()
     return records, unfinished
@@ -367,7 +369,7 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     if records_only:
         os.environ[RECORDS_ONLY_ENV] = "1"
     records: list[RunRecord] = []
-    unfinished: list[str] = []
+    unfinished: list[tuple[str, str]] = []
     bar = tqdm(total=len(names), desc=f"geofact run ({profile})", unit="notebook")
     if jobs == 1:
         records, unfinished = _run_pages(project, names, profile, device, bar)
@@ -392,5 +394,5 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     bar.close()
     write_status_page(project)
     if unfinished:
-        raise RunUnfinished([r.notebook for r in records], sorted(unfinished, key=names.index))
+        raise RunUnfinished([r.notebook for r in records], sorted(unfinished, key=lambda u: names.index(u[0])))
     return records

@@ -88,3 +88,10 @@ def test_unpack_refuses_paths_outside_the_project_and_damaged_files(tmp_path, na
 def test_pack_with_nothing_to_pack_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="nothing to pack"):
         pack(Project(tmp_path), tmp_path / "p.tar.gz", "paper")
+
+
+def test_a_truncated_archive_is_a_clear_error(tmp_path):
+    archive = pack(machine(tmp_path / "node", NODE), tmp_path / "p.tar.gz", "paper").path
+    (tmp_path / "cut.tar.gz").write_bytes(archive.read_bytes()[:-100])
+    with pytest.raises(ValueError, match="not a readable .tar.gz"):
+        unpack(Project(tmp_path / "here"), tmp_path / "cut.tar.gz")
