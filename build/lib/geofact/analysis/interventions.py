@@ -1,0 +1,111 @@
+"""Causal interventions (Section 5.1, Appendix B.3 "Causal interventions").
+
+For a subject x and relation r, swap the attribute g_r(x) for another y' by the minimum-norm change
+of the hidden state that moves the relation-r readout by Delta a = a_{y'} - a_{g_r(x)}:
+
+    delta = Delta a  W_r^+          (W_r: the readout map of relation r fitted on h; W_r^+ its rank-k pseudoinverse)
+
+The change represents an edit of the subject, so it is added to the hidden state of every relation's
+query about x; the model's remaining computation (MLP, unembedding) runs on the edited states.
+
+    A = fraction of edits after which the prediction for r is y'          (the model follows the swap)
+    C = fraction of (edit, r' != r) after which the prediction for r' is unchanged   (the others stay)
+    selectivity = sqrt(A C)
+
+The rank k of the pseudoinverse is swept: small singular values of W_r make the full pseudoinverse
+amplify directions the readout barely uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from geofact.analysis.readout import linear_readout, split_subjects
+from geofact.analysis.trained import Target, TrainedModel
+
+
+def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
+    """Moore-Penrose pseudoinverse of W (d, m) from its top-k singular triplets: (m, d)."""
+    return _pinv_from_svd(torch.linalg.svd(W, full_matrices=False), k)
+
+
+def _pinv_from_svd(svd: tuple[torch.Tensor, torch.Tensor, torch.Tensor], k: int) -> torch.Tensor:
+    U, S, Vh = svd
+    if not 1 <= k <= len(S):
+        raise ValueError(f"k must be in [1, {len(S)}], got {k}")
+    return Vh[:k].T @ torch.diag(1.0 / S[:k]) @ U[:, :k].T
+
+
+@dataclass(frozen=True)
+class Selectivity:
+    k: int
+    follows: float  # A
+    stays: float  # C
+
+    @property
+    def score(self) -> float:
+        return (self.follows * self.stays) ** 0.5
+
+
+def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[torch.Tensor], torch.Tensor],
+              maps: list[torch.Tensor], vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
+              ks: list[int]) -> list[Selectivity]:
+    """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at each rank in ks.
+
+    hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (R, n, d) to
+    predicted ids (R, n), relation by relation; maps[r] (d, m): the readout W_r; vectors (N, m): a_y.
+    Each W_r is decomposed once for all ranks.
+    """
+    R = hidden.shape[0]
+    h = hidden[:, subjects]  # (R, n, d)
+    svds = [torch.linalg.svd(W, full_matrices=False) for W in maps]
+    shifts = [vectors[new_answers[:, r]] - vectors[answers[r, subjects]] for r in range(R)]  # Delta a, (n, m) each
+    out = []
+    for k in ks:
+        follows = stays = stays_total = 0
+        for r in range(R):
+            delta = shifts[r] @ _pinv_from_svd(svds[r], k)  # (n, d)
+            predicted = predict(h + delta[None])  # (R, n): every relation's query on the edited subject
+            follows += int((predicted[r] == new_answers[:, r]).sum())
+            others = [q for q in range(R) if q != r]
+            stays += int((predicted[others] == answers[others][:, subjects]).sum())
+            stays_total += len(others) * len(subjects)
+        n = R * len(subjects)
+        out.append(Selectivity(k, follows / n, stays / stays_total if stays_total else 1.0))
+    return out
+
+
+def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> torch.Tensor:
+    """For each subject and relation a new attribute y' != g_r(x), uniform over the other N - 1: (n, R)."""
+    R, N = answers.shape
+    g = torch.Generator().manual_seed(seed)
+    offset = torch.randint(1, N, (len(subjects), R), generator=g)
+    return (answers[:, subjects].T + offset) % N
+
+
+def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2, alpha: float = 1e-3,
+                      seed: int = 0, target: Target = "unembedding") -> list[Selectivity]:
+    """Selectivity of rank-k edits of one trained run's hidden states, for each k in `ks`.
+
+    The readout maps W_r are fitted from h to the `target` attribute vectors on the training subjects
+    (geofact.analysis.readout, same split as `model_readouts`); every held-out subject gets one random
+    swap per relation.
+    """
+    d = model.config.d
+    if not ks or not all(1 <= k <= d for k in ks):
+        raise ValueError(f"ks must be a non-empty list of ranks in [1, d={d}], got {ks}")
+    train = split_subjects(model.config.N, held_out, seed)
+    hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
+    maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
+    subjects = torch.nonzero(~train).flatten()
+    new = random_swaps(answers, subjects, seed)
+    return intervene(hidden, answers, model.predict, maps, vectors, subjects, new, ks)
+
+
+def rank_grid(d: int, points: int = 32) -> list[int]:
+    """Ranks 1..d to sweep: every rank when d <= points, else about `points` evenly spaced, d included."""
+    step = max(1, d // points)
+    return sorted({*range(step, d + 1, step), 1, d})

@@ -1,0 +1,110 @@
+"""Linear readout (Section 5.1, Appendix B.3 "Linear readout"): per relation r a ridge map W_r with
+features_x W_r ~ a_{g_r(x)}, fitted on training subjects and scored on held-out subjects by
+classification: the prediction is the attribute whose vector is nearest (cosine) among all N.
+
+The attribute vector a_y is, by default, the output unembedding of entity y (a column of E_out): the
+direction the model's final state must point to for y to win the softmax. The paper does not say
+which vector it is in a model with separate input and output embeddings, so `target="embedding"`
+reads out the input embedding of y instead (geofact.analysis.trained.TARGETS). The features are the
+subject's input embedding s_x, or the post-attention hidden state h(x, r) at the answer position.
+
+With uniform attention h(x, r) = e_r + (rms(s_x) + rms(e_r)) diag(g) W_V W_O / 2: for a fixed r, an
+affine function of the normalised s_x. An affine readout from h can therefore never beat one from
+rms(s_x), and where W_V W_O has full rank the two coincide (up to the ridge penalty).
+The map is affine (the intercept is not penalised): h(x, r) carries the relation's own embedding, a
+constant offset for fixed r.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from geofact.analysis.trained import Target, TrainedModel
+
+
+def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Affine ridge regression: (W, b) minimising |X W + b - Y|^2 + alpha |W|^2. X (n, d), Y (n, k)."""
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    x_mean, y_mean = X.mean(0), Y.mean(0)
+    Xc, Yc = X - x_mean, Y - y_mean
+    gram = Xc.T @ Xc + alpha * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)  # (d, d)
+    W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution  # lstsq: a singular gram (alpha = 0, n < d) still solves
+    return W, y_mean - x_mean @ W
+
+
+def nearest(pred: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """Index of the row of `vectors` (N, k) with the highest cosine to each row of pred (n, k)."""
+    return (torch.nn.functional.normalize(pred, dim=-1) @ torch.nn.functional.normalize(vectors, dim=-1).T).argmax(-1)
+
+
+@dataclass(frozen=True)
+class Readout:
+    accuracy: torch.Tensor  # (R,) held-out classification accuracy per relation
+    maps: list[tuple[torch.Tensor, torch.Tensor]]  # (W_r (d, k), b_r (k,)) per relation, fitted on training subjects
+
+    @property
+    def mean(self) -> float:
+        return float(self.accuracy.mean())
+
+
+def split_subjects(N: int, held_out: float, seed: int) -> torch.Tensor:
+    """Boolean (N,) mask of training subjects; a `held_out` fraction (at least one subject) is left out."""
+    if not 0 < held_out < 1:
+        raise ValueError(f"held_out must be in (0, 1), got {held_out}")
+    n_test = max(1, round(held_out * N))
+    if n_test >= N:
+        raise ValueError(f"held_out={held_out} leaves no training subject at N={N}")
+    order = torch.randperm(N, generator=torch.Generator().manual_seed(seed))
+    train = torch.ones(N, dtype=torch.bool)
+    train[order[:n_test]] = False
+    return train
+
+
+def linear_readout(features: torch.Tensor, answers: torch.Tensor, vectors: torch.Tensor, train: torch.Tensor,
+                   alpha: float = 1e-3) -> Readout:
+    """Per-relation ridge readout scored on held-out subjects.
+
+    features (R, N, d): features[r, x] is the input for subject x under relation r (the same s_x for
+    every r, or h(x, r)); answers (R, N): g_r(x); vectors (N, k): the attribute vectors; train (N,)
+    bool: the subjects to fit on (the rest are scored).
+    """
+    R, N, _ = features.shape
+    if answers.shape != (R, N) or train.shape != (N,):
+        raise ValueError(f"answers must be (R, N) = {(R, N)} and train (N,), got {tuple(answers.shape)} and {tuple(train.shape)}")
+    test = ~train
+    accuracy, maps = [], []
+    for r in range(R):
+        W, b = ridge(features[r, train], vectors[answers[r, train]], alpha)
+        predicted = nearest(features[r, test] @ W + b, vectors)
+        accuracy.append((predicted == answers[r, test]).double().mean())
+        maps.append((W, b))
+    return Readout(torch.stack(accuracy), maps)
+
+
+READOUTS = {
+    "s": "subject embedding s_x",
+    "h": "hidden state h(x, r)",
+    "random": "random vectors in place of s_x (baseline)",
+    "shuffled": "s_x against another subject's attributes (baseline)",
+}
+
+
+def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0,
+                   target: Target = "unembedding") -> dict[str, Readout]:
+    """The readouts of READOUTS on one trained run, all on the same held-out subjects.
+
+    The two baselines calibrate the scoring: features with no information (random Gaussian vectors
+    of the same shape) and targets with no relation to the features (the attributes of a randomly
+    permuted subject) must both read out at about chance, 1/N.
+    """
+    R, N = model.config.R, model.config.N
+    train = split_subjects(N, held_out, seed)
+    g = torch.Generator().manual_seed(seed)
+    s = model.subject_embeddings.expand(R, -1, -1)  # (R, N, d): the same s_x for every relation
+    answers, vectors = model.answers, model.attribute_vectors(target)
+    features = {"s": s, "h": model.hidden_states(), "random": torch.randn(s.shape, generator=g), "shuffled": s}
+    targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, torch.randperm(N, generator=g)]}
+    return {name: linear_readout(features[name], targets[name], vectors, train, alpha) for name in READOUTS}

@@ -1,0 +1,88 @@
+"""One trained single-hop run as the mechanism analyses read it (Section 5.1, Appendix B.3).
+
+The three objects the analyses relate: the subject's input embedding s_x (a row of E_ent), the
+post-attention hidden state h(x, r) at the answer position, and the attribute vector a_y. The paper
+does not say which vector a_y is in a model with separate input and output embeddings (Appendix B),
+so both are offered (`TARGETS`): the output unembedding of entity y (a column of E_out, the direction
+the final state must point to for y to win) and the input embedding of y (a row of E_ent, the vector
+the model reads when y is a subject).
+
+A TrainedModel is a run's final weights or, with `step`, its weights at a training checkpoint
+(geofact.training.sweep keeps them): the analyses run the same way on both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from geofact.task import SharedAttributeTask
+from geofact.training.config import TrainConfig
+from geofact.training.model import head, hidden
+from geofact.training.sweep import load_weights
+
+Target = Literal["unembedding", "embedding"]
+TARGETS: dict[str, str] = {
+    "unembedding": "a_y = output unembedding of y (column of E_out)",
+    "embedding": "a_y = input entity embedding of y (row of E_ent)",
+}
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    config: TrainConfig
+    weights: dict[str, torch.Tensor]  # one run's parameters, as train_group returns them (no run dimension)
+    step: int | None = None  # the checkpoint these weights are (None: the run's final weights)
+
+    @classmethod
+    def load(cls, cache_dir: Path, config: TrainConfig, step: int | None = None) -> "TrainedModel":
+        """A run from the run cache (geofact.training.sweep, trained with save_weights=True), final or at `step`."""
+        return cls(config, load_weights(cache_dir, config, step), step)
+
+    @cached_property  # drawn and validated once: every analysis and accuracy() reads it
+    def answers(self) -> torch.Tensor:
+        """(R, N): g_r(x), the bijections the run was trained on."""
+        c = self.config
+        return torch.as_tensor(SharedAttributeTask.random(c.N, c.R, c.bijection_seed).bijections)
+
+    @property
+    def subject_embeddings(self) -> torch.Tensor:
+        """(N, d): s_x."""
+        return self.weights["E_ent"]
+
+    def attribute_vectors(self, target: Target = "unembedding") -> torch.Tensor:
+        """(N, d): a_y for every entity y, as `target` defines it (TARGETS)."""
+        if target == "unembedding":
+            return self.weights["E_out"].T
+        if target == "embedding":
+            return self.weights["E_ent"]
+        raise ValueError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
+
+    def _stacked(self) -> dict[str, torch.Tensor]:
+        return {k: v[None] for k, v in self.weights.items()}
+
+    @torch.no_grad()
+    def hidden_states(self, embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        """(R, N, d): h(x, r) for every subject and relation; `embeddings` (N, d) replaces s_x if given."""
+        p = self._stacked()
+        if embeddings is not None:
+            p["E_ent"] = embeddings[None].to(p["E_ent"].dtype)
+        N, R = self.config.N, self.config.R
+        tokens = torch.stack([torch.arange(N).repeat(R), N + torch.arange(R).repeat_interleave(N)], 1)  # (R N, 2)
+        return hidden(p, tokens[None])[0].view(R, N, -1)
+
+    @torch.no_grad()
+    def predict(self, h: torch.Tensor) -> torch.Tensor:
+        """Predicted entity ids (...) from hidden states (..., d): the MLP block and unembedding, argmax."""
+        shape = h.shape[:-1]
+        return head(self._stacked(), h.reshape(1, -1, h.shape[-1]))[0].argmax(-1).view(shape)
+
+    def accuracy(self, embeddings: torch.Tensor | None = None, answers: torch.Tensor | None = None) -> float:
+        """Fraction of the N R facts answered right, optionally with other subject embeddings / bijections."""
+        answers = self.answers if answers is None else answers
+        return float((self.predict(self.hidden_states(embeddings)) == answers).double().mean())
+

@@ -1,0 +1,142 @@
+"""The mechanism analyses along training: every run of a capacity grid, at each kept checkpoint and at
+its stop (Section 5.1 takes them once, after training; the trajectory shows whether the structure is
+there before, and from when).
+
+    records = train_grid(grid, cache)                     # trains what is missing, keeps the checkpoints
+    points = analyse_grid(grid, records, cache, fn, "name", params)  # fn(TrainedModel) -> {metric: value}
+    finals = final_values(grid, points, "s")              # {regime: (R, d, seed)} at the stop rule
+    curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps
+
+A run that met the stop rule before a checkpoint step has no checkpoint there: its state from then on
+is its final one, so `value_at_steps` carries the final value forward.
+
+Each state's analysis is cached as a JSON record (`analysis_path`) under the analysis' name, its
+parameters and a hash of the analysis code, so that a page executes from records alone (without the
+weights, which stay on the machine that trained them: `geofact pack`), and a change of parameters or
+code computes afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import geofact
+from geofact.analysis.trained import TrainedModel
+from geofact.notebook import progress
+from geofact.report import to_jsonable
+from geofact.training.grid import CapacityGrid
+from geofact.training.sweep import provenance, read_json, run_sweep, write_json
+
+SCHEMA = "geofact.analysis.state/1"
+
+Key = tuple[str, int, int, int]  # (regime, R, d, seed)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One state of one run: a checkpoint, or the run's final weights."""
+
+    step: int  # updates so far
+    loss: float  # training loss of that step's batch
+    accuracy: float  # over all N R facts
+    final: bool  # the state at the stop rule (or the step budget)
+    values: dict[str, Any]  # the analysis' metrics (numbers, or JSON-able data such as a sweep)
+
+    def get(self, metric: str) -> float:
+        """A metric of the analysis, or the state's own "loss" / "accuracy"."""
+        return getattr(self, metric) if metric in ("loss", "accuracy") else self.values[metric]
+
+
+def train_grid(grid: CapacityGrid, cache_dir: Path, device: str = "cpu") -> dict[Key, dict]:
+    """{key: run record} of every run of the grid, training (with the grid's checkpoints) what is missing."""
+    configs = grid.configs()
+    return dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device, checkpoints=grid.checkpoints)))
+
+
+def analysis_code_hash(analyse: Callable) -> str:
+    """sha256 of the code an analysis runs: the geofact.analysis package and the function's own source."""
+    h = hashlib.sha256()
+    for path in sorted((Path(geofact.__file__).parent / "analysis").glob("*.py")):
+        h.update(path.read_bytes())
+    try:
+        h.update(inspect.getsource(analyse).encode())
+    except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
+        h.update(getattr(analyse, "__qualname__", repr(analyse)).encode())
+    return h.hexdigest()
+
+
+def analysis_path(cache_dir: Path, name: str, config, step: int | None, params: dict, code: str) -> Path:
+    """Where one state's analysis record lives: by analysis, run, state and (parameters, code)."""
+    digest = hashlib.sha256(json.dumps({"params": params, "code": code}, sort_keys=True).encode()).hexdigest()[:16]
+    state = "final" if step is None else f"step{step}"
+    return Path(cache_dir) / "analyses" / name / f"{config.key()}-{state}-{digest}.json"
+
+
+def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[TrainedModel], dict[str, Any]],
+                  name: str, params: dict, final_accuracy: float | None = None) -> dict:
+    """One state's analysis record (see the module docstring): cached, or computed from the run's weights
+    (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) and cached."""
+    code = analysis_code_hash(analyse)
+    path = analysis_path(cache_dir, name, config, step, params, code)
+    record = read_json(path, SCHEMA, config.as_dict())
+    if record is None:
+        model = TrainedModel.load(cache_dir, config, step)
+        accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()
+        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": code,
+                  "step": step, "accuracy": accuracy, "values": to_jsonable(analyse(model)),
+                  "provenance": provenance(torch.device("cpu"))}
+        write_json(path, record)
+    return record
+
+
+def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
+                 analyse: Callable[[TrainedModel], dict[str, Any]], name: str, params: dict,
+                 desc: str = "analyses", checkpoints: bool = True, keys: list[Key] | None = None) -> dict[Key, list[Point]]:
+    """`analyse` on every run's checkpoints (if `checkpoints`) and final weights; models load one at a
+    time (a paper-scale grid does not fit in memory at once). `keys` restricts it to some runs.
+
+    Results are cached per state as JSON records under `name` and `params` (every parameter the
+    analysis reads besides the model: they key the cache, with a hash of the analysis code), so the
+    values `analyse` returns must be JSON-able (numbers, lists, dicts)."""
+    configs = grid.configs()
+    keys = list(configs) if keys is None else keys
+    wanted = set(grid.checkpoints) if checkpoints else set()  # a run cached with more checkpoints shows only the grid's
+    states = [(key, cp["step"], cp["loss"]) for key in keys for cp in records[key].get("checkpoints", []) if cp["step"] in wanted]
+    states += [(key, None, records[key]["final_loss"]) for key in keys]
+    out: dict[Key, list[Point]] = {key: [] for key in keys}
+    for key, step, loss in progress(states, desc=desc):
+        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"])
+        final = step is None
+        out[key].append(Point(records[key]["steps"] if final else step, float(loss), record["accuracy"], final,
+                              record["values"]))
+    for points in out.values():
+        points.sort(key=lambda p: (p.step, p.final))
+    return out
+
+
+def final_values(grid: CapacityGrid, points: dict[Key, list[Point]], metric: str) -> dict[str, np.ndarray]:
+    """{regime: (R, d, seed)} of a metric at each run's stop."""
+    return grid.by_cell({key: pts[-1].get(metric) for key, pts in points.items()})
+
+
+def value_at_steps(points: list[Point], metric: str, steps: list[int]) -> np.ndarray:
+    """One run's metric at each of `steps` (its checkpoints; its final value once it has stopped)."""
+    final = points[-1]
+    by_step = {p.step: p.get(metric) for p in points if not p.final}
+    out = []
+    for t in steps:
+        if t in by_step:
+            out.append(by_step[t])
+        elif t >= final.step:
+            out.append(final.get(metric))
+        else:
+            out.append(np.nan)
+    return np.array(out, dtype=float)

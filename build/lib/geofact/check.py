@@ -1,0 +1,134 @@
+"""`geofact check`: the committed book and results are fresh and clean.
+
+A page or results file is *stale* when, since it ran,
+* its notebook source changed (sha256 of notebooks/<name>.py),
+* the parameters its profile now gives differ from those it ran with, or
+* any geofact module the notebook imported changed (sha256 of each module's source).
+A page is *broken* when it holds an error output. A page or results file is *unreproducible* when the
+commit its provenance names is not in this checkout's history, so nobody can check out the code that
+made it (work executed on commits that never landed); judged only in a full, non-shallow git clone. The status page must equal what the ledger and
+results generate, and every notebook must be a page of the table of contents.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import yaml
+
+from geofact.ledger import load_ledger
+from geofact.project import Project
+from geofact.provenance import module_hashes, sha256_file
+from geofact.runner import expected_parameters
+from geofact.status import render_status
+
+
+def _staleness(project: Project, name: str, meta: dict[str, Any], what: str) -> list[str]:
+    problems = []
+    if meta.get("notebook_sha256") != sha256_file(project.source(name)):
+        problems.append(f"{what}: stale, notebooks/{name}.py changed since it ran")
+    try:
+        expected = expected_parameters(project, name, meta["profile"], meta.get("device_arg"))
+    except ValueError as exc:
+        return problems + [f"{what}: {exc}"]
+    if expected != meta.get("parameters"):
+        problems.append(
+            f"{what}: stale, profile {meta['profile']!r} now gives parameters {expected}, it ran with {meta.get('parameters')}"
+        )
+    recorded = meta.get("modules", {})
+    changed = sorted(m for m, h in module_hashes(list(recorded)).items() if recorded[m] != h)
+    if changed:
+        problems.append(f"{what}: stale, library modules changed since it ran: {changed}")
+    return problems
+
+
+def _history(root: Path):
+    """A test `commit -> bool` (is it HEAD or an ancestor of HEAD), or None where that cannot be judged:
+    outside a git work tree, or in a shallow clone whose history stops short."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        return None  # not a repository (no output) or a shallow one ("true")
+    known: dict[str, bool] = {}
+
+    def in_history(commit: str) -> bool:
+        if commit not in known:
+            known[commit] = git("merge-base", "--is-ancestor", commit, "HEAD").returncode == 0
+        return known[commit]
+    return in_history
+
+
+def _unreproducible(meta: dict[str, Any], what: str, in_history) -> list[str]:
+    if in_history is None:
+        return []
+    commit = str(meta.get("git_commit", "unknown")).removesuffix("+dirty")
+    if in_history(commit):
+        return []
+    return [f"{what}: made at commit {commit[:12]}, which is not in this checkout's history; run `geofact run` and commit"]
+
+
+def _error_outputs(nb: nbformat.NotebookNode) -> list[int]:
+    return [i for i, cell in enumerate(nb.cells) for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+
+
+def check(project: Project) -> list[str]:
+    """All problems found; empty when the book and results are fresh and clean."""
+    problems: list[str] = []
+    names = project.notebooks()
+    in_history = _history(project.root)
+    toc = yaml.safe_load(project.toc_path.read_text())
+    toc_files = {entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])}
+    for name in names:
+        if name not in toc_files:
+            problems.append(f"notebook {name}: not listed in _toc.yml")
+        page = project.page(name)
+        if not page.exists():
+            problems.append(f"page book/{name}.ipynb: missing, run `geofact run {name}`")
+            continue
+        nb = nbformat.read(page, as_version=4)
+        meta = nb.metadata.get("geofact")
+        if not meta:
+            problems.append(f"page book/{name}.ipynb: has no geofact provenance (not produced by `geofact run`)")
+            continue
+        for cell in _error_outputs(nb):
+            problems.append(f"page book/{name}.ipynb: cell {cell} holds an error output")
+        problems += _staleness(project, name, meta, f"page book/{name}.ipynb")
+        problems += _unreproducible(meta, f"page book/{name}.ipynb", in_history)
+        results = project.results(meta["profile"], name)
+        if not results.exists():
+            problems.append(f"page book/{name}.ipynb: its results file {results.relative_to(project.root)} is missing")
+
+    ledger_ids = {c.id for c in load_ledger(project.ledger_path)}
+    for path in sorted(project.results_dir.glob("*/*.json")):
+        if path.parent.name == "interactive":
+            continue
+        rel = path.relative_to(project.root)
+        data = json.loads(path.read_text())
+        if path.stem not in names:
+            problems.append(f"{rel}: no notebook notebooks/{path.stem}.py")
+            continue
+        problems += _staleness(project, path.stem, data["provenance"], str(rel))
+        problems += _unreproducible(data["provenance"], str(rel), in_history)
+        unknown = sorted(set(data["claims"]) - ledger_ids)
+        if unknown:
+            problems.append(f"{rel}: claims not in claims.yaml: {unknown}")
+
+    status = project.status_page
+    if not status.exists() or status.read_text() != render_status(project):
+        problems.append(f"{status.relative_to(project.root)}: out of date, run `geofact status`")
+    return problems
+
+
+def main_check(root: Path) -> int:
+    problems = check(Project(root))
+    if problems:
+        print(f"geofact check: {len(problems)} problem(s)")
+        print("\n".join(f"  - {p}" for p in problems))
+        return 1
+    print("geofact check: book and results are fresh and clean")
+    return 0

@@ -1,0 +1,90 @@
+"""Command line: `geofact run`, `geofact check`, `geofact status`, `geofact pack`, `geofact unpack`, `geofact list`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from geofact.project import Project
+
+UNFINISHED = 3  # exit status of `geofact run --budget` when pages are left for the next call
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="geofact", description=__doc__)
+    parser.add_argument("--root", type=Path, default=None, help="geofact checkout (default: found from the current directory)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_run = sub.add_parser("run", help="execute notebooks into the book (all when none are named)")
+    p_run.add_argument("notebooks", nargs="*", help="notebook names, e.g. thm-orthogonal-codes")
+    p_run.add_argument("--profile", default="laptop", help="smoke | laptop | paper (default: laptop)")
+    p_run.add_argument("--device", default="cpu", help="torch device passed to notebooks that declare `device` (default: cpu)")
+    p_run.add_argument("--jobs", type=int, default=1,
+                       help="pages executed at once, sharing the cores (default: 1); pages of the capacity grid run in turn")
+    p_run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                       help="work for at most this long: no page starts after it, training in flight checkpoints and "
+                            "stops (exit status 3); the same command again resumes")
+    p_run.add_argument("--records-only", action="store_true",
+                       help="execute pages from the cached records alone (after `geofact unpack`): nothing trains and "
+                            "no weights are read; a page that would need them is left unfinished (exit status 3)")
+    sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
+    sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
+    sub.add_parser("list", help="list notebooks and profiles")
+    p_pack = sub.add_parser("pack", help="write the run cache's JSON records and a profile's pages and results to "
+                                         "one .tar.gz, without the weights (to carry off a GPU node)")
+    p_pack.add_argument("archive", type=Path, help="the .tar.gz to write")
+    p_pack.add_argument("--profile", default="paper", help="whose results and executed pages to include (default: paper)")
+    p_unpack = sub.add_parser("unpack", help="check a `geofact pack` archive and put its files in place")
+    p_unpack.add_argument("archive", type=Path)
+    p_unpack.add_argument("--force", action="store_true", help="overwrite files in place whose contents differ")
+
+    args = parser.parse_args(argv)
+    project = Project(args.root.resolve()) if args.root else Project.find()
+
+    if args.command == "run":
+        from geofact.runner import NotebookError, RunUnfinished, run
+
+        try:
+            run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
+                records_only=args.records_only)
+        except RunUnfinished as exc:
+            print(f"geofact run: {exc}", file=sys.stderr)
+            return UNFINISHED
+        except (NotebookError, ValueError, RuntimeError) as exc:
+            print(f"geofact run: error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if args.command in ("pack", "unpack"):
+        from geofact.pack import pack, unpack
+
+        try:
+            if args.command == "pack":
+                done = pack(project, args.archive, args.profile)
+                print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> {done.path} "
+                      f"({done.bytes_out / 2**20:.2f} MiB)")
+            else:
+                got = unpack(project, args.archive, args.force)
+                made = got.manifest
+                print(f"geofact unpack: {len(got.written)} files written, {len(got.identical)} already in place; "
+                      f"made at commit {made['git_commit'][:12]} on {'; '.join(made['devices'])} (profile {made['profile']})")
+        except (ValueError, OSError) as exc:
+            print(f"geofact {args.command}: error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "check":
+        from geofact.check import main_check
+
+        return main_check(project.root)
+    if args.command == "status":
+        from geofact.status import write_status_page
+
+        print(write_status_page(project))
+        return 0
+    print("notebooks:", " ".join(project.notebooks()))
+    print("profiles: ", " ".join(sorted(p.stem for p in project.profiles_dir.glob("*.yaml"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

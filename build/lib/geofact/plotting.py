@@ -1,0 +1,42 @@
+"""One figure style for the whole book: call `use_style()` at the top of a notebook."""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+
+# Colour-blind-safe (Okabe-Ito); semantic roles stay fixed across pages.
+COLORS = {
+    "measured": "#0072B2",
+    "paper": "#D55E00",
+    "theory": "#009E73",
+    "bound": "#CC79A7",
+    "baseline": "#7F7F7F",
+    "alt": "#E69F00",
+}
+PAPER_STYLE = {"color": COLORS["paper"], "linestyle": "--", "linewidth": 2}
+
+
+def use_style() -> None:
+    mpl.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "figure.figsize": (6.4, 4.0),
+            "figure.constrained_layout.use": True,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.titlesize": 11,
+            "axes.labelsize": 10,
+            "legend.fontsize": 8.5,
+            "legend.frameon": False,
+            "lines.linewidth": 1.8,
+            "lines.markersize": 5,
+        }
+    )
+
+
+def subplots(ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float = 3.6, **kwargs):
+    """plt.subplots sized per panel, so multi-panel figures keep readable panels."""
+    return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)

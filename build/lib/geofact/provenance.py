@@ -1,0 +1,48 @@
+"""Provenance: which code, parameters and machine produced a page or a result."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import geofact
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def module_hashes(modules: list[str]) -> dict[str, str]:
+    """sha256 of the source of each geofact module (the modules a notebook actually imported)."""
+    out = {}
+    for name in sorted(modules):
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec else None
+        out[name] = sha256_file(Path(origin)) if origin and origin.endswith(".py") else "missing"
+    return out
+
+
+def git_commit(root: Path) -> str:
+    """HEAD commit, with '+dirty' when tracked files other than generated pages/results differ."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+
+    head = git("rev-parse", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!book", ":!results")
+    return head + ("+dirty" if dirty else "")
+
+
+def environment() -> dict[str, str]:
+    return {
+        "geofact": geofact.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "platform": platform.platform(terse=True),
+    }

@@ -1,0 +1,154 @@
+"""Model-steps per second of the stacked trainer against the plain one-run-at-a-time loop.
+
+`benchmark()` trains `runs` runs for `steps` steps at each d (no early stopping), four ways, in one
+process so that the ratios compare like with like:
+
+    plain, torch defaults    reference.train_single before configure_cpu() (what a plain script gets)
+    plain                    reference.train_single after configure_cpu()
+    stacked                  all runs as one train_group
+    default policy           train_group in stacks of sweep.default_group_size (what run_sweep does)
+
+and reports model-steps/s, ratios to the plain loop, and the matmul FLOP/s achieved as a fraction of
+the device's float32 matmul peak measured here. bench/bench_trainer.py is its command line; the
+exp-capacity page runs it on the device that trained the page (`recorded_benchmark`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from geofact.device import describe_device, resolve_device
+from geofact.processes import PAGES_AT_ONCE_ENV
+from geofact.training.config import TrainConfig
+from geofact.training.reference import train_single
+from geofact.report import to_jsonable
+from geofact.training.sweep import default_group_size, provenance, read_json, records_only, refuse_in_records_only, write_json
+from geofact.training.trainer import configure_cpu, train_group
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    d: int
+    runs: int
+    steps: int
+    group_size: int  # runs per stack under the default policy
+    plain_untuned: float  # model-steps/s of the plain loop with torch's defaults
+    plain: float  # ... of the plain loop in the tuned process
+    stacked: float  # ... all runs as one stack
+    policy: float  # ... stacks of group_size
+    flop_per_step: float
+
+
+def step_flops(c: TrainConfig) -> float:
+    """Matmul FLOPs of one training step (forward + backward ~ 3 x forward) with the last-position
+    forward of geofact.training.model: V and O, the MLP, the unembedding."""
+    B, d, w, N = c.batch_size, c.d, c.width, c.N
+    return 3.0 * 2 * B * (2 * d * d + 2 * d * w + d * N)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, n: int = 2048, repeats: int = 5) -> float:
+    """float32 FLOP/s of an n x n matmul: the yardstick for 'fraction of peak'."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a @ b
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    _sync(device)
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def _rate(fn, model_steps: int, device: torch.device) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return model_steps / (time.perf_counter() - start)
+
+
+def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20, ds: tuple[int, ...] = (32, 128, 512),
+              N: int = 4096, R: int = 8, batch_size: int = 1024) -> dict:
+    """Rates at the paper's shapes (N = 4096, batch 1024, R = 8 by default). Returns a JSON-able dict."""
+    if runs < 1 or steps < 1:
+        raise ValueError(f"runs and steps must be >= 1, got runs={runs}, steps={steps}")
+    device = resolve_device(device)
+
+    def configs(d: int, n_steps: int) -> list[TrainConfig]:
+        return [TrainConfig(N=N, R=R, d=d, batch_size=batch_size, max_steps=n_steps, lr=1e-3, loss_threshold=0.0, seed=s)
+                for s in range(runs)]
+
+    def plain(cs: list[TrainConfig]) -> None:
+        for c in cs:
+            train_single(c, device=device)
+
+    train_single(configs(ds[0], 2)[0], device=device)  # first-call costs (thread pools, allocator) out of the timings
+    untuned = {d: _rate(lambda d=d: plain(configs(d, steps)), runs * steps, device) for d in ds}
+    if device.type == "cpu":
+        configure_cpu()
+    peak = matmul_peak(device)
+    train_group(configs(ds[0], 2)[:1], device=device, evaluate=False)
+    rows = []
+    for d in ds:
+        cs = configs(d, steps)
+        size = default_group_size(cs[0], device)
+        rows.append(BenchRow(
+            d=d, runs=runs, steps=steps, group_size=size, plain_untuned=untuned[d],
+            plain=_rate(lambda: plain(cs), runs * steps, device),
+            stacked=_rate(lambda: train_group(cs, device=device, log_every=10**9, evaluate=False), runs * steps, device),
+            policy=_rate(lambda: [train_group(cs[i : i + size], device=device, log_every=10**9, evaluate=False)
+                                  for i in range(0, runs, size)], runs * steps, device),
+            flop_per_step=step_flops(cs[0]),
+        ))
+    return {"device": describe_device(device), "threads": torch.get_num_threads(), "matmul_peak_flops": peak,
+            "pages_at_once": int(os.environ.get(PAGES_AT_ONCE_ENV, 1)),
+            "N": N, "R": R, "batch_size": batch_size, "rows": [asdict(r) for r in rows]}
+
+
+def peak_fraction(result: dict, row: dict, rate: float) -> float:
+    """Matmul FLOP/s achieved at `rate` model-steps/s as a fraction of the device's measured peak."""
+    return rate * row["flop_per_step"] / result["matmul_peak_flops"]
+
+
+def format_rows(result: dict) -> list[str]:
+    """One line per d: rates, ratios to the plain loop and fractions of peak."""
+    peak = result["matmul_peak_flops"]
+    lines = [f"device {result['device']}, {result['threads']} threads, matmul peak {peak / 1e9:.1f} GFLOP/s (float32)"]
+    for r in result["rows"]:
+        lines.append(
+            f"d={r['d']:>4}: plain {r['plain']:8.2f} model-steps/s ({peak_fraction(result, r, r['plain']):5.1%} of peak; "
+            f"untuned {r['plain_untuned']:.2f}), stacked x{r['runs']} {r['stacked']:8.2f} ({r['stacked'] / r['plain']:.2f}x), "
+            f"default stacks of {r['group_size']} {r['policy']:8.2f} ({r['policy'] / r['plain']:.2f}x, {peak_fraction(result, r, r['policy']):5.1%} of peak)"
+        )
+    return lines
+
+
+RECORD_SCHEMA = "geofact.training.benchmark/1"
+
+
+def recorded_benchmark(cache_dir: Path, device: str | torch.device = "cpu", **shapes) -> dict:
+    """`benchmark(device, **shapes)`, also kept as a record in `cache_dir`/bench/, so that a page executed
+    from records alone (`geofact run --records-only`, after `geofact unpack`) shows the timing of the
+    machine that trained, not of the one rendering; there it reads the record instead of measuring."""
+    config = to_jsonable(shapes)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+    path = Path(cache_dir) / "bench" / f"{digest}.json"
+    if records_only():
+        record = read_json(path, RECORD_SCHEMA, config)
+        if record is None:
+            refuse_in_records_only(f"the benchmark at {config}")
+        return record["result"]
+    result = benchmark(device, **shapes)
+    write_json(path, {"schema": RECORD_SCHEMA, "config": config, "result": result, "provenance": provenance(resolve_device(device))})
+    return result

@@ -1,0 +1,197 @@
+"""Configurations of training runs, validated on construction: single-hop (Section 5, Appendix B)
+and multi-hop with or without chain-of-thought (Appendix C).
+
+Both say what the stacked trainer needs from a run: `key()` (its cache name), `shape_key()` (which
+runs can be stacked), `seq_len` (positions, for the positional embedding), `step_logits` (logit
+entries per step, to size stacks) and `schema` (the name of its cached record).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import partial
+from typing import ClassVar, Literal
+
+Attention = Literal["uniform", "learned"]
+MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.training.data)
+
+
+def _need(config: object, ok: bool, name: str, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {allowed}, got {getattr(config, name)!r}")
+
+
+class _Run:
+    """What every run configuration shares: its JSON form, its cache key, its derived sizes."""
+
+    mlp_width: int | None
+    d: int
+    seed: int
+    task_seed: int | None
+
+    @property
+    def width(self) -> int:
+        return self.mlp_width if self.mlp_width is not None else 4 * self.d
+
+    @property
+    def bijection_seed(self) -> int:
+        return self.seed if self.task_seed is None else self.task_seed
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def key(self) -> str:
+        """Stable id of the run: sha256 of its JSON (the cache file name)."""
+        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def _check_model_and_optimiser(self) -> None:
+        """The fields both kinds of run have: entities, relations, model and optimiser."""
+        need = partial(_need, self)
+        need(isinstance(self.N, int) and self.N >= 2, "N", "an integer >= 2")
+        need(isinstance(self.R, int) and 1 <= self.R <= self.N, "R", f"an integer in [1, N={self.N}]")
+        need(isinstance(self.d, int) and self.d >= 1, "d", "an integer >= 1")
+        need(self.mlp_width is None or (isinstance(self.mlp_width, int) and self.mlp_width >= 1), "mlp_width", "None or an integer >= 1")
+        need(self.attention in ("uniform", "learned"), "attention", "'uniform' or 'learned'")
+        need(self.lr > 0, "lr", "> 0")
+        need(self.weight_decay >= 0, "weight_decay", ">= 0")
+        need(self.grad_clip > 0, "grad_clip", "> 0")
+        need(isinstance(self.max_steps, int) and self.max_steps >= 1, "max_steps", "an integer >= 1")
+        need(self.loss_threshold >= 0, "loss_threshold", ">= 0")
+
+
+@dataclass(frozen=True)
+class TrainConfig(_Run):
+    """One run: the task (N, R, task seed), the model (d, MLP width, options) and the optimiser.
+
+    Defaults are Appendix B's single-hop recipe except `lr`: the paper's 1.0 is a config away
+    (`lr=1.0`), and the exp-capacity page shows what it does here.
+    """
+
+    N: int = 4096  # entities (subjects = attributes)
+    R: int = 8  # relations, one random bijection of [N] each
+    d: int = 128  # embedding dimension
+    mlp_width: int | None = None  # hidden width of the GELU MLP; None means 4 d
+    frozen_embeddings: bool = False  # keep the input entity embeddings at their random init (Appendix D)
+    attention: Attention = "uniform"  # "uniform": fixed average over the causal prefix; "learned": W_Q, W_K
+    learned_positions: bool = False  # add a learned positional embedding
+    lr: float = 1e-2
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    batch_size: int = 1024  # facts per step, drawn without replacement from all N R
+    max_steps: int = 15_000
+    loss_threshold: float = 1e-4  # early stop once the training loss is below this
+    seed: int = 0  # initialisation and batch order
+    task_seed: int | None = None  # the bijections; None means `seed`
+
+    schema: ClassVar[str] = "geofact.training.run/1"
+    seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
+
+    def __post_init__(self) -> None:
+        self._check_model_and_optimiser()
+        need = partial(_need, self)
+        need(self.N * self.R <= MAX_FACTS, "R", f"such that N R <= {MAX_FACTS}")
+        need(isinstance(self.batch_size, int) and 1 <= self.batch_size <= self.N * self.R, "batch_size",
+             f"an integer in [1, N R = {self.N * self.R}] (batches are drawn without replacement)")
+
+    @property
+    def step_logits(self) -> int:
+        return self.batch_size * self.N
+
+    def shape_key(self) -> tuple:
+        """Runs with equal keys can be stacked into one batched computation (R may differ: it is padded)."""
+        return (self.N, self.d, self.width, self.attention, self.learned_positions, self.batch_size,
+                self.max_steps, self.weight_decay, self.grad_clip, self.loss_threshold)
+
+
+MAX_QUERY_SPACE = 2**62  # query ids s_0 R^k + word must fit in int64
+MAX_POOL = 2**22  # training queries held in memory as a fixed pool
+
+
+@dataclass(frozen=True)
+class MultiHopConfig(_Run):
+    """One multi-hop run (Appendix C, `app::exp-multihop`): k-hop queries, with or without chain-of-thought.
+
+    The model is the single-hop one with a learned attention head and learned positional embeddings;
+    defaults are the appendix's recipe. How queries are drawn is not in the paper; here it is two
+    choices (geofact.training.multihop):
+
+    * `train_queries=None`: every batch is drawn fresh, uniformly from all N R^k queries; an integer:
+      a fixed pool of that many distinct queries (at most N R^k), batches drawn from the pool.
+    * `eval_seen=True`: eval queries come from the training distribution (the pool, or the whole
+      space when there is no pool, where each has some chance of having been a training query);
+      False: eval queries are never trained on (drawn outside the pool, or removed from the fresh
+      batches). At k = 1 a held-out query is a fact never seen, so it can only be guessed.
+
+    Eval uses `min(eval_queries, available)` queries; the record states how many.
+    """
+
+    N: int = 2048  # entities
+    R: int = 4  # relations
+    k: int = 2  # hops
+    d: int = 256
+    cot: bool = True  # train on the whole path s_1..s_k (teacher-forced) and generate it at eval
+    frozen_embeddings: bool = False  # keep the input entity embeddings at their random init
+    mlp_width: int | None = None  # None means 4 d
+    attention: Attention = "learned"
+    learned_positions: bool = True
+    lr: float = 1e-2
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    batch_size: int = 1024  # queries per step
+    max_steps: int = 15_000
+    loss_threshold: float = 1e-4  # stop when the training loss is below this at `patience` checks in a row
+    target_accuracy: float = 0.999  # stop when the eval accuracy reaches this at a check
+    check_every: int = 100  # steps between checks (eval accuracy and training loss)
+    patience: int = 3
+    train_queries: int | None = None  # None: fresh queries every step; else a fixed pool of this many
+    eval_queries: int = 4096
+    eval_seen: bool = True
+    seed: int = 0  # initialisation, query draws
+    task_seed: int | None = None  # the bijections; None means `seed`
+
+    schema: ClassVar[str] = "geofact.training.multihop/1"
+
+    def __post_init__(self) -> None:
+        self._check_model_and_optimiser()
+        need = partial(_need, self)
+        need(isinstance(self.k, int) and self.k >= 1, "k", "an integer >= 1")
+        need(self.n_queries <= MAX_QUERY_SPACE, "k", "such that N R^k <= 2^62 (query ids are int64)")
+        need(isinstance(self.cot, bool), "cot", "True or False")
+        need(isinstance(self.batch_size, int) and self.batch_size >= 1, "batch_size", "an integer >= 1")
+        need(0 < self.target_accuracy <= 1, "target_accuracy", "in (0, 1]")
+        need(isinstance(self.check_every, int) and self.check_every >= 1, "check_every", "an integer >= 1")
+        need(isinstance(self.patience, int) and self.patience >= 1, "patience", "an integer >= 1")
+        need(self.train_queries is None or (isinstance(self.train_queries, int) and 1 <= self.train_queries <= MAX_POOL),
+             "train_queries", f"None (fresh queries every step) or an integer in [1, {MAX_POOL}] (a pool is held in memory)")
+        need(isinstance(self.eval_queries, int) and self.eval_queries >= 1, "eval_queries", "an integer >= 1")
+        if not self.eval_seen:
+            need(self.train_queries is None or self.train_queries < self.n_queries, "train_queries",
+                 f"below N R^k = {self.n_queries} when eval_seen=False (a pool of every query leaves none held out)")
+
+    @property
+    def n_queries(self) -> int:
+        return self.N * self.R**self.k
+
+    @property
+    def seq_len(self) -> int:
+        """s_0 r_1 .. r_k, then with CoT the emitted s_1 .. s_{k-1} read back."""
+        return 2 * self.k if self.cot else self.k + 1
+
+    @property
+    def n_targets(self) -> int:
+        """Positions with a loss: the k hops with CoT, the answer alone without."""
+        return self.k if self.cot else 1
+
+    @property
+    def step_logits(self) -> int:
+        return self.batch_size * self.n_targets * self.N
+
+    def shape_key(self) -> tuple:
+        """Runs with equal keys can be stacked: R, seeds, frozen or not and lr may differ."""
+        return (self.N, self.k, self.cot, self.d, self.width, self.attention, self.learned_positions,
+                self.batch_size, self.max_steps, self.weight_decay, self.grad_clip, self.loss_threshold,
+                self.target_accuracy, self.check_every, self.patience, self.train_queries,
+                self.eval_queries, self.eval_seen)

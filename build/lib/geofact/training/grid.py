@@ -1,0 +1,120 @@
+"""The capacity grid of Section 5 (R x d x seeds, learned and frozen embeddings): one definition per
+profile, shared by exp-capacity and the three mechanism pages (exp-readout, exp-interventions,
+exp-freeze-transfer), which read the same cached models and checkpoints.
+
+A profile sets it once, as `capacity_grid` in its `defaults` (notebooks/profiles/*.yaml); every page
+that declares a `capacity_grid` parameter receives the same dict and builds `CapacityGrid(**it)`.
+`None` means the paper's grid (`PAPER_GRID`, Section 5.1 and Appendix B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from geofact.training.config import TrainConfig
+
+REGIMES = {"learned": False, "frozen": True}  # name -> TrainConfig.frozen_embeddings
+
+
+def _increasing_ints(values, name: str, low: int) -> tuple[int, ...]:
+    values = tuple(values)
+    if not values or not all(isinstance(v, int) and v >= low for v in values) or list(values) != sorted(set(values)):
+        raise ValueError(f"{name} must be a non-empty increasing list of integers >= {low}, got {list(values)}")
+    return values
+
+
+@dataclass(frozen=True)
+class CapacityGrid:
+    """The runs behind the single-hop verdicts: every (regime, R, d, seed), one recipe."""
+
+    N: int  # entities
+    R_values: tuple[int, ...]  # relations
+    d_values: tuple[int, ...]  # embedding dimensions
+    seeds: tuple[int, ...]  # each seed draws its own bijections and initialisation
+    lr: float  # AdamW learning rate (exp-capacity's sweep checks it)
+    batch_size: int  # facts per step (clamped to N R when the task has fewer)
+    max_steps: int  # step budget; runs stop earlier when the training loss falls below loss_threshold
+    checkpoints: tuple[int, ...] = ()  # steps at which the weights are kept (training trajectories)
+    loss_threshold: float = 1e-4  # the paper's stop rule (Appendix B)
+    attention: str = "uniform"  # "learned" for the footnote's variant (Section 5.1)
+    perfect: float = field(default=0.99)  # "perfect memorization": accuracy at least this
+
+    def __post_init__(self) -> None:
+        for name in ("R_values", "d_values", "seeds", "checkpoints"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not (isinstance(self.N, int) and self.N >= 2):
+            raise ValueError(f"N must be an integer >= 2, got {self.N!r}")
+        _increasing_ints(self.R_values, "R_values", 1)
+        _increasing_ints(self.d_values, "d_values", 1)
+        _increasing_ints(self.seeds, "seeds", 0)
+        if self.checkpoints:
+            _increasing_ints(self.checkpoints, "checkpoints", 0)
+            if self.checkpoints[-1] >= self.max_steps:
+                raise ValueError(f"checkpoints must be below max_steps={self.max_steps}, got {list(self.checkpoints)}")
+        if not 0 < self.perfect <= 1:
+            raise ValueError(f"perfect must be in (0, 1], got {self.perfect}")
+        self.config(self.R_values[-1], self.d_values[0], False, self.seeds[0])  # TrainConfig validates the rest
+
+    @classmethod
+    def from_parameter(cls, value: dict | None) -> "CapacityGrid":
+        """The grid a page's `capacity_grid` parameter names: a dict of fields, or None for the paper's."""
+        if value is None:
+            return PAPER_GRID
+        if not isinstance(value, dict):
+            raise ValueError(f"capacity_grid must be a dict of CapacityGrid fields or None, got {value!r}")
+        return cls(**value)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def config(self, R: int, d: int, frozen: bool, seed: int, **over) -> TrainConfig:
+        """One run of the grid (or, with `over`, of a variant: another lr, max_steps, ...)."""
+        fields = dict(N=self.N, R=R, d=d, frozen_embeddings=frozen, seed=seed, lr=self.lr, max_steps=self.max_steps,
+                      batch_size=self.batch_size, loss_threshold=self.loss_threshold, attention=self.attention)
+        fields.update(over)
+        fields["batch_size"] = min(fields["batch_size"], self.N * R)
+        return TrainConfig(**fields)
+
+    def configs(self) -> dict[tuple[str, int, int, int], TrainConfig]:
+        """{(regime, R, d, seed): config} over both regimes."""
+        return {key: self.config(R, d, REGIMES[key[0]], s) for key in self.keys() for R, d, s in [key[1:]]}
+
+    def keys(self) -> Iterator[tuple[str, int, int, int]]:
+        return ((name, R, d, s) for name in REGIMES for R in self.R_values for d in self.d_values for s in self.seeds)
+
+    def by_cell(self, values: dict) -> dict[str, np.ndarray]:
+        """{regime: array (R, d, seed)} from per-run values keyed as `configs()` keys them."""
+        return by_cell(values, self.R_values, self.d_values, self.seeds)
+
+    def thresholds(self, accuracy: np.ndarray) -> list[int | None]:
+        """Per R, the smallest grid d from which the mean accuracy stays >= perfect; accuracy (R, d, seed)."""
+        return [capacity_threshold(accuracy[i].mean(-1), self.d_values, self.perfect) for i in range(len(self.R_values))]
+
+    def headroom(self, d_min: list[int | None]) -> np.ndarray:
+        """(R, d): d / d_min(R), NaN where the threshold is not reached on the grid."""
+        return np.array([[d / t if t else np.nan for d in self.d_values] for t in d_min])
+
+
+# The paper's grid and recipe (Section 5.1, Appendix B) except the rate: its lr 1.0 does not train this model
+# (exp-capacity, claim exp-lr-paper); 1e-3 is the rate the sweep there checks.
+PAPER_GRID = CapacityGrid(N=4096, R_values=(2, 4, 8, 10, 12, 14, 16), d_values=(32, 64, 128, 256, 512, 768),
+                          seeds=(0, 1, 2), lr=1e-3, batch_size=1024, max_steps=15000,
+                          checkpoints=(0, 100, 300, 1000, 3000, 10000))
+
+
+def capacity_threshold(mean_accuracy: np.ndarray, d_values, level: float) -> int | None:
+    """Smallest d of the grid from which the mean accuracy (one entry per d) stays >= level (None: never)."""
+    ok = np.asarray(mean_accuracy) >= level
+    for j in range(len(d_values)):
+        if ok[j:].all():
+            return d_values[j]
+    return None
+
+
+def by_cell(values: dict[tuple[str, int, int, int], float], R_values, d_values, seeds) -> dict[str, np.ndarray]:
+    """{regime: array (R, d, seed)} from per-run values keyed as capacity grids key them."""
+    return {name: np.array([[[values[name, R, d, s] for s in seeds] for d in d_values] for R in R_values], dtype=float)
+            for name in REGIMES}

@@ -1,0 +1,163 @@
+"""Time-budgeted, resumable training: a stacked group checkpoints in flight and resumes where it stopped.
+
+A group of stacked runs (`trainer.train_group`) can take many minutes at the paper's scale, longer
+than a cluster job or a lent node may run. With a `GroupCheckpoint` it writes its whole state (the
+stacked weights, AdamW moments and step counts, which runs have stopped, the curves and kept
+checkpoints so far) every `every_s` seconds of training, at a boundary between blocks of steps, and a
+later call with the same runs starts from there. Batches are a function of (seed, step)
+(`geofact.training.data.batch_indices`) and the state is restored bit for bit, so a resumed group
+produces the same records as one that was never interrupted (on the same device and thread count;
+only its wall time differs). Files are written atomically, so a process killed at any moment (SIGKILL
+included) loses at most the steps since the last checkpoint and never leaves a torn file.
+
+The time budget: `geofact run --budget S` (or `GEOFACT_DEADLINE`, a Unix time, in the environment)
+sets a deadline. Sweeps start no new group after it, and a group in flight checkpoints at its next
+block boundary past it and raises `BudgetSpent`; running the same command again resumes.
+
+Files live in `<cache_dir>/groups/`: `<digest>.json` names the group's runs (written before the
+first state, so a sweep can re-form exactly that group) and `<digest>.npz` holds the latest state:
+arrays under their names plus the scalar state as JSON bytes under `meta` (no pickles). Both are
+deleted once the group's records are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
+SCHEMA = "geofact.training.group-state/1"
+DEFAULT_EVERY_S = 120.0  # a group's state is written at most this often (and at the deadline)
+
+
+class BudgetSpent(RuntimeError):
+    """The time budget ran out; what was in flight is checkpointed and the same call again resumes it."""
+
+
+def deadline() -> float | None:
+    """The deadline (Unix time) from $GEOFACT_DEADLINE, or None when there is no budget."""
+    value = os.environ.get(DEADLINE_ENV)
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{DEADLINE_ENV} must be a Unix time in seconds, got {value!r}") from None
+
+
+def past_deadline() -> bool:
+    limit = deadline()
+    return limit is not None and time.time() >= limit
+
+
+@dataclass
+class GroupState:
+    """Everything `train_group` needs to continue a group at the start of step `step`."""
+
+    step: int
+    alive: list[int]  # runs (indices into the group's configs) still in the stack, in stack order
+    tensors: dict[str, torch.Tensor]  # flat, m, v, t (the stack and its AdamW state), steps, last_loss
+    curves: list[list[list[float]]]
+    acc_curves: list[list[list[float]]]
+    kept_losses: list[dict[int, float]]
+    accs: list[float]
+    seconds: float  # training wall time behind this state
+    kept: list[dict[int, dict[str, torch.Tensor]]] = field(default_factory=list)  # run -> step -> weights
+    final: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)  # stopped run -> its last weights
+
+
+def _digest(keys: list[str], settings: dict) -> str:
+    text = json.dumps({"keys": keys, "settings": settings}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+class GroupCheckpoint:
+    """Where one group of runs (config keys `keys`, trained with `settings`) keeps its state."""
+
+    def __init__(self, directory: Path, keys: list[str], settings: dict, every_s: float = DEFAULT_EVERY_S) -> None:
+        if every_s < 0:
+            raise ValueError(f"every_s must be >= 0 seconds, got {every_s}")
+        self.directory, self.keys, self.settings, self.every_s = Path(directory), list(keys), dict(settings), every_s
+        digest = _digest(self.keys, self.settings)
+        self.index, self.state_path = self.directory / f"{digest}.json", self.directory / f"{digest}.npz"
+        self._last = time.monotonic()
+
+    def load(self) -> GroupState | None:
+        """The latest state written for this group, or None."""
+        if not self.state_path.exists():
+            return None
+        with np.load(self.state_path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            if meta.get("schema") != SCHEMA or meta["keys"] != self.keys or meta["settings"] != self.settings:
+                raise ValueError(f"{self.state_path} holds the state of another group; delete it to start that group afresh")
+            arrays = {k: torch.from_numpy(z[k].copy()) for k in z.files if k != "meta"}
+        kept: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in self.keys]
+        final: dict[int, dict[str, torch.Tensor]] = {}
+        for name, value in arrays.items():
+            kind, *rest = name.split("/")
+            if kind == "kept":
+                run, step, param = rest
+                kept[int(run)].setdefault(int(step), {})[param] = value
+            elif kind == "final":
+                run, param = rest
+                final.setdefault(int(run), {})[param] = value
+        tensors = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("state/")}
+        return GroupState(step=meta["step"], alive=meta["alive"], tensors=tensors, curves=meta["curves"],
+                          acc_curves=meta["acc_curves"], kept_losses=[{int(s): x for s, x in d.items()} for d in meta["kept_losses"]],
+                          accs=meta["accs"], seconds=meta["seconds"], kept=kept, final=final)
+
+    def due(self) -> bool:
+        """Whether the state should be written now: `every_s` since the last write, or past the deadline."""
+        return time.monotonic() - self._last >= self.every_s or past_deadline()
+
+    def save(self, state: GroupState) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.index.exists():
+            _write_atomically(self.index, json.dumps({"schema": SCHEMA, "keys": self.keys, "settings": self.settings}).encode())
+        meta = {"schema": SCHEMA, "keys": self.keys, "settings": self.settings, "step": state.step, "alive": state.alive,
+                "curves": state.curves, "acc_curves": state.acc_curves, "accs": state.accs, "seconds": state.seconds,
+                "kept_losses": [{str(s): x for s, x in d.items()} for d in state.kept_losses]}
+        arrays = {f"state/{k}": v.detach().cpu().numpy() for k, v in state.tensors.items()}
+        for run, by_step in enumerate(state.kept):
+            for step, weights in by_step.items():
+                arrays |= {f"kept/{run}/{step}/{k}": v.numpy() for k, v in weights.items()}
+        for run, weights in state.final.items():
+            arrays |= {f"final/{run}/{k}": v.numpy() for k, v in weights.items()}
+        buffer = io.BytesIO()
+        np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+        _write_atomically(self.state_path, buffer.getvalue())
+        self._last = time.monotonic()
+
+    def clear(self) -> None:
+        """Forget the group (its records are written)."""
+        self.state_path.unlink(missing_ok=True)
+        self.index.unlink(missing_ok=True)
+
+
+def pending_groups(directory: Path) -> list[tuple[list[str], dict]]:
+    """(keys, settings) of every group with a state written in `directory`, to be re-formed and resumed."""
+    out = []
+    for index in sorted(Path(directory).glob("*.json")):
+        if not index.with_suffix(".npz").exists():
+            continue  # killed before its first state: nothing to resume
+        meta = json.loads(index.read_text())
+        if meta.get("schema") == SCHEMA:
+            out.append((meta["keys"], meta["settings"]))
+    return out
