@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                        help="work for at most this long: no page starts after it, training in flight checkpoints and "
                             "stops (exit status 3); the same command again resumes")
+    p_run.add_argument("--executor", choices=["local", "slurm"], default=None,
+                       help="train every sweep's stacked groups as submitit jobs: on SLURM, or as local processes")
+    p_run.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="a submitit parameter for --executor (repeatable), e.g. slurm_partition=gpu, timeout_min=120")
     p_run.add_argument("--records-only", action="store_true",
                        help="execute pages from the cached records alone (after `geofact unpack`): nothing trains and "
                             "no weights are read; a page that would need them is left unfinished (exit status 3)")
@@ -46,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         from geofact.runner import NotebookError, RunUnfinished, run
 
         try:
+            from geofact.training.cluster import parse_options
+
             run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
-                records_only=args.records_only)
+                records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option))
         except RunUnfinished as exc:
             print(f"geofact run: {exc}", file=sys.stderr)
             return UNFINISHED

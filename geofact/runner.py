@@ -46,6 +46,7 @@ from geofact.profiles import load_profile
 from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 from geofact.report import RESULTS_PATH_ENV
+from geofact.training.cluster import EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, make_executor
 from geofact.training.resume import DEADLINE_ENV, past_deadline
 from geofact.training.sweep import RECORDS_ONLY_ENV
 
@@ -340,7 +341,8 @@ def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecor
 
 
 def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1,
-        budget: float | None = None, records_only: bool = False) -> list[RunRecord]:
+        budget: float | None = None, records_only: bool = False, executor: str | None = None,
+        executor_options: dict | None = None) -> list[RunRecord]:
     """Run notebooks (all when `names` is empty), then regenerate the status page.
 
     With `jobs` > 1, that many pages execute at once (see plan_units for which may), each in its own
@@ -352,6 +354,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     the module docstring); pages left unfinished raise `RunUnfinished` after the status page is
     regenerated from the pages that did execute. `records_only` executes the pages from the cached
     records alone (geofact.pack): a page that would train or read weights is left unfinished instead.
+    `executor` ("local" or "slurm", with submitit `executor_options`) trains every sweep's groups as
+    submitit jobs (geofact.training.cluster).
     """
     from geofact.status import write_status_page
 
@@ -368,6 +372,9 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
         os.environ[DEADLINE_ENV] = str(time.time() + budget)
     if records_only:
         os.environ[RECORDS_ONLY_ENV] = "1"
+    if executor is not None:
+        make_executor(executor, project.runs_dir / "jobs", executor_options)  # a bad kind or option fails here, not in a page
+        os.environ[EXECUTOR_ENV], os.environ[EXECUTOR_OPTIONS_ENV] = executor, json.dumps(executor_options or {})
     records: list[RunRecord] = []
     unfinished: list[tuple[str, str]] = []
     bar = tqdm(total=len(names), desc=f"geofact run ({profile})", unit="notebook")

@@ -18,6 +18,7 @@ import json
 import math
 import multiprocessing
 import os
+import time
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -31,6 +32,7 @@ from geofact.device import describe_device, resolve_device
 from geofact.notebook import progress
 from geofact.processes import die_with_parent, usable_cores
 from geofact.provenance import git_commit
+from geofact.training.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
 from geofact.training.multihop_trainer import train_multihop
@@ -260,11 +262,15 @@ class SweepPool:
     chunks in flight write their state every `checkpoint_every` seconds (None: never), so a pool killed
     half-way loses only the steps since; a group found checkpointed is formed again and resumed first.
     Past the deadline of a time budget no chunk starts, and `completed()` raises `BudgetSpent`.
+
+    With a submitit `executor` (geofact.training.cluster; by default the one $GEOFACT_EXECUTOR names)
+    every chunk is a job instead, all submitted at once, and the pool polls them every `poll_s` seconds.
     """
 
     def __init__(self, cache_dir: Path, device: str | torch.device = "cpu", group_size: int | None = None,
                  save_weights: bool = True, progress: bool = True, checkpoints: tuple[int, ...] = (),
-                 workers: int | None = None, checkpoint_every: float | None = DEFAULT_EVERY_S) -> None:
+                 workers: int | None = None, checkpoint_every: float | None = DEFAULT_EVERY_S,
+                 executor: Any | None = None, poll_s: float = 2.0) -> None:
         if checkpoint_every is not None and checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0 seconds (or None: never), got {checkpoint_every}")
         if group_size is not None and group_size < 1:
@@ -275,6 +281,9 @@ class SweepPool:
             raise ValueError(f"workers must be >= 1 (or None: one per CPU core), got {workers}")
         self.cache_dir, self.group_size, self.save_weights = Path(cache_dir), group_size, save_weights
         self.checkpoints, self.progress, self.checkpoint_every = tuple(checkpoints), progress, checkpoint_every
+        self.jobs = executor if executor is not None else executor_from_env(self.cache_dir / "jobs")
+        self.poll_s = poll_s
+        self._submitted: dict[Any, list[Config]] = {}  # submitit job -> its chunk
         self._tags: dict[str, list] = {}  # config key -> tags waiting for it (queued or in flight)
         self._queued: dict[str, Config] = {}
         self._in_flight: dict[Future, list[Config]] = {}
@@ -291,6 +300,10 @@ class SweepPool:
         self.close()
 
     def close(self) -> None:
+        for job in self._submitted:  # jobs of an abandoned sweep (an error, a budget): do not leave them queued
+            if not job.done():
+                job.cancel(check=False)
+        self._submitted.clear()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
@@ -332,8 +345,11 @@ class SweepPool:
         """(tag, record) of every submitted run trained (or found cached) since the last call; waits
         for at least one when none is ready."""
         while not self._ready:
-            if not self._queued and not self._in_flight:
+            if not self._queued and not self._in_flight and not self._submitted:
                 raise RuntimeError("completed() called with no run submitted and outstanding")
+            if self.jobs is not None:
+                self._poll_jobs()
+                continue
             if past_deadline() and not self._in_flight:
                 raise BudgetSpent(f"time budget spent with {len(self._queued)} runs not started; "
                                   f"the same call again resumes from {self.cache_dir}")
@@ -391,6 +407,31 @@ class SweepPool:
         for chunk in chunks[:free]:
             self._in_flight[self._executor.submit(_train_chunk, self._job(chunk))] = chunk
 
+    def _poll_jobs(self) -> None:
+        """Submit every queued chunk as a job, then wait until some job has finished and take its records."""
+        if self._queued:
+            if past_deadline():
+                if not self._submitted:
+                    raise BudgetSpent(f"time budget spent with {len(self._queued)} runs not submitted; "
+                                      f"the same call again resumes from {self.cache_dir}")
+            else:
+                for chunk in self._chunks(spread=1):
+                    self._submitted[self.jobs.submit(_train_chunk, self._job(chunk))] = chunk
+        finished: list = []
+        while self._submitted:
+            finished = [job for job in self._submitted if job.done()]
+            if finished:
+                break
+            time.sleep(self.poll_s)
+        for job in finished:
+            chunk = self._submitted.pop(job)
+            try:
+                job.result()  # a failed or killed job raises here (submitit names its logs)
+            except BaseException:
+                self._forget(chunk)
+                raise
+            self._done(chunk)
+
     def _forget(self, chunk: list[Config]) -> None:
         for c in chunk:
             self._tags.pop(c.key(), None)
@@ -408,17 +449,19 @@ class SweepPool:
 def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device = "cpu",
               group_size: int | None = None, save_weights: bool = True, progress: bool = True,
               checkpoints: tuple[int, ...] = (), workers: int | None = None,
-              checkpoint_every: float | None = DEFAULT_EVERY_S) -> list[dict]:
+              checkpoint_every: float | None = DEFAULT_EVERY_S, executor: Any | None = None) -> list[dict]:
     """Results (cache records) of every config, in order, training the missing ones (see SweepPool).
 
     group_size=None stacks `default_group_size` runs at a time. `checkpoints` (single-hop runs only)
     also keeps the weights after each of these numbers of updates (`load_weights(..., step=t)`); a
     cached run that lacks one it should have is trained again (the same run: batches are a function
     of seed and step). `checkpoint_every` (seconds; None: never) is how often a group in flight
-    writes its state, so that a killed sweep resumes it (geofact.training.resume).
+    writes its state, so that a killed sweep resumes it (geofact.training.resume). `executor` (a
+    submitit executor, geofact.training.cluster) trains each stacked group as a job.
     """
     records: dict[int, dict] = {}
-    with SweepPool(cache_dir, device, group_size, save_weights, progress, checkpoints, workers, checkpoint_every) as pool:
+    with SweepPool(cache_dir, device, group_size, save_weights, progress, checkpoints, workers, checkpoint_every,
+                   executor) as pool:
         pool.submit(list(enumerate(configs)))
         while len(records) < len(configs):
             records.update(pool.completed())
