@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
+from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, past_deadline, restore_stack, stack_state
 from geofact.training.trainer import StackedUpdates, run_weights, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
@@ -93,8 +94,12 @@ def evaluate(p: dict[str, torch.Tensor], tables: torch.Tensor, queries: torch.Te
 
 
 def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "cpu", progress=None,
-                   dtype: torch.dtype = torch.float32) -> list[MultiHopResult]:
-    """Train runs with one MultiHopConfig.shape_key() together; `progress` (a tqdm) advances by run-steps."""
+                   dtype: torch.dtype = torch.float32, checkpoint: GroupCheckpoint | None = None) -> list[MultiHopResult]:
+    """Train runs with one MultiHopConfig.shape_key() together; `progress` (a tqdm) advances by run-steps.
+
+    `checkpoint` makes the group resumable, as in `trainer.train_group`: its state is written at an
+    accuracy check every `checkpoint.every_s` seconds (and past a time budget's deadline, which then
+    raises `BudgetSpent`), and a group that finds a state continues from it to the same results."""
     device = start_group(configs, device, "train_multihop")
     start = time.perf_counter()
     first = configs[0]
@@ -115,8 +120,36 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
     weights: list = [None] * M  # run -> weights at its stop
     loss_curves = [[] for _ in range(M)]
     acc_curves = [[] for _ in range(M)]
+    first_step, seconds_before = 0, 0.0
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:  # continue where the group was checkpointed: the same stack, bit for bit
+        first_step, seconds_before, alive = state.step, state.seconds, list(state.alive)
+        if len(alive) < M:
+            rows = torch.tensor(alive, device=device)
+            params = update.keep(rows)
+            tables, eval_queries, eval_counts = tables[rows], eval_queries[rows], eval_counts[rows]
+            sample.keep(alive)
+        restore_stack(update, state.tensors)
+        book = state.meta
+        steps, reasons, last_loss, streak, final = book["steps"], book["reasons"], book["last_loss"], book["streak"], book["final"]
+        loss_curves = [[(int(t), x) for t, x in c] for c in book["loss_curves"]]
+        acc_curves = [[(int(t), x) for t, x in c] for c in book["acc_curves"]]
+        for name, w in state.weights.items():  # "final/m": the weights of a run that stopped
+            weights[int(name.split("/")[1])] = w
 
-    for step in range(first.max_steps + 1):
+    def write_state(step: int) -> None:
+        checkpoint.save(GroupState(
+            step=step, alive=list(alive), tensors=stack_state(update), seconds=seconds_before + time.perf_counter() - start,
+            meta={"steps": steps, "reasons": reasons, "last_loss": last_loss, "streak": streak, "final": final,
+                  "loss_curves": loss_curves, "acc_curves": acc_curves},
+            weights={f"final/{m}": w for m, w in enumerate(weights) if w is not None}))
+
+    for step in range(first_step, first.max_steps + 1):
+        if checkpoint is not None and step % first.check_every == 0 and step > first_step and checkpoint.due():
+            write_state(step)  # before this step's accuracy check, which the resumed group then makes
+            if past_deadline():
+                raise BudgetSpent(f"time budget spent at step {step} of {first.max_steps}; {len(alive)} of {M} runs "
+                                  f"checkpointed in {checkpoint.state_path.parent}")
         stopped: list[int] = []  # stack positions of the runs that stop at this step
 
         def stop(i: int, reason: str) -> None:
@@ -168,7 +201,7 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
     for i, m in enumerate(alive):
         if weights[m] is None:  # trained to max_steps
             weights[m] = run_weights(params, i, configs[m])
-    seconds = time.perf_counter() - start
+    seconds = seconds_before + time.perf_counter() - start
     results = []
     for m, (c, s) in enumerate(zip(configs, sets)):
         results.append(MultiHopResult(c, steps[m], last_loss[m], final[m][-1], final[m] if c.cot else None,

@@ -1,11 +1,12 @@
 """Time-budgeted, resumable training: a stacked group checkpoints in flight and resumes where it stopped.
 
-A group of stacked runs (`trainer.train_group`) can take many minutes at the paper's scale, longer
-than a cluster job or a lent node may run. With a `GroupCheckpoint` it writes its whole state (the
-stacked weights, AdamW moments and step counts, which runs have stopped, the curves and kept
-checkpoints so far) every `every_s` seconds of training, at a boundary between blocks of steps, and a
-later call with the same runs starts from there. Batches are a function of (seed, step)
-(`geofact.training.data.batch_indices`) and the state is restored bit for bit, so a resumed group
+A group of stacked runs (`trainer.train_group`, `multihop_trainer.train_multihop`) can take many
+minutes at the paper's scale, longer than a cluster job or a lent node may run. With a
+`GroupCheckpoint` it writes its whole state (the stacked weights, AdamW moments and step counts, which
+runs have stopped, the curves and kept checkpoints so far) every `every_s` seconds of training, at a
+boundary between blocks of steps (single-hop) or at an accuracy check (multi-hop), and a later call
+with the same runs starts from there. Batches are a function of (seed, step)
+(`geofact.training.data.batch_indices`, `multihop.BatchSampler`) and the state is restored bit for bit, so a resumed group
 produces the same records as one that was never interrupted (on the same device and thread count;
 only its wall time differs). Files are written atomically, so a process killed at any moment (SIGKILL
 included) loses at most the steps since the last checkpoint and never leaves a torn file.
@@ -60,18 +61,25 @@ def past_deadline() -> bool:
 
 @dataclass
 class GroupState:
-    """Everything `train_group` needs to continue a group at the start of step `step`."""
+    """Everything a stacked trainer needs to continue a group at the start of step `step`."""
 
     step: int
     alive: list[int]  # runs (indices into the group's configs) still in the stack, in stack order
-    tensors: dict[str, torch.Tensor]  # flat, m, v, t (the stack and its AdamW state), steps, last_loss
-    curves: list[list[list[float]]]
-    acc_curves: list[list[list[float]]]
-    kept_losses: list[dict[int, float]]
-    accs: list[float]
+    tensors: dict[str, torch.Tensor]  # the stack and its AdamW state (`stack_state`), and the trainer's own
+    meta: dict  # the trainer's JSON-able bookkeeping: curves, losses, stop reasons
     seconds: float  # training wall time behind this state
-    kept: list[dict[int, dict[str, torch.Tensor]]] = field(default_factory=list)  # run -> step -> weights
-    final: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)  # stopped run -> its last weights
+    weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # named weight sets (a run's final or kept weights)
+
+
+def stack_state(update) -> dict[str, torch.Tensor]:
+    """The stacked weights and AdamW state of a `trainer.StackedUpdates`, to save."""
+    return {"flat": update.stack.flat, "m": update.opt.m, "v": update.opt.v, "t": update.opt.t}
+
+
+def restore_stack(update, tensors: dict[str, torch.Tensor]) -> None:
+    """Put saved `stack_state` back into a StackedUpdates of the same shape (its views stay valid)."""
+    for name, buffer in stack_state(update).items():
+        buffer.copy_(tensors[name].to(buffer.device))
 
 
 def _digest(keys: list[str], settings: dict) -> str:
@@ -108,20 +116,14 @@ class GroupCheckpoint:
             if meta.get("schema") != SCHEMA or meta["keys"] != self.keys or meta["settings"] != self.settings:
                 raise ValueError(f"{self.state_path} holds the state of another group; delete it to start that group afresh")
             arrays = {k: torch.from_numpy(z[k].copy()) for k in z.files if k != "meta"}
-        kept: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in self.keys]
-        final: dict[int, dict[str, torch.Tensor]] = {}
+        weights: dict[str, dict[str, torch.Tensor]] = {}
         for name, value in arrays.items():
-            kind, *rest = name.split("/")
-            if kind == "kept":
-                run, step, param = rest
-                kept[int(run)].setdefault(int(step), {})[param] = value
-            elif kind == "final":
-                run, param = rest
-                final.setdefault(int(run), {})[param] = value
-        tensors = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("state/")}
-        return GroupState(step=meta["step"], alive=meta["alive"], tensors=tensors, curves=meta["curves"],
-                          acc_curves=meta["acc_curves"], kept_losses=[{int(s): x for s, x in d.items()} for d in meta["kept_losses"]],
-                          accs=meta["accs"], seconds=meta["seconds"], kept=kept, final=final)
+            if name.startswith("weights/"):
+                group, param = name[len("weights/"):].rsplit("/", 1)
+                weights.setdefault(group, {})[param] = value
+        tensors = {k[len("state/"):]: v for k, v in arrays.items() if k.startswith("state/")}
+        return GroupState(step=meta["step"], alive=meta["alive"], tensors=tensors, meta=meta["trainer"],
+                          seconds=meta["seconds"], weights=weights)
 
     def due(self) -> bool:
         """Whether the state should be written now: `every_s` since the last write, or past the deadline."""
@@ -132,14 +134,10 @@ class GroupCheckpoint:
         if not self.index.exists():
             _write_atomically(self.index, json.dumps({"schema": SCHEMA, "keys": self.keys, "settings": self.settings}).encode())
         meta = {"schema": SCHEMA, "keys": self.keys, "settings": self.settings, "step": state.step, "alive": state.alive,
-                "curves": state.curves, "acc_curves": state.acc_curves, "accs": state.accs, "seconds": state.seconds,
-                "kept_losses": [{str(s): x for s, x in d.items()} for d in state.kept_losses]}
+                "seconds": state.seconds, "trainer": state.meta}
         arrays = {f"state/{k}": v.detach().cpu().numpy() for k, v in state.tensors.items()}
-        for run, by_step in enumerate(state.kept):
-            for step, weights in by_step.items():
-                arrays |= {f"kept/{run}/{step}/{k}": v.numpy() for k, v in weights.items()}
-        for run, weights in state.final.items():
-            arrays |= {f"final/{run}/{k}": v.numpy() for k, v in weights.items()}
+        for group, weights in state.weights.items():
+            arrays |= {f"weights/{group}/{k}": v.detach().cpu().numpy() for k, v in weights.items()}
         buffer = io.BytesIO()
         np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
         _write_atomically(self.state_path, buffer.getvalue())

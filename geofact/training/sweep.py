@@ -2,7 +2,7 @@
 
 `run_sweep(configs, cache_dir)` trains only the runs whose result is not already in `cache_dir`,
 stacking compatible runs (`shape_key()`) in groups of at most `group_size`, and writes
-each group's results as soon as it finishes; a rerun resumes from the cache. A single-hop group in
+each group's results as soon as it finishes; a rerun resumes from the cache. A group in
 flight also writes its state every `checkpoint_every` seconds (geofact.training.resume), so an
 interrupted sweep loses at most the steps since then, and a time budget ($GEOFACT_DEADLINE, set by
 `geofact run --budget`) stops it cleanly: no group starts past the deadline, and the groups in flight
@@ -216,9 +216,9 @@ def groups_dir(cache_dir: Path) -> Path:
     return Path(cache_dir) / "groups"
 
 
-def group_settings(checkpoints: tuple[int, ...]) -> dict:
+def group_settings(config: Config, checkpoints: tuple[int, ...]) -> dict:
     """What, besides its runs, a group's training depends on: a state is resumed only with the same."""
-    return {"trainer": "train_group", "checkpoints": list(checkpoints)}
+    return {"trainer": "train_group" if isinstance(config, TrainConfig) else "train_multihop", "checkpoints": list(checkpoints)}
 
 
 def _train_chunk(job: tuple, progress=None) -> list[Config]:
@@ -227,8 +227,9 @@ def _train_chunk(job: tuple, progress=None) -> list[Config]:
     device = resolve_device(device)
     kept = {"checkpoints": checkpoints} if checkpoints else {}
     state = None
-    if checkpoint_every is not None and isinstance(chunk[0], TrainConfig):
-        state = GroupCheckpoint(groups_dir(cache_dir), [c.key() for c in chunk], group_settings(checkpoints), checkpoint_every)
+    if checkpoint_every is not None:
+        state = GroupCheckpoint(groups_dir(cache_dir), [c.key() for c in chunk], group_settings(chunk[0], checkpoints),
+                                checkpoint_every)
         kept["checkpoint"] = state
     origin = provenance(device)
     for result in _trainer(chunk[0])(chunk, device=device, progress=progress, **kept):
@@ -258,7 +259,7 @@ class SweepPool:
     process). On an idle machine that is as fast as one process on every core
     (bench/bench_sweep_workers.py: 1.01x on 2 cores, less for sweeps short enough that spawning the
     workers, ~3 s, counts); on a busy one it keeps threads that wait on each other from spinning (a
-    d = 32 step went from 7 ms to 480 ms). Records are written as each chunk finishes, and single-hop
+    d = 32 step went from 7 ms to 480 ms). Records are written as each chunk finishes, and
     chunks in flight write their state every `checkpoint_every` seconds (None: never), so a pool killed
     half-way loses only the steps since; a group found checkpointed is formed again and resumed first.
     Past the deadline of a time budget no chunk starts, and `completed()` raises `BudgetSpent`.
@@ -374,7 +375,7 @@ class SweepPool:
                 if all(k in self._queued and k not in taken for k in keys):
                     chunk = [self._queued[k] for k in keys]
                     kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
-                    if settings == group_settings(kept):
+                    if settings == group_settings(chunk[0], kept):
                         resumed.append(chunk)
                         taken.update(keys)
         size = lambda c: self.group_size or default_group_size(c, self.device)  # noqa: E731

@@ -23,7 +23,7 @@ from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
 from geofact.training.optim import FlatStack, StackedAdamW, column_ranges, clip_grad_norms_
-from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, past_deadline
+from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, past_deadline, restore_stack, stack_state
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -251,21 +251,29 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
             params = update.keep(rows)
             padded, n_facts, seeds = padded[rows], n_facts[rows], seeds[rows]
             run_index = torch.arange(len(alive), device=device)[:, None]
-        for buffer, name in ((update.stack.flat, "flat"), (update.opt.m, "m"), (update.opt.v, "v"), (update.opt.t, "t")):
-            buffer.copy_(state.tensors[name].to(buffer.device))
+        restore_stack(update, state.tensors)
         steps.copy_(state.tensors["steps"])
         last_loss.copy_(state.tensors["last_loss"])
-        curves = [[(int(t), x) for t, x in c] for c in state.curves]
-        acc_curves = [[(int(t), x) for t, x in c] for c in state.acc_curves]
-        kept, kept_losses, final, accs = state.kept, state.kept_losses, state.final, list(state.accs)
+        curves = [[(int(t), x) for t, x in c] for c in state.meta["curves"]]
+        acc_curves = [[(int(t), x) for t, x in c] for c in state.meta["acc_curves"]]
+        kept_losses = [{int(t): x for t, x in d.items()} for d in state.meta["kept_losses"]]
+        accs = list(state.meta["accs"])
+        for name, weights in state.weights.items():  # "final/m" and "kept/m/step"
+            kind, m, *at = name.split("/")
+            if kind == "final":
+                final[int(m)] = weights
+            else:
+                kept[int(m)][int(at[0])] = weights
         block_start = block_end = first_step
 
     def write_state(step: int) -> None:
+        weights = {f"final/{m}": w for m, w in final.items()}
+        weights |= {f"kept/{m}/{t}": w for m, by_step in enumerate(kept) for t, w in by_step.items()}
         checkpoint.save(GroupState(
-            step=step, alive=list(alive), curves=curves, acc_curves=acc_curves, kept_losses=kept_losses, accs=accs,
-            tensors={"flat": update.stack.flat, "m": update.opt.m, "v": update.opt.v, "t": update.opt.t,
-                     "steps": steps, "last_loss": last_loss},
-            seconds=seconds_before + time.perf_counter() - start, kept=kept, final=final))
+            step=step, alive=list(alive), tensors={**stack_state(update), "steps": steps, "last_loss": last_loss},
+            meta={"curves": curves, "acc_curves": acc_curves, "accs": accs,
+                  "kept_losses": [{str(t): x for t, x in d.items()} for d in kept_losses]},
+            seconds=seconds_before + time.perf_counter() - start, weights=weights))
 
     def accuracy_at(positions: list[int]) -> list[float]:
         """Accuracy over all its facts of the run at each of these stack positions."""

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import geofact.training.multihop_trainer as multihop_module
 import geofact.training.trainer as trainer_module
-from geofact.training.config import TrainConfig
+from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.resume import DEADLINE_ENV, BudgetSpent, GroupCheckpoint, deadline
 from geofact.training.sweep import groups_dir, run_sweep
 
@@ -59,6 +60,27 @@ def test_a_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupte
     assert outcome(tmp_path / "cut") == outcome(tmp_path / "ref")
     assert [r["steps"] for r in resumed] == [r["steps"] for r in reference]
     assert not list(groups_dir(tmp_path / "cut").iterdir())  # the state is gone once the records are written
+
+
+# k-hop runs with and without chain-of-thought, stopping at different checks (accuracy or loss)
+HOPS = [MultiHopConfig(N=16, R=2, k=2, d=32, batch_size=128, max_steps=500, lr=3e-3, cot=cot, seed=s, check_every=50,
+                       target_accuracy=0.9) for cot in (True, False) for s in (0, 1)]
+
+
+def test_a_multihop_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    reference = run_sweep(HOPS, tmp_path / "ref", progress=False, workers=1, checkpoint_every=None, group_size=2)
+    calls = []
+    monkeypatch.setattr(multihop_module, "past_deadline", lambda: calls.append(1) or len(calls) >= 5)
+    with pytest.raises(BudgetSpent, match="checkpointed"):
+        run_sweep(HOPS, tmp_path / "cut", progress=False, workers=1, checkpoint_every=0, group_size=2)
+    (index,) = groups_dir(tmp_path / "cut").glob("*.json")
+    meta = json.loads(index.read_text())
+    assert GroupCheckpoint(index.parent, meta["keys"], meta["settings"]).load().step == 5 * 50
+    monkeypatch.undo()
+    resumed = run_sweep(HOPS, tmp_path / "cut", progress=False, workers=1, group_size=2)
+    assert outcome(tmp_path / "cut") == outcome(tmp_path / "ref")
+    assert [r["steps"] for r in resumed] == [r["steps"] for r in reference]
+    assert len({r["steps"] for r in reference}) > 1  # the runs left the stack at different steps
 
 
 def test_past_the_deadline_a_sweep_starts_nothing(tmp_path, monkeypatch):
