@@ -18,6 +18,7 @@ code computes afresh.
 
 from __future__ import annotations
 
+import dis
 import hashlib
 import inspect
 import json
@@ -61,15 +62,40 @@ def train_grid(grid: CapacityGrid, cache_dir: Path, device: str = "cpu") -> dict
     return dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device, checkpoints=grid.checkpoints)))
 
 
+def _code_and_globals(fn: Callable, seen: set[int]) -> list[str]:
+    """The source of `fn` and, recursively, of the functions of its own module it calls by name, with the
+    values of the plain globals they read (a notebook's constants): what a cached result depends on."""
+    if id(fn) in seen:
+        return []
+    seen.add(id(fn))
+    try:
+        parts = [inspect.getsource(fn)]
+    except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
+        parts = [getattr(fn, "__qualname__", repr(fn))]
+    code, names = getattr(fn, "__code__", None), set()
+    stack = [code] if code is not None else []
+    while stack:  # the globals read by the function and by the functions and comprehensions nested in it
+        c = stack.pop()
+        names.update(i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+        stack += [k for k in c.co_consts if inspect.iscode(k)]
+    scope = getattr(fn, "__globals__", {})
+    for name in sorted(names):
+        value = scope.get(name)
+        if inspect.isfunction(value) and value.__module__ == fn.__module__:
+            parts += _code_and_globals(value, seen)
+        elif isinstance(value, (bool, int, float, str, tuple, list, dict)):
+            parts.append(f"{name} = {value!r}")
+    return parts
+
+
 def analysis_code_hash(analyse: Callable) -> str:
-    """sha256 of the code an analysis runs: the geofact.analysis package and the function's own source."""
+    """sha256 of the code an analysis runs: the geofact.analysis package, the function's own source and
+    that of the functions of its module it calls, and the plain values they read there."""
     h = hashlib.sha256()
     for path in sorted((Path(geofact.__file__).parent / "analysis").glob("*.py")):
         h.update(path.read_bytes())
-    try:
-        h.update(inspect.getsource(analyse).encode())
-    except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
-        h.update(getattr(analyse, "__qualname__", repr(analyse)).encode())
+    for part in _code_and_globals(analyse, set()):
+        h.update(part.encode())
     return h.hexdigest()
 
 

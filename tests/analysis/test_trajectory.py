@@ -50,3 +50,25 @@ def test_analyses_are_cached_as_records_and_pages_can_execute_from_them_without_
         train_grid(GRID.__class__(**{**GRID.__dict__, "seeds": [1]}), tmp_path)
     record = json.loads(next((tmp_path / "analyses" / "norm").glob("*-final-*.json")).read_text())
     assert record["params"] == {"p": 1} and record["provenance"]["device"]
+
+
+def test_the_code_hash_follows_the_helpers_and_constants_an_analysis_reads():
+    from geofact.analysis import trajectory
+
+    namespace = {"__name__": "page"}
+    exec("SCALE = 2\ndef helper(x):\n    return x * SCALE\ndef analyse(model):\n    return {'v': helper(1)}\n", namespace)
+    before = trajectory.analysis_code_hash(namespace["analyse"])
+    namespace["SCALE"] = 3  # a notebook constant the helper reads
+    assert trajectory.analysis_code_hash(namespace["analyse"]) != before
+    namespace["SCALE"] = 2
+    assert trajectory.analysis_code_hash(namespace["analyse"]) == before
+
+
+def test_attribute_names_are_not_mistaken_for_globals():
+    from geofact.analysis import trajectory
+
+    namespace = {"__name__": "page", "records": {"a": 1}}  # `records` is also an attribute the analysis reads
+    exec("def analyse(model):\n    return {'v': len(model.records)}\n", namespace)
+    before = trajectory.analysis_code_hash(namespace["analyse"])
+    namespace["records"] = {"a": 2}
+    assert trajectory.analysis_code_hash(namespace["analyse"]) == before
