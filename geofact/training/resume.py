@@ -37,6 +37,7 @@ import torch
 DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
 SCHEMA = "geofact.training.group-state/1"
 DEFAULT_EVERY_S = 120.0  # a group's state is written at most this often (and at the deadline)
+MAX_OVERHEAD = 0.05  # and no more often than keeps writing it under this fraction of the training time
 
 
 class BudgetSpent(RuntimeError):
@@ -106,6 +107,7 @@ class GroupCheckpoint:
         digest = _digest(self.keys, self.settings)
         self.index, self.state_path = self.directory / f"{digest}.json", self.directory / f"{digest}.npz"
         self._last = time.monotonic()
+        self._interval = every_s
 
     def load(self) -> GroupState | None:
         """The latest state written for this group, or None."""
@@ -126,10 +128,12 @@ class GroupCheckpoint:
                           seconds=meta["seconds"], weights=weights)
 
     def due(self) -> bool:
-        """Whether the state should be written now: `every_s` since the last write, or past the deadline."""
-        return time.monotonic() - self._last >= self.every_s or past_deadline()
+        """Whether the state should be written now: `every_s` since the last write (longer when a write
+        is slow: a paper-scale stack on a GPU is gigabytes), or past the deadline."""
+        return time.monotonic() - self._last >= self._interval or past_deadline()
 
     def save(self, state: GroupState) -> None:
+        started = time.monotonic()
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self.index.exists():
             _write_atomically(self.index, json.dumps({"schema": SCHEMA, "keys": self.keys, "settings": self.settings}).encode())
@@ -142,6 +146,8 @@ class GroupCheckpoint:
         np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
         _write_atomically(self.state_path, buffer.getvalue())
         self._last = time.monotonic()
+        if self.every_s > 0:
+            self._interval = max(self.every_s, (self._last - started) / MAX_OVERHEAD)
 
     def clear(self) -> None:
         """Forget the group (its records are written)."""

@@ -146,3 +146,15 @@ def test_sigkill_at_random_moments_then_resume_gives_the_records_of_an_uninterru
         subprocess.run([sys.executable, str(script), str(cut)], check=True, env=env)
     assert kills >= 2 and resumed_from_a_state >= 2, (kills, resumed_from_a_state)
     assert outcome(cut) == outcome(tmp_path / "ref")
+
+
+def test_a_slow_state_write_spaces_the_next_ones_out(tmp_path, monkeypatch):
+    import geofact.training.resume as resume
+
+    clock = iter([0.0, 100.0, 130.0, 200.0, 130.0 + 600.0])  # creation, save start, save end (30 s), then two checks
+    monkeypatch.setattr(resume.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(resume, "_write_atomically", lambda path, data: None)
+    checkpoint = GroupCheckpoint(tmp_path, ["a"], {}, every_s=120)
+    state = resume.GroupState(step=64, alive=[0], tensors={}, meta={}, seconds=1.0)
+    checkpoint.save(state)  # took 30 s: the next write waits 30 / 5% = 600 s rather than 120
+    assert not checkpoint.due() and checkpoint.due()
