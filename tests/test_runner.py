@@ -1,3 +1,5 @@
+import json
+
 import nbformat
 import pytest
 
@@ -40,9 +42,12 @@ def test_finishing_a_page_drops_progress_widgets_and_keeps_every_other_output():
     text = nbformat.v4.new_output("stream", name="stdout", text="a result\n")
     cell.outputs = [widget, text]
     probe = nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]})
-    probe.outputs = [nbformat.v4.new_output("stream", name="stdout", text='["geofact"]\n')]
+    probe.outputs = [nbformat.v4.new_output("stream", name="stdout", text=json.dumps(
+        {"modules": ["geofact"], "records": {"device": ["cuda:0 (NVIDIA H100)"], "git_commit": ["0123456789abcdef"]}}) + "\n")]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Page"), cell, probe])
     meta = {"parameters": {}, "profile": "smoke", "executed_at": "now", "wall_time_s": 1.0, "git_commit": "abc",
             "device": "cpu", "environment": {"torch": "t", "python": "p", "numpy": "n"}, "notebook": "page"}
     assert _finish_page(nb, meta) == ["geofact"]
     assert nb.cells[2].outputs == [text]
+    assert meta["records_made_on"]["device"] == ["cuda:0 (NVIDIA H100)"]  # where the cached records it read were made
+    assert "| cached records made on | cuda:0 (NVIDIA H100) |" in nb.cells[1].source
