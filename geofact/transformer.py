@@ -12,6 +12,12 @@ and the output is argmax over the unembedding, logits = X' @ U. "uniform" heads 
 matrix by the average over the causal prefix (the paper's "uniform attention"). No normalisation
 layers: the theory has none (Section 2.2).
 
+The mask: Section 2.2 writes softmax((W_K X)^T (W_Q X)) with no mask, while Section 2.1 trains a
+causal next-token model. Heads are causal by default (every construction but one is built for the
+causal model); `causal=False` gives Section 2.2's unmasked head, which the proof of Theorem 4.3 (1)
+needs as written (its first token reads later ones), and `Transformer.readout_position` says which
+position's state is decoded (the last by default).
+
 Everything is plain tensors, so a construction is a function that fills in these fields, and the
 forward pass is shared by all of them: no construction has a shortcut around the model.
 """
@@ -35,6 +41,7 @@ class AttentionHead:
     W_V: torch.Tensor
     W_O: torch.Tensor
     scores: Scores = "softmax"
+    causal: bool = True  # False: Section 2.2's unmasked attention (every position sees every position)
 
     def __post_init__(self) -> None:
         if self.scores not in ("softmax", "uniform"):
@@ -46,14 +53,16 @@ class AttentionHead:
             raise ValueError(f"W_O must be (d_v, d) = {(self.W_V.shape[1], d)}, got {tuple(self.W_O.shape)}")
 
     def pattern(self, x: torch.Tensor) -> torch.Tensor:
-        """Attention weights (batch, seq_q, seq_k), causal."""
+        """Attention weights (batch, seq_q, seq_k): causal, or over every position with causal=False."""
         seq = x.shape[1]
-        causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
+        visible = torch.ones(seq, seq, dtype=torch.bool, device=x.device)
+        if self.causal:
+            visible = visible.tril()
         if self.scores == "uniform":
-            weights = causal.to(x.dtype)
+            weights = visible.to(x.dtype)
             return (weights / weights.sum(-1, keepdim=True)).expand(x.shape[0], seq, seq)
         scores = (x @ self.W_Q) @ (x @ self.W_K).transpose(1, 2)  # (batch, seq_q, seq_k)
-        return scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        return scores.masked_fill(~visible, float("-inf")).softmax(dim=-1)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.pattern(x) @ (x @ self.W_V @ self.W_O)  # (batch, seq, d)
@@ -105,12 +114,16 @@ class Layer:
 
 @dataclass
 class Transformer:
-    """Token embedding (vocab_in, d), layers, unembedding (d, vocab_out), optional positions (max_len, d)."""
+    """Token embedding (vocab_in, d), layers, unembedding (d, vocab_out), optional positions (max_len, d).
+
+    `readout_position` is the position whose final state is decoded (-1: the last token).
+    """
 
     embed: torch.Tensor
     layers: list[Layer]
     unembed: torch.Tensor
     pos_embed: torch.Tensor | None = field(default=None)
+    readout_position: int = -1
 
     def __post_init__(self) -> None:
         if self.unembed.shape[0] != self.d_model:
@@ -156,8 +169,8 @@ class Transformer:
         return x
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits at the last position (batch, vocab_out)."""
-        return self.residual(tokens)[:, -1] @ self.unembed
+        """Logits at the readout position (batch, vocab_out); the last one unless `readout_position` says otherwise."""
+        return self.residual(tokens)[:, self.readout_position] @ self.unembed
 
     def generate(
         self, tokens: torch.Tensor, steps: int, output_to_input: torch.Tensor | None = None
@@ -171,6 +184,8 @@ class Transformer:
         """
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
+        if self.readout_position != -1:
+            raise ValueError(f"generation appends after the last token: readout_position must be -1, got {self.readout_position}")
         if self.pos_embed is not None and tokens.shape[1] + steps - 1 > self.pos_embed.shape[0]:
             raise ValueError(
                 f"prompt length {tokens.shape[1]} + {steps - 1} generated tokens exceeds the "
@@ -194,11 +209,12 @@ class Transformer:
             embed=move(self.embed),
             layers=[
                 Layer(
-                    [AttentionHead(*(move(t) for t in h.tensors()), scores=h.scores) for h in layer.heads],
+                    [AttentionHead(*(move(t) for t in h.tensors()), scores=h.scores, causal=h.causal) for h in layer.heads],
                     MLP([move(w) for w in layer.mlp.weights], [move(b) for b in layer.mlp.biases]) if layer.mlp else None,
                 )
                 for layer in self.layers
             ],
             unembed=move(self.unembed),
             pos_embed=move(self.pos_embed) if self.pos_embed is not None else None,
+            readout_position=self.readout_position,
         )

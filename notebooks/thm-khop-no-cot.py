@@ -47,7 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from geofact.constructions import embedding_precomputation, key_value_memory
+from geofact.constructions import embedding_precomputation, key_value_memory, key_value_memory_first_token
 from geofact.constructions.khop import n_bits
 from geofact.notebook import interactive, progress
 from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
@@ -77,7 +77,8 @@ VERSIONS = {"key-value": key_value_memory, "embedding": embedding_precomputation
 #   We scale the scores by $\tau = 50$; the literal $\tau = 1$ is tested below.
 # * **Repair 2 (key-value): causality.** The proof's active token is the *first* one, which gathers
 #   $r_1, \dots, r_k$ from later positions. Next-token prediction (Section 2.1) is causal: the first
-#   token sees only itself. Here position $q$ reads position $q-1$ in every layer, so the running
+#   token sees only itself (measured below, with the proof's layout built both ways). Here position
+#   $q$ reads position $q-1$ in every layer, so the running
 #   subject is handed down the prompt and arrives at the last token after layer $k$; the lookup
 #   table is the proof's. This layout needs one relation block, $d = d_S + d_R + k + 2$, against the
 #   proof's $1 + d_S + 2d_R + k$ (equal at $R = 2$, smaller for $R > 2$, one more at $R = 1$).
@@ -221,30 +222,77 @@ report.number("tau1_emb_accuracy", literal_acc["embedding"])
 # model {glue:text}`tau1_emb_accuracy:.3f` of the queries: the lookups need a large scale, which the
 # proof's "$\tau \to \infty$" of Theorem 4.4 supplies but Theorem 4.3's matrices do not.
 #
-# ## Repair 2: the proof's first-token layout cannot work causally
+# ## The proof's own layout: the first token gathers the relations
 #
-# A causal head at position 0 attends to position 0 only, so whatever the layers compute there is a
-# function of $s_0$ alone. Measured on the built model: the first token's final state is the same for
-# every relation word, so reading the answer there is right only when the answer does not depend on
-# the word.
+# The proof's active token is the *first* one: at layer $l$ it fetches $r_l$ from position $l$. Its
+# attention is Section 2.2's, $\mathrm{softmax}((W_KX)^\top(W_QX))$, which has **no mask**; Section 2.1
+# trains a **causal** next-token model, under which position 0 sees only itself. Both readings, built
+# (`key_value_memory_first_token`) and scored on every query of one cell, the answer read at position 0:
 
 # %%
-causal_task = KHopTask.random(64, 4, 2, seed=seed)
-kv = key_value_memory(causal_task, device=device)
-q = causal_task.queries()
-first = kv.model.residual(q.tokens.to(kv.device))[:, 0].reshape(causal_task.N, -1, kv.d_model)  # (N, R^k, d)
-spread = float((first - first[:, :1]).abs().max())
-first_token_answers = (kv.model.residual(q.tokens.to(kv.device))[:, 0] @ kv.model.unembed).argmax(-1).cpu()
-first_token_acc = float((first_token_answers == q.targets).float().mean())
-print(f"max |state(s_0, word) - state(s_0, word')| at position 0: {spread}; accuracy of a position-0 readout: {first_token_acc:.4f}")
-report.number("first_token_spread", spread)
-report.number("first_token_accuracy", first_token_acc)
+first_task = KHopTask.random(64, 4, 2, seed=seed)
+first_q = first_task.queries()
+first_token = {}
+for causal in (False, True):
+    c = key_value_memory_first_token(first_task, causal=causal, device=device)
+    states = c.model.residual(first_q.tokens.to(c.device))[:, 0].reshape(first_task.N, -1, c.d_model)  # (N, R^k, d)
+    first_token[causal] = dict(acc=c.evaluate(first_q).accuracy, spread=float((states - states[:, :1]).abs().max()))
+    print(f"{'causal mask' if causal else 'no mask (Section 2.2)':>22}: accuracy {first_token[causal]['acc']:.4f} on "
+          f"{len(first_q)} queries; first token's state varies by {first_token[causal]['spread']:.1f} across relation words")
+first_token_grid = {}
+for N, R, k in [(N, R, k) for N in N_values for R in R_values for k in k_values if N * R**k <= max_queries]:
+    task = KHopTask.random(N, R, k, seed=seed)
+    first_token_grid[(N, R, k)] = key_value_memory_first_token(task, device=device).accuracy(task)
+report.number("first_token_acc_unmasked", first_token[False]["acc"])
+report.number("first_token_acc_causal", first_token[True]["acc"])
+report.number("first_token_spread_causal", first_token[True]["spread"])
+report.number("first_token_cells", len(first_token_grid))
+report.number("first_token_grid_min", min(first_token_grid.values()))
 
 # %% [markdown]
-# The first token's state varies by {glue:text}`first_token_spread:.1f` across relation words and a
-# readout there scores {glue:text}`first_token_accuracy:.4f`. (With bidirectional attention the proof's
-# layout could work, but Section 2.2 defines the attention without a mask while Section 2.1 trains
-# a causal next-token model; the constructions of Theorems 4.1 and 4.4 are causal, and so is this one.)
+# Without a mask the proof's layout is exact: {glue:text}`first_token_acc_unmasked:.4f` here and at
+# least {glue:text}`first_token_grid_min:.4f` on each of the {glue:text}`first_token_cells:d` grid cells
+# small enough to score in full. With a causal mask the first token's state varies by only
+# {glue:text}`first_token_spread_causal:.1f` across relation words and it answers
+# {glue:text}`first_token_acc_causal:.4f`: it never sees a relation, reads an all-zero one and applies
+# $g_0$ at every layer. The paper's two sections disagree on the mask, and the proof works under
+# one of them only. The constructions on the rest of this page hand the running subject down the
+# prompt instead (repair 2), which works under both.
+#
+# ## The proof's bookkeeping, item by item
+#
+# The key-value proof's sizes and formulas do not agree with one another. Each slip, what it would
+# do if taken literally, and what the code does:
+
+# %%
+k_ex = 3
+proof_D_positions = k_ex  # D = 1 + d_S + 2 d_R + k: k coordinates for positions
+tokens_in_prompt = k_ex + 1  # s_0, r_1..r_k
+attention_block = k_ex + 2  # W_K = W_Q = diag(0, 0, 0, I_{k+2})
+z = torch.tensor([-1.0, 0.0, 1.0])
+paper_identity = torch.relu(z) + torch.relu(-z)  # the proof: z = ReLU(z) + ReLU(-z)
+# The proof's positional codes: token 0 carries e_1 and so does token 1 (r_1); identical keys tie.
+e = torch.eye(k_ex + 1)
+proof_pos = torch.stack([e[0]] + [e[i - 1] for i in range(1, k_ex + 1)])  # e_1 for s_0, e_i for r_i (1-based)
+tie = float(proof_pos[0] @ proof_pos[0]) == float(proof_pos[0] @ proof_pos[1])
+bookkeeping = [
+    ("positions", f"D has k = {proof_D_positions} position coordinates, the prompt has k + 1 = {tokens_in_prompt} tokens, "
+                  f"and W_K = W_Q carry I_(k+2) = I_{attention_block}",
+     "k + 1 one-hot coordinates, one per token", proof_D_positions == tokens_in_prompt == attention_block),
+    ("s_0 and r_1 share e_1", "token 0 (x_0 = (1; bin s_0; 0; e_1)) and token 1 (x_1 = (...; e_1)) get equal attention scores",
+     "token i carries e_i for i = 0..k; each layer's query names its target position", not tie),
+    ("ReLU identity", f"ReLU(z) + ReLU(-z) on z = {z.tolist()} gives {paper_identity.tolist()} (that is |z|)",
+     "ReLU(z) - ReLU(-z), as the Theorem 4.4 proof writes it", torch.equal(paper_identity, z)),
+]
+for item, literal, code, consistent in bookkeeping:
+    print(f"* {item}: {'consistent' if consistent else literal}.\n    code: {code}.")
+kv_bookkeeping_consistent = all(item[3] for item in bookkeeping)
+report.number("kv_bookkeeping_items", len(bookkeeping))
+
+# %% [markdown]
+# None of the three changes what the construction can do; each is a place where the text, taken
+# literally, builds a different (and broken) model. The chain-of-thought proof's slips are listed on
+# {doc}`thm-khop-cot`.
 #
 # ## Try it
 
@@ -271,8 +319,22 @@ report.claim(
 )
 report.claim(
     "thm-khop-kv-first-token",
-    holds=first_token_acc == 1.0,
-    measured=f"under causal attention the first token's state is independent of the relations (spread {spread:.1f}); a readout there scores {first_token_acc:.4f}",
+    holds=first_token[False]["acc"] == 1.0 and min(first_token_grid.values()) == 1.0,
+    measured=(f"the proof's layout with Section 2.2's unmasked attention: accuracy {first_token[False]['acc']:.4f} at "
+              f"N=64, R=4, k=2 and >= {min(first_token_grid.values()):.4f} on {len(first_token_grid)} fully scored grid cells"),
+    note="each layer's query names its target position (the proof's position codes tie s_0 with r_1)",
+)
+report.claim(
+    "thm-khop-kv-first-token-causal",
+    holds=first_token[True]["acc"] == 1.0,
+    measured=(f"the same layout under the causal mask of Section 2.1: the first token's state varies by "
+              f"{first_token[True]['spread']:.1f} across relation words and answers {first_token[True]['acc']:.4f}"),
+)
+report.claim(
+    "thm-khop-kv-bookkeeping",
+    holds=kv_bookkeeping_consistent,
+    measured="; ".join(f"{item}: {literal}" for item, literal, _, ok in bookkeeping if not ok) or "all consistent",
+    note="; ".join(f"{item}: code uses {code}" for item, _, code, _ in bookkeeping),
 )
 report.claim(
     "thm-khop-embedding",

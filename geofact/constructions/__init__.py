@@ -11,6 +11,7 @@ Each function takes a task (and, for k-hop, the task carries k) and returns a `C
 | `shared_attribute_attention` | Theorem 4.1, attention-only version |
 | `shared_attribute_hierarchical` | Theorem 4.1, hierarchical attention |
 | `key_value_memory` | Theorem 4.3 (1) |
+| `key_value_memory_first_token` | Theorem 4.3 (1), the proof's layout (unmasked attention) |
 | `embedding_precomputation` | Theorem 4.3 (2) |
 | `chain_of_thought` | Theorem 4.4 |
 """
@@ -18,7 +19,7 @@ Each function takes a task (and, for k-hop, the task carries k) and returns a `C
 from geofact.constructions.base import Construction, Evaluation
 from geofact.constructions.cot import chain_of_thought
 from geofact.constructions.disjoint import disjoint_attribute_transformer
-from geofact.constructions.khop import embedding_precomputation, key_value_memory
+from geofact.constructions.khop import embedding_precomputation, key_value_memory, key_value_memory_first_token
 from geofact.constructions.shared import (
     shared_attribute_attention,
     shared_attribute_hierarchical,
@@ -32,6 +33,7 @@ __all__ = [
     "disjoint_attribute_transformer",
     "embedding_precomputation",
     "key_value_memory",
+    "key_value_memory_first_token",
     "shared_attribute_attention",
     "shared_attribute_hierarchical",
     "shared_attribute_mlp",

@@ -1,6 +1,8 @@
 """Theorem 4.3 (`thm:k-hop-non-cot`, proof in Appendix G): k-hop recall in one forward pass, depth k.
 
 1. `key_value_memory`: d = O~(k), one MLP per layer of width N R acting as a lookup table (s, r) -> g_r(s).
+   `key_value_memory_first_token` is the proof's own layout (the first token gathers the relations),
+   which needs Section 2.2's unmasked attention.
 2. `embedding_precomputation`: the subject's embedding holds its whole k-hop answer tree,
    d = R^k d_S + d_R + k + 1, and each layer's MLP keeps the branch of the current relation.
 
@@ -138,6 +140,76 @@ def key_value_memory(
     model = Transformer(embed, layers, unembed, pos_embed).to(resolve_device(device))
     formulas = {"d_model": 1 + d_S + 2 * d_R + k, "mlp_width": N * R, "n_layers": k, "n_heads": 1}
     return Construction("k-hop, key-value memory (Theorem 4.3 (1))", model, formulas)
+
+
+def key_value_memory_first_token(
+    task: KHopTask, causal: bool = False, tau: float = 50.0, device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float64,
+) -> Construction:
+    """Theorem 4.3 (1) in the proof's layout: the first token (the subject) fetches r_1..r_k, one per layer.
+
+    Coordinates [flag | bin(s) (d_S) | bin(r) (d_R) | scratch (d_R) | position one-hot (k + 1)], as the
+    proof's D = 1 + d_S + 2 d_R + k plus one position (k + 1 tokens need k + 1 one-hot coordinates; the
+    proof's W_K = W_Q block I_{k+2} has one more still). Subject token: (1; bin(s_0); 0; 0; e_0),
+    relation token at position i: (0; 0; bin(r_i); 0; e_i). Layer l: the head's query at position 0
+    targets position l (score tau) and copies its bin(r_l) into the scratch block; the MLP's neuron
+    (s, r) has pre-activation flag - Hamming(bin s, subject block) - Hamming(bin r, scratch) (= 1 only
+    at the subject token on s = s_{l-1}, r = r_l) and writes bin(g_r(s)) - bin(s); d_R more neurons
+    erase the scratch (ReLU of a non-negative block). After layer k the first token holds bin(s_k),
+    and it is the one decoded (`readout_position = 0`).
+
+    Where the proof is loose, the choice made: each layer's query names its target position (the
+    proof instead increments the subject's position code, so that token 0 carries e_l exactly as
+    token l does and the two tie in the scores; at layer 1 the proof's s_0 and r_1 both carry e_1).
+    With `causal=False` (Section 2.2's attention, no mask) this is exact. With `causal=True` (the
+    next-token model of Section 2.1) position 0 sees only itself, reads an all-zero relation and
+    applies g_0 at every layer: the notebook measures that failure.
+    """
+    _check_tau(tau)
+    N, R, k = task.N, task.R, task.k
+    d_S, d_R = n_bits(N), n_bits(R)
+    flag, S = 0, slice(1, 1 + d_S)
+    Rb, scratch = slice(S.stop, S.stop + d_R), slice(S.stop + d_R, S.stop + 2 * d_R)
+    pos = slice(scratch.stop, scratch.stop + k + 1)
+    d = pos.stop
+    bin_s, bin_r = binary(N, d_S, dtype), binary(R, d_R, dtype)
+
+    embed = torch.zeros(N + R, d, dtype=dtype)
+    embed[:N, flag] = 1
+    embed[:N, S] = bin_s
+    embed[N:, Rb] = bin_r
+    pos_embed = torch.zeros(k + 1, d, dtype=dtype)
+    pos_embed[:, pos] = torch.eye(k + 1, dtype=dtype)
+
+    s_idx, r_idx = torch.arange(N).repeat_interleave(R), torch.arange(R).repeat(N)  # neuron (s, r) at s * R + r
+    w_s, b_s = mismatch_weights(bin_s)
+    w_r, b_r = mismatch_weights(bin_r)
+    out = bin_s[torch.as_tensor(task.bijections)[r_idx, s_idx]] - bin_s[s_idx]  # (N R, d_S)
+    facts, width = N * R, N * R + d_R
+    layers = []
+    for ell in range(1, k + 1):
+        head = relay_head(d, pos, [(0, ell)], tau, Rb, dtype)
+        head.W_O = torch.zeros(d_R, d, dtype=dtype)
+        head.W_O[:, scratch] = torch.eye(d_R, dtype=dtype)  # the fetched relation lands in the scratch block
+        head.causal = causal
+        w1, b1 = torch.zeros(d, width, dtype=dtype), torch.zeros(width, dtype=dtype)
+        w1[flag, :facts] = 1
+        w1[S, :facts] = w_s[s_idx].T
+        w1[scratch, :facts] = w_r[r_idx].T
+        b1[:facts] = b_s[s_idx] + b_r[r_idx]
+        w1[scratch, facts:] = torch.eye(d_R, dtype=dtype)
+        w2 = torch.zeros(width, d, dtype=dtype)
+        w2[:facts, S] = out
+        w2[facts:, scratch] = -torch.eye(d_R, dtype=dtype)
+        layers.append(Layer([head], MLP([w1, w2], [b1, torch.zeros(d, dtype=dtype)])))
+
+    unembed = torch.zeros(d, N, dtype=dtype)
+    unembed[S] = 2 * bin_s.T
+    unembed[flag] = -bin_s.sum(dim=1)
+    model = Transformer(embed, layers, unembed, pos_embed, readout_position=0).to(resolve_device(device))
+    formulas = {"d_model": 1 + d_S + 2 * d_R + k, "mlp_width": N * R, "n_layers": k, "n_heads": 1}
+    mask = "causal" if causal else "no mask"
+    return Construction(f"k-hop, key-value memory, first-token layout, {mask} (Theorem 4.3 (1))", model, formulas)
 
 
 def embedding_precomputation(

@@ -39,7 +39,11 @@ def _finish(name: str, model: Transformer, formulas: dict[str, float], device, p
 
 
 def shared_attribute_mlp(
-    task: SharedAttributeTask, seed: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float64
+    task: SharedAttributeTask,
+    seed: int = 0,
+    literal_value_matrix: bool = False,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float64,
 ) -> Construction:
     """Theorem 4.1, MLP version: uniform attention, then a 3-layer ReLU MLP selects block j.
 
@@ -49,7 +53,8 @@ def shared_attribute_mlp(
 
     Choices made explicit:
     * residual: as in Theorem F.1, W_V = 2 diag(I_{Rm}, 0) so that the state after attention is exactly
-      (stack_i; j) (the literal W_V = 2 I would give (stack_i; 2j) through the residual);
+      (stack_i; j). `literal_value_matrix=True` builds the proof's W_V = 2 I, which with Section 2.2's
+      residual gives (stack_i; 2j): the gate of block 2j opens (none when 2j > R), not block j's;
     * layers of the MLP: hidden 1 = ReLU identity of the stack (2Rm units) and [l - j]_+, [j - l]_+
       (2R units); hidden 2 = the 2Rm gates plus a ReLU identity of block 1 (2m units); output = block 1
       receives sum_l gate_l - block 1, so after the MLP's residual block 1 holds exactly v_{g_j(i)};
@@ -68,7 +73,8 @@ def shared_attribute_mlp(
     embed[N + torch.arange(R), j_coord] = torch.arange(1, R + 1, dtype=dtype)
 
     w_v = 2 * torch.eye(d, dtype=dtype)
-    w_v[j_coord, j_coord] = 0  # the relation index arrives once, through the residual
+    if not literal_value_matrix:
+        w_v[j_coord, j_coord] = 0  # the relation index arrives once, through the residual
     head = AttentionHead(_zeros(d, 1, dtype=dtype), _zeros(d, 1, dtype=dtype), w_v, torch.eye(d, dtype=dtype), "uniform")
 
     # hidden 1: [P (Rm) | Q (Rm) | A (R) | B (R)] = [z]_+, [-z]_+, [l - j]_+, [j - l]_+
