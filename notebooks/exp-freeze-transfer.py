@@ -65,6 +65,7 @@ min_headroom = 3.0  # sufficient capacity: every learned seed memorises and d is
 # (from about 3x its threshold a run meets the paper's stop rule within 15,000 steps: exp-capacity's table)
 headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 chance_factor = 5.0  # the verdict calls an accuracy near chance below this many times 1/N
+high_accuracy = 0.9  # retrained accuracy the verdict calls high (Appendix D: retraining "recovers high accuracy")
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 
@@ -94,6 +95,8 @@ if not 0 < substantial <= 1:
     raise ValueError(f"substantial must be in (0, 1], got {substantial}")
 if chance_factor < 1:
     raise ValueError(f"chance_factor must be >= 1, got {chance_factor}")
+if not 0 < high_accuracy <= 1:
+    raise ValueError(f"high_accuracy must be in (0, 1], got {high_accuracy}")
 if new_task_offset == 0:
     raise ValueError("new_task_offset must be non-zero: g' must differ from g")
 if min_headroom not in headroom_cutoffs or substantial not in substantial_cutoffs:
@@ -255,4 +258,24 @@ claim_in_regime(report, "exp-transfer-frozen", holds=float(zs_frozen.max()) <= c
               f"after {retrain_steps} retraining steps smart init reaches {panel['smart']['frozen'].mean(-1).max():.3f} at best"),
     note=f"near chance taken as <= {chance_factor:g}/N; judged on the output unembedding",
     regime=state.judged_regime(grid, judged, "frozen"))
+# Appendix D: retraining recovers "high accuracy in some settings", and the contrast the main text
+# relies on: learned embeddings transfer at step 0, frozen ones only by re-fitting.
+retrained_frozen = np.maximum(panel["smart"]["frozen"].mean(-1), panel["random"]["frozen"].mean(-1))  # (R, d)
+i_r, j_r = np.unravel_index(retrained_frozen.argmax(), retrained_frozen.shape)
+claim_in_regime(report, "exp-transfer-frozen-retrain", holds=bool(retrained_frozen.max() >= high_accuracy),
+    measured=(f"frozen-embedding model, subject embeddings retrained {retrain_steps} steps on g': best cell {retrained_frozen.max():.3f} "
+              f"(R={grid.R_values[i_r]}, d={grid.d_values[j_r]}); >= {high_accuracy} in {int((retrained_frozen >= high_accuracy).sum())} "
+              f"of {retrained_frozen.size} cells (better of smart and random init, mean over seeds)"),
+    note=f"high taken as >= {high_accuracy}",
+    regime=state.judged_regime(grid, judged, "frozen"))
+zs_frozen_judged = float(zs_frozen[judged].mean()) if judged.any() else float("nan")
+contrast = (bool(judged.any()) and mean_judged >= substantial and zs_frozen_judged <= chance_factor * chance
+            and bool(retrained_frozen[judged].max() >= high_accuracy))
+claim_in_regime(report, "exp-transfer-contrast", holds=contrast,
+    measured=((f"in the {int(judged.sum())} cells with sufficient capacity: zero-shot on g' learned {mean_judged:.3f}, frozen "
+               f"{zs_frozen_judged:.3f} (chance {chance:.5f}); frozen after {retrain_steps} retraining steps up to "
+               f"{retrained_frozen[judged].max():.3f}") if judged.any() else "no cell has sufficient capacity"),
+    note=(f"holds if learned zero-shot >= {substantial}, frozen zero-shot <= {chance_factor:g}/N and frozen retrained >= "
+          f"{high_accuracy}, all over the same cells"),
+    regime=learned_regime)
 report.save()

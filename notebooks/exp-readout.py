@@ -365,4 +365,21 @@ claim_in_regime(report, "exp-readout-frozen", holds=frozen_s_chance and frozen_h
               f"of {int(judged.sum())} cells with sufficient capacity"),
     note=f"at chance taken as <= {chance_factor:g}/N; judged on the output unembedding, the vector the model reads answers with",
     regime=state.judged_regime(grid, judged, None))
+# The paper describes the frozen h readout twice: "more moderate" (Section 5.2) and "also low ...
+# near-chance" (Appendix D and its caption). Each reading is judged on its own, over every cell.
+frozen_h = readout["h"]["frozen"].mean(-1)  # (R, d)
+frozen_h_above_s = float((frozen_h - frozen_s).mean())
+frozen_regime = state.judged_regime(grid, judged, None)
+claim_in_regime(report, "exp-readout-frozen-h-moderate",
+    holds=bool(frozen_h.mean() > chance_factor * chance) and frozen_h_above_s > 0,
+    measured=(f"frozen h readout: mean over the grid {frozen_h.mean():.3f}, max {frozen_h.max():.3f} (chance {chance:.5f}); "
+              f"h minus s_x readout: mean {frozen_h_above_s:+.3f}, max {float((frozen_h - frozen_s).max()):+.3f}"),
+    note=f"more moderate taken as: above {chance_factor:g}/N on average and above the s_x readout on average",
+    regime=frozen_regime)
+claim_in_regime(report, "exp-readout-frozen-h-chance",
+    holds=bool(frozen_h.max() <= chance_factor * chance),
+    measured=(f"frozen h readout up to {frozen_h.max():.3f} and above {chance_factor:g}/N in {int((frozen_h > chance_factor * chance).sum())} "
+              f"of {frozen_h.size} cells (chance {chance:.5f})"),
+    note=f"near chance taken as <= {chance_factor:g}/N in every cell; the paper's Section 5.2 says 'more moderate' of the same readout",
+    regime=frozen_regime)
 report.save()
