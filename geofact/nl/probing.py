@@ -158,3 +158,28 @@ def paper_category_means() -> dict[str, dict[str, float]]:
                          "best_hits1": float(np.mean([r[2] for r in rows])),
                          "best_fraction": float(np.mean([r[3] / r[4] for r in rows]))}
     return out
+
+
+# The paper's five models (hub id -> the name its table uses) and the five categories of its table.
+# Verdicts about the paper's numbers are taken on these only; other models and categories (SmolLM2,
+# species) are extra rows.
+PAPER_MODELS = {
+    "Qwen/Qwen2.5-0.5B": "Qwen2.5-0.5B",
+    "meta-llama/Llama-3.2-1B": "Llama-3.2-1B",
+    "meta-llama/Llama-3.1-8B": "Llama-3.1-8B",
+    "Qwen/Qwen3-14B": "Qwen3-14B",
+    "microsoft/phi-4": "Phi-4",
+}
+PAPER_CATEGORIES = ("people", "companies", "buildings", "films", "programming_languages")
+# Section 5.3: "best-layer MRR (averaged over models) reaching 0.69 on people, 0.58 on companies, ...".
+PAPER_TEXT_BEST_MRR = {"people": 0.69, "companies": 0.58, "buildings": 0.56, "programming_languages": 0.55, "films": 0.44}
+# Section 5.3: "with the optimal layer roughly 50-80% through the network".
+PAPER_DEPTH_RANGE = (0.5, 0.8)
+
+
+def paper_depth_counts(low: float = PAPER_DEPTH_RANGE[0], high: float = PAPER_DEPTH_RANGE[1]) -> dict[str, int]:
+    """Where the best layers of the paper's own table lie: above, at and below half the depth, and in [low, high]."""
+    fractions = [layer / depth for (_, _, _, layer, depth) in PAPER_BEST_LAYER.values()]
+    return {"n": len(fractions), "above_half": sum(f > 0.5 for f in fractions), "at_half": sum(f == 0.5 for f in fractions),
+            "below_half": sum(f < 0.5 for f in fractions), "in_range": sum(low <= f <= high for f in fractions)}
+
