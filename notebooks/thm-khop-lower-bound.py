@@ -325,8 +325,8 @@ report.number("kv_gap_min", min(r["gap"] for r in kv_tight))
 
 # %% [markdown]
 # The key-value memory's weight bits are at least {glue:text}`kv_gap_min:.0f` times the bound. The
-# factor falls with $N$ toward a constant at fixed $k$ (the bound and $W$ are both $\Theta(NR\log N)$
-# per layer) and grows with $k$: $W$ has $k$ lookup layers, the bound none. The embedding
+# factor falls with $N$ (the bound and $W$ are both of order $NR\log N$ per layer, so it can only
+# settle to a constant) and grows with $k$: $W$ has $k$ lookup layers, the bound none. The embedding
 # construction sits where the bound is 0, so it cannot show tightness at all. "Matching up to a
 # factor that grows linearly in $k$" is what the constructions show; "strictly tight" is not.
 #
@@ -418,7 +418,8 @@ report.claim(
     measured=(f"key-value W / bound (weights at their exact bit width): {', '.join(f'{g:.0f}' for g in gap_in_N)} for N = 2^8..2^14 "
               f"(R=4, k=2); {', '.join(f'{g:.0f}' for g in gap_in_k)} for k = 2, 3, 4 (N=2^12, R=4); the embedding construction's "
               f"bound is {'0 at every tested cell' if embedding_bound_zero else 'positive somewhere'}"),
-    note="gap constant in N at fixed k, growing with k",
+    note=(f"the factor goes from {gap_in_N[0]:.0f} to {gap_in_N[-1]:.0f} as N grows (k = 2) and from {gap_in_k[0]:.0f} to "
+          f"{gap_in_k[-1]:.0f} as k grows; 'matching' taken as within a factor 1.5 across both"),
 )
 report.claim(
     "thm-khop-lb-unembedding",
