@@ -1,4 +1,9 @@
-"""The claims ledger (claims.yaml): every claim of the paper that geofact tests, and where."""
+"""The claims ledger (claims.yaml): every claim of the paper that geofact tests, and where.
+
+Besides the claims it tests, the ledger lists the paper's statements judged *not checkable*, each
+with the reason (`not_checkable: "..."` in place of `test` and `notebook`): the status page shows
+them, so that what the ledger leaves out is a decision anyone can read, not an omission.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from pathlib import Path
 import yaml
 
 REQUIRED = ("id", "paper", "statement", "test", "notebook")
+REQUIRED_NOT_CHECKABLE = ("id", "paper", "statement", "not_checkable")
 
 
 @dataclass(frozen=True)
@@ -20,19 +26,43 @@ class Claim:
     paper_value: str | None = None  # the paper's number, if it gives one
 
 
-def load_ledger(path: Path) -> list[Claim]:
+@dataclass(frozen=True)
+class NotCheckable:
+    id: str
+    paper: str
+    statement: str
+    not_checkable: str  # why no test can decide it
+
+
+def _entries(path: Path) -> list[dict]:
     entries = yaml.safe_load(Path(path).read_text()) or []
-    claims, seen = [], set()
+    seen = set()
     for i, entry in enumerate(entries):
-        missing = [k for k in REQUIRED if not entry.get(k)]
+        required = REQUIRED_NOT_CHECKABLE if "not_checkable" in entry else REQUIRED
+        missing = [k for k in required if not entry.get(k)]
         if missing:
             raise ValueError(f"{path}: claim #{i} ({entry.get('id', '?')}) lacks {missing}")
-        unknown = sorted(set(entry) - set(REQUIRED) - {"paper_value"})
+        allowed = set(required) | ({"paper_value"} if required is REQUIRED else set())
+        unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ValueError(f"{path}: claim {entry['id']!r} has unknown fields {unknown}")
         if entry["id"] in seen:
             raise ValueError(f"{path}: duplicate claim id {entry['id']!r}")
         seen.add(entry["id"])
+    return entries
+
+
+def load_ledger(path: Path) -> list[Claim]:
+    """The claims geofact tests, in ledger order."""
+    claims = []
+    for entry in _entries(path):
+        if "not_checkable" in entry:
+            continue
         value = entry.get("paper_value")
         claims.append(Claim(**{**entry, "paper_value": None if value is None else str(value)}))
     return claims
+
+
+def load_not_checkable(path: Path) -> list[NotCheckable]:
+    """The statements the ledger judges not checkable, with the reason."""
+    return [NotCheckable(**entry) for entry in _entries(path) if "not_checkable" in entry]

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from geofact.ledger import load_ledger
+from geofact.ledger import load_ledger, load_not_checkable
 from geofact.profiles import profile_rank
 from geofact.project import Project
 from geofact.report import NOT_RUN
@@ -92,6 +92,13 @@ def render_status(project: Project) -> str:
                 lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}. {_cell(e['measured'])}{note}")
         lines += ["", f"How it is tested: {_cell(c.test)}", ""]
 
+    not_checkable = load_not_checkable(project.ledger_path)
+    if not_checkable:
+        lines += ["## Statements judged not checkable", "",
+                  f"{len(not_checkable)} statements of the paper are left out of the verdicts above, each for the reason given.", ""]
+        for n in not_checkable:
+            lines += [f"- **{n.paper}**: \"{_cell(n.statement)}\" *Why not checked*: {_cell(n.not_checkable)}"]
+        lines.append("")
     lines += ["## Where the numbers come from", ""]
     if not profiles:
         lines.append("Nothing has been run yet.")

@@ -65,6 +65,7 @@ dtype = "float32"  # the LM's weights: float32 or bfloat16
 min_gain = 0.05  # best-layer MRR must beat layer 0 by this much for "considerably weaker"
 signal_factor = 10.0  # layer-0 MRR must exceed this many times chance MRR to "carry signal"
 min_token_fraction = 0.5  # a relation is judged only if its distinct first tokens are at least this fraction of its distinct answers
+plateau_mrr = 0.1  # the last layer's MRR within this of the best layer's is "a plateau"
 comparable_mrr = 0.05  # best-layer MRRs of the two aggregation modes within this are "comparable"
 mrr_tolerance = 0.05  # the category means of Section 5.3 are reproduced within this
 torch_threads = None  # CPU threads for torch (None: every core this process may use)
@@ -112,8 +113,8 @@ if mode not in ("last", "mean"):
     raise ValueError(f"mode must be 'last' or 'mean', got {mode!r}")
 if not 0 < min_token_fraction <= 1:
     raise ValueError(f"min_token_fraction must be in (0, 1], got {min_token_fraction}")
-if comparable_mrr < 0 or mrr_tolerance < 0:
-    raise ValueError(f"comparable_mrr and mrr_tolerance must be >= 0, got {comparable_mrr}, {mrr_tolerance}")
+if min(comparable_mrr, mrr_tolerance, plateau_mrr) < 0:
+    raise ValueError(f"comparable_mrr, mrr_tolerance and plateau_mrr must be >= 0, got {comparable_mrr}, {mrr_tolerance}, {plateau_mrr}")
 if dtype not in ("float32", "bfloat16"):
     raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
 other_mode = "mean" if mode == "last" else "last"
@@ -326,7 +327,7 @@ report.number("relations_left_out", [f"{c}/{rel}" for c, rel in left_out], glue=
 print("left out of the verdicts (first tokens cannot separate the answers): " + (", ".join(f"{c}/{rel}" for c, rel in left_out) or "none"))
 if first is None:  # the page still executes (a multi-page run goes on) and its claims stay "not run"
     why_not = f"no model could be loaded: {'; '.join(f'{spec}: {why}' for spec, why in unavailable.items())}"
-    for claim_id in ("exp-real-lm-layer0", "exp-real-lm-upper-half", "exp-real-lm-above-baselines", "exp-real-lm-per-relation",
+    for claim_id in ("exp-real-lm-layer0", "exp-real-lm-upper-half", "exp-real-lm-above-baselines", "exp-real-lm-perlayer", "exp-real-lm-per-relation",
                      "exp-real-lm-aggregation", "exp-real-lm-category-mrr"):
         report.not_run(claim_id, why_not)
 
@@ -418,6 +419,30 @@ if pairs:
                              + f"; per relation {sum(a > b for a, b in rel_rows)} of {len(rel_rows)} above their majority baseline"),
         note="category means over the scored relations at the category's best layer; chance Hits@1 is 1/V",
     )
+
+# %% [markdown]
+# **The per-layer shape** (`fig:real-lm-perlayer`, *people*): MRR "climbs through the middle layers and
+# plateaus in the upper layers (with slight decline at the very top of some models)". The rule: for
+# every judged model, the best-layer MRR is at least {glue:text}`min_gain:.2f` above layer 0 (the
+# climb) and the last layer is within {glue:text}`plateau_mrr:.2f` of the best (the plateau).
+
+# %%
+report.number("plateau_mrr", plateau_mrr)
+shape = {}
+for spec in judged_specs:
+    if "people" in results[spec][mode]:
+        curve = layer_table(results[spec][mode]["people"])["mrr"]  # (L + 1,)
+        shape[spec] = dict(l0=float(curve[0]), best=float(curve.max()), last=float(curve[-1]), at=int(curve.argmax()), depth=len(curve) - 1)
+if shape:
+    report.claim(
+        "exp-real-lm-perlayer",
+        holds=all(v["best"] - v["l0"] >= min_gain and v["best"] - v["last"] <= plateau_mrr for v in shape.values()),
+        measured=stand_in + "; ".join(f"{spec} people MRR: layer 0 {v['l0']:.3f}, best {v['best']:.3f} at {v['at']}/{v['depth']}, "
+                                      f"last layer {v['last']:.3f}" for spec, v in shape.items()),
+        note=f"climb taken as best - layer 0 >= {min_gain}; plateau as best - last <= {plateau_mrr}",
+    )
+elif first is not None:
+    report.not_run("exp-real-lm-perlayer", "the people category was not probed")
 
 # %% [markdown]
 # **Per relation** (`fig:real-lm-per-relation`): the paper names *gender* and *country of birth* as
