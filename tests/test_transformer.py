@@ -70,3 +70,24 @@ def test_generate_feeds_each_output_back_through_the_map():
     assert out.tolist() == [[1, 1]]
     with pytest.raises(ValueError, match="steps"):
         model.generate(torch.tensor([[0]]), steps=0)
+
+
+def test_unmasked_head_sees_later_positions_and_readout_position_picks_the_decoded_state():
+    d = 2
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
+    # position 0 queries "second coordinate": only an unmasked head can reach positions 1 and 2
+    w_q = torch.tensor([[50.0], [0.0]], dtype=torch.float64)
+    w_k = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    unmasked = AttentionHead(w_q, w_k, eye(d), eye(d), causal=False).pattern(x)
+    assert unmasked[0, 0, 0] < 1e-20 and torch.allclose(unmasked[0, 0, 1:], torch.tensor([0.5, 0.5], dtype=torch.float64))
+    assert AttentionHead(w_q, w_k, eye(d), eye(d)).pattern(x)[0, 0, 0] == 1.0
+    uniform = AttentionHead(torch.zeros(d, 1, dtype=torch.float64), torch.zeros(d, 1, dtype=torch.float64), eye(d), eye(d),
+                            "uniform", causal=False).pattern(x)
+    assert torch.allclose(uniform, torch.full((1, 3, 3), 1 / 3, dtype=torch.float64))
+
+    model = Transformer(eye(3), [], unembed=eye(3), readout_position=0)
+    tokens = torch.tensor([[2, 0, 1]])
+    assert model.logits(tokens).argmax(-1).item() == 2
+    assert model.to("cpu").readout_position == 0
+    with pytest.raises(ValueError, match="readout_position"):
+        model.generate(tokens, 1)

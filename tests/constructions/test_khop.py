@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from geofact.constructions.khop import binary, embedding_precomputation, key_value_memory, n_bits
+from geofact.constructions.khop import binary, embedding_precomputation, key_value_memory, key_value_memory_first_token, n_bits
 from geofact.task import KHopTask
 
 # odd sizes, every k the issue asks for, R = 1 (no relation bits) and a power of two
@@ -60,3 +60,20 @@ def test_bad_tau_is_rejected():
 def test_binary_codes_are_distinct():
     codes = binary(100, n_bits(100))
     assert len({tuple(row.tolist()) for row in codes}) == 100 and n_bits(1) == 0 and n_bits(2) == 1
+
+
+@pytest.mark.parametrize("N,R,k", SIZES)
+def test_first_token_layout_is_exact_without_a_mask_and_fails_with_one(N, R, k):
+    """Theorem 4.3 (1) as the proof lays it out: Section 2.2's unmasked attention is needed."""
+    task = KHopTask.random(N, R, k, seed=3 * N + R)
+    unmasked = key_value_memory_first_token(task)
+    ev = unmasked.evaluate(task.queries(), batch_size=256)
+    assert ev.accuracy == 1.0 and ev.min_margin > 0.99
+    d_S, d_R = n_bits(N), n_bits(R)
+    assert unmasked.d_model == 1 + d_S + 2 * d_R + k + 1 and unmasked.mlp_width == N * R + d_R
+    # with a causal mask the first token never sees a relation: it reads relation 0 and applies g_0 at every layer
+    q = task.queries()
+    g0_k = q.tokens[:, 0].clone()
+    for _ in range(k):
+        g0_k = torch.as_tensor(task.bijections[0])[g0_k]
+    assert torch.equal(key_value_memory_first_token(task, causal=True).predict(q.tokens).cpu(), g0_k)

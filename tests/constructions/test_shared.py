@@ -68,3 +68,16 @@ def test_bad_arguments_are_rejected():
         shared_attribute_hierarchical(task, beta=0)
     with pytest.raises(ValueError, match="permutation"):
         SharedAttributeTask(3, 1, torch.tensor([[0, 0, 1]]).numpy())
+
+
+@pytest.mark.parametrize("N,R", [(16, 4), (100, 7)])
+def test_mlp_version_with_the_literal_value_matrix_answers_relation_2j(N, R):
+    """The proof's W_V = 2I with Section 2.2's residual leaves 2j at the relation coordinate."""
+    task = SharedAttributeTask.random(N, R, seed=N + R)
+    q = task.queries()
+    pred = shared_attribute_mlp(task, literal_value_matrix=True).predict(q.tokens)
+    j = q.tokens[:, 1] - N + 1  # the proof's 1-based relation index
+    opened = 2 * j <= R
+    wrong = torch.as_tensor(task.bijections)[(2 * j - 1).clamp(max=R - 1), q.tokens[:, 0]]
+    assert torch.equal(pred[opened], wrong[opened])
+    assert shared_attribute_mlp(task, literal_value_matrix=True).accuracy(task) < 0.1
