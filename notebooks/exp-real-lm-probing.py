@@ -285,12 +285,12 @@ for (model_name, c), (l0, best_mrr, best_h1, layer, depth) in PAPER_BEST_LAYER.i
 # ## Robustness: the other aggregation mode
 
 # %%
-for spec in results:
-    for c in robustness_categories:
-        a = summaries[spec][c] if c in summaries[spec] else best_layer_summary(results[spec][mode][c])
-        b = best_layer_summary(results[spec][other_mode][c])
-        print(f"{spec} {c:<12} {mode}: L0 {a['layer0_mrr']:.3f}, best {a['best_mrr']:.3f} at {a['best_layer']}/{a['depth']}"
-              f"   {other_mode}: L0 {b['layer0_mrr']:.3f}, best {b['best_mrr']:.3f} at {b['best_layer']}/{b['depth']}")
+robustness = {(spec, c): (summaries[spec][c] if c in summaries[spec] else best_layer_summary(results[spec][mode][c]),
+                          best_layer_summary(results[spec][other_mode][c]))
+              for spec in results for c in robustness_categories}  # (model, category) -> (this mode's row, the other's)
+for (spec, c), (a, b) in robustness.items():
+    print(f"{spec} {c:<12} {mode}: L0 {a['layer0_mrr']:.3f}, best {a['best_mrr']:.3f} at {a['best_layer']}/{a['depth']}"
+          f"   {other_mode}: L0 {b['layer0_mrr']:.3f}, best {b['best_mrr']:.3f} at {b['best_layer']}/{b['depth']}")
 
 # %% [markdown]
 # ## Verdicts
@@ -313,13 +313,17 @@ n_answers = {(c, rel): len({row[rel] for row in corpus.category(c).entities})
              for c in categories for rel in {r["config"]["relation"] for spec in results for r in results[spec][mode][c]}}
 
 
+def separable(category: str, record: dict) -> bool:
+    """Whether the relation's first tokens can tell its answers apart."""
+    return record["n_answer_tokens"] >= min_token_fraction * n_answers[category, record["config"]["relation"]]
+
+
 def scored(category: str, records: list[dict]) -> list[dict]:
-    """The relations whose first tokens can tell their answers apart."""
-    return [r for r in records if r["n_answer_tokens"] >= min_token_fraction * n_answers[category, r["config"]["relation"]]]
+    return [r for r in records if separable(category, r)]
 
 
 left_out = sorted({(c, r["config"]["relation"]) for spec in results for c in categories for r in results[spec][mode][c]
-                   if r not in scored(c, results[spec][mode][c])})
+                   if not separable(c, r)})
 pairs = [(spec, c) for spec in judged_specs for c in judged_categories if scored(c, results[spec][mode][c])]
 vsum = {(spec, c): best_layer_summary(scored(c, results[spec][mode][c])) for spec, c in pairs}
 report.number("min_token_fraction", min_token_fraction)
@@ -456,7 +460,7 @@ for spec in judged_specs:
     if "people" not in results[spec][mode]:
         continue
     records = {r["config"]["relation"]: r for r in results[spec][mode]["people"]}
-    best = best_layer_summary(list(records.values()))["best_layer"]
+    best = summaries[spec]["people"]["best_layer"]
     if all(rel in records for rel in EASY + HARD):
         per_relation[spec] = {rel: records[rel]["layers"][best]["hits1"] for rel in EASY + HARD}
         per_relation[spec]["_majority"] = {rel: records[rel]["majority"]["hits1"] for rel in EASY + HARD}
@@ -479,8 +483,8 @@ elif first is not None:
 
 # %%
 report.number("comparable_mrr", comparable_mrr)
-aggregation = {(spec, c): (best_layer_summary(results[spec][mode][c])["best_mrr"], best_layer_summary(results[spec][other_mode][c])["best_mrr"])
-               for spec in judged_specs for c in robustness_categories if c in PAPER_CATEGORIES}
+aggregation = {(spec, c): (a["best_mrr"], b["best_mrr"]) for (spec, c), (a, b) in robustness.items()
+               if spec in judged_specs and c in PAPER_CATEGORIES}
 if aggregation:
     report.claim(
         "exp-real-lm-aggregation",
@@ -504,7 +508,7 @@ text_matches_table = all(abs(round(table_means[c]["best_mrr"], 2) - v) < 1e-9 fo
 print("Section 5.3 against the table's means: " + ", ".join(f"{c} {v:.2f} vs {table_means[c]['best_mrr']:.3f}" for c, v in PAPER_TEXT_BEST_MRR.items()))
 category_cells = [c for c in PAPER_TEXT_BEST_MRR if c in judged_categories]
 if paper_run and category_cells:
-    ours = {c: float(np.mean([best_layer_summary(results[spec][mode][c])["best_mrr"] for spec in paper_run])) for c in category_cells}
+    ours = {c: float(np.mean([summaries[spec][c]["best_mrr"] for spec in paper_run])) for c in category_cells}
     report.claim(
         "exp-real-lm-category-mrr",
         holds=all(abs(ours[c] - PAPER_TEXT_BEST_MRR[c]) <= mrr_tolerance for c in category_cells),

@@ -76,19 +76,22 @@ if graph_N < 64 or roots_sampled < 1:
 # The chain-of-thought model is not subject to the theorem: it is placed for comparison.
 
 # %%
-def construction_bits(c, other, bits_per_entry: int = 8) -> tuple[int, int]:
-    """(D, W) in bits: one token's 0/1 embedding row, and every weight but the embeddings at 8 bits.
-
-    `other` is the same construction for a different graph; whether its unembedding changed is
-    recorded beside (it is not counted, as in the proof).
+def construction_bits(c, bits_per_entry: int | None = 8) -> tuple[int, int, int]:
+    """(D, W, bits per weight): one token's 0/1 embedding row, and every weight but the embedding and
+    unembedding (not counted, as in the proof) at `bits_per_entry` bits, checked to hold them as integers;
+    None: at the fewest bits that write each distinct value exactly.
     """
     model = c.model
     if not ((model.embed == 0) | (model.embed == 1)).all():
         raise ValueError(f"{c.name}: embedding entries are not all 0/1")
-    entries = torch.cat([t.flatten() for t in model.tensors()])
-    if not (torch.equal(entries, entries.round()) and entries.abs().max() <= 2 ** (bits_per_entry - 1)):
+    weights = torch.cat([t.flatten() for t in model.tensors() if t is not model.embed and t is not model.unembed])
+    if bits_per_entry is None:
+        bits = max(1, math.ceil(math.log2(len(torch.unique(weights)))))
+    elif torch.equal(weights, weights.round()) and weights.abs().max() <= 2 ** (bits_per_entry - 1):
+        bits = bits_per_entry
+    else:
         raise ValueError(f"{c.name}: weights are not integers within {bits_per_entry} bits")
-    return model.d_model, bits_per_entry * (model.n_params - model.embed.numel() - model.unembed.numel())
+    return model.d_model, bits * weights.numel(), bits
 
 
 task = KHopTask.random(bound_N, bound_R, bound_k, seed=seed)
@@ -97,7 +100,7 @@ placed = {}
 for name, build in [("key-value", key_value_memory), ("embedding", embedding_precomputation), ("CoT", chain_of_thought)]:
     c = build(task, tau=50.0, device=device, dtype=torch.float32)
     other = build(other_task, tau=50.0, device=device, dtype=torch.float32)
-    D_c, W_c = construction_bits(c, other)
+    D_c, W_c, _ = construction_bits(c)
     placed[name] = dict(D=D_c, W=W_c, bound=float(min_weight_bits(bound_N, bound_R, bound_k, D_c)),
                         unembed_fact_free=torch.equal(c.model.unembed, other.model.unembed),
                         bound_proof=float(min_weight_bits(bound_N, bound_R, bound_k, D_c, leaves="proof")))
@@ -292,14 +295,6 @@ print(f"log2 N! - N log2(N/e) over N = 1..10^6: min {stirling_slack.min():.3f}, 
 # value exactly (column bits/weight, fewer than the 8 above), and $D = d$ as above.
 
 # %%
-def exact_weight_bits(c) -> tuple[int, int, int]:
-    """(D, W, bits per weight): one token's 0/1 embedding row; the non-embedding entries at ceil(log2 #distinct values) bits."""
-    model = c.model
-    entries = torch.cat([t.flatten() for t in model.tensors() if t is not model.embed and t is not model.unembed])
-    bits = max(1, math.ceil(math.log2(len(torch.unique(entries)))))
-    return model.d_model, bits * entries.numel(), bits
-
-
 tight_rows = []
 for N_, R_, k_ in [(2**8, 4, 2), (2**10, 4, 2), (2**12, 4, 2), (2**14, 4, 2), (2**12, 4, 3), (2**12, 4, 4), (2**12, 2, 2), (2**12, 8, 2)]:
     t = KHopTask.random(N_, R_, k_, seed=seed)
@@ -307,7 +302,7 @@ for N_, R_, k_ in [(2**8, 4, 2), (2**10, 4, 2), (2**12, 4, 2), (2**14, 4, 2), (2
         if name == "embedding" and R_**k_ * math.ceil(math.log2(N_)) > 2**13:
             continue  # the answer tree would not fit in memory at this size
         c = build(t, device=device, dtype=torch.float32)
-        D_c, W_c, bits_c = exact_weight_bits(c)
+        D_c, W_c, bits_c = construction_bits(c, bits_per_entry=None)
         bound = float(min_weight_bits(N_, R_, k_, D_c))
         tight_rows.append(dict(version=name, N=N_, R=R_, k=k_, D=D_c, W=W_c, bits=bits_c, bound=bound, gap=W_c / bound if bound > 0 else float("inf")))
         del c
