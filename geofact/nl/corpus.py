@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -23,10 +24,12 @@ from pathlib import Path
 import yaml
 
 DATA_DIR = Path(__file__).parent / "data"
-FIELD_KINDS = ("text", "year", "century", "choice", "country", "language")
+FIELD_KINDS = ("text", "year", "integer", "century", "choice", "country", "language")
 TEMPLATES_PER_RELATION = 5
 # Placeholders a generator writes when it does not know (the paper's placeholder set, extended).
-PLACEHOLDERS = frozenset({"unknown", "n/a", "na", "none", "varies", "various", "uncertain", "?", "-", "tbd", "null"})
+PLACEHOLDERS = frozenset({"unknown", "n/a", "none", "varies", "various", "uncertain", "?", "-", "tbd", "null"})
+# Matched exactly, not case-folded: "Na" is sodium's symbol.
+EXACT_PLACEHOLDERS = frozenset({"NA", "na"})
 # Separators that would smuggle a second answer into one cell.
 MULTI_ANSWER = re.compile(r";|/| \| |,\s*and\b")
 CENTURY = re.compile(r"^(\d+)(st|nd|rd|th) century( BC)?$")
@@ -51,7 +54,7 @@ class Relation:
     description: str
     templates: tuple[str, ...]
     values: tuple[str, ...] = ()   # allowed answers for kind "choice"
-    min: int | None = None         # inclusive range for kind "year"
+    min: int | None = None         # inclusive range for kinds "year" and "integer"
     max: int | None = None
 
 
@@ -68,6 +71,13 @@ class Category:
     def n_facts(self) -> int:
         return len(self.entities) * len(self.relations)
 
+    @property
+    def digest(self) -> str:
+        """sha256 of this category's relations (kinds, templates) and facts: what a cached probe or LM
+        trained on it depends on, so adding another category keeps its caches valid."""
+        content = {"relations": {n: vars(r) for n, r in self.relations.items()}, "entities": self.entities}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class Corpus:
@@ -75,12 +85,17 @@ class Corpus:
     categories: dict[str, Category]
     countries: frozenset[str]
     languages: frozenset[str]
-    digest: str                    # sha256 of the data files, recorded in every result that uses them
+    digest: str                    # sha256 of all the data files, recorded in every result that uses them
 
     def category(self, name: str) -> Category:
         if name not in self.categories:
             raise ValueError(f"category must be one of {sorted(self.categories)}, got {name!r}")
         return self.categories[name]
+
+    def categories_digest(self, names: list[str] | tuple[str, ...]) -> str:
+        """One digest over the named categories' contents (their order matters, as it does for an LM's data)."""
+        blob = "/".join(f"{n}:{self.category(n).digest}" for n in names)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -148,16 +163,16 @@ def _check_value(where: str, relation: Relation, value: str, countries: frozense
         return [f"{where}: empty answer"]
     if value != value.strip() or "  " in value:
         return [f"{where}: stray whitespace in {value!r}"]
-    if value.lower() in PLACEHOLDERS:
+    if value.lower() in PLACEHOLDERS or value in EXACT_PLACEHOLDERS:
         return [f"{where}: placeholder answer {value!r} (confidence-or-skip: leave the entity out instead)"]
     if MULTI_ANSWER.search(value):
         return [f"{where}: {value!r} looks like several answers; one answer per (entity, relation)"]
     kind = relation.kind
-    if kind == "year":
+    if kind in ("year", "integer"):
         if not re.fullmatch(r"-?\d+", value):
-            return [f"{where}: year must be an integer, got {value!r}"]
+            return [f"{where}: {kind} must be an integer, got {value!r}"]
         if not relation.min <= int(value) <= relation.max:
-            return [f"{where}: year {value} outside [{relation.min}, {relation.max}]"]
+            return [f"{where}: {kind} {value} outside [{relation.min}, {relation.max}]"]
     elif kind == "century" and not CENTURY.match(value):
         return [f"{where}: century must read like '19th century' or '4th century BC', got {value!r}"]
     elif kind == "choice" and value not in relation.values:
@@ -187,8 +202,9 @@ def validate(data_dir: Path = DATA_DIR) -> list[str]:
                 problems.append(f"{where}: kind must be one of {FIELD_KINDS}, got {rel.kind!r}")
             if rel.kind == "choice" and len(rel.values) < 2:
                 problems.append(f"{where}: a choice needs at least two values")
-            if rel.kind == "year" and not (isinstance(rel.min, int) and isinstance(rel.max, int) and rel.min < rel.max):
-                problems.append(f"{where}: a year needs integer min < max")
+            if rel.kind in ("year", "integer") and not (isinstance(rel.min, int) and isinstance(rel.max, int)
+                                                         and rel.min < rel.max):
+                problems.append(f"{where}: a {rel.kind} needs integer min < max")
             if len(rel.templates) != TEMPLATES_PER_RELATION:
                 problems.append(f"{where}: needs {TEMPLATES_PER_RELATION} templates, has {len(rel.templates)}")
             if len(set(rel.templates)) != len(rel.templates):

@@ -227,7 +227,10 @@ def subject_mean_states(model: OneLayerLM, examples: list[Example], vocab: Vocab
 
 
 def config_key(config: CorpusLMConfig, corpus: Corpus) -> str:
-    blob = json.dumps({**config.as_dict(), "corpus_digest": corpus.digest}, sort_keys=True)
+    """The cache key: the config and the contents of the categories it trains on (not the whole corpus,
+    so a category added to the corpus leaves the trained LMs valid)."""
+    blob = json.dumps({**config.as_dict(), "categories_digest": corpus.categories_digest(config.categories)},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -250,7 +253,8 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
     cache_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(weights, **{k: v.numpy() for k, v in model.state_dict().items()})
     record = {"schema": "geofact.nl.corpus_lm/1", "config": config.as_dict(), "corpus_digest": corpus.digest,
-              "vocab_size": len(vocab), "n_sentences": len(examples), "max_len": max_len, **log,
+              "categories_digest": corpus.categories_digest(config.categories), "vocab_size": len(vocab),
+              "n_sentences": len(examples), "max_len": max_len, **log,
               "provenance": provenance(torch.device(device))}
     write_json(record_path, record)
     return model, vocab, examples, record

@@ -4,8 +4,9 @@ For one model and category: every fact of each relation is rendered through that
 for the run (one template per run, chosen deterministically), the subject states of all of them are
 collected in one streamed pass, and a stack of per-layer probes is fit per relation. Each relation's
 result is written as JSON as soon as it is done, keyed by everything that determines it (model,
-category, relation, mode, probe config, template seed, corpus digest), so an interrupted run resumes
-with the relations it has and a changed corpus or config never reuses a stale number.
+category, relation, mode, probe config, template seed, the category's content digest), so an interrupted
+run resumes with the relations it has, a changed category or config never reuses a stale number, and a
+category added to the corpus leaves the others' results valid.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _slug(text: str) -> str:
 def run_config(lm: LoadedLM, corpus: Corpus, category: str, relation: str, mode: str, probe: ProbeConfig,
                template_seed: int) -> dict:
     return {"model": lm.name, "category": category, "relation": relation, "mode": mode, "probe": probe.as_dict(),
-            "template_seed": template_seed, "corpus_version": corpus.version, "corpus_digest": corpus.digest}
+            "template_seed": template_seed, "corpus_version": corpus.version,
+            "category_digest": corpus.category(category).digest}
 
 
 def result_path(cache_dir: Path, config: dict) -> Path:

