@@ -17,7 +17,7 @@ def test_records_cover_every_layer_and_are_cached(corpus, tiny_lm, tmp_path, mon
     for r in records:
         assert [row["layer"] for row in r["layers"]] == [0, 1, 2]
         assert r["n_train"] + r["n_val"] == 40 and not r["dropped"]
-        assert r["config"]["corpus_digest"] == corpus.digest and r["model_info"]["n_layers"] == 2
+        assert r["config"]["category_digest"] == corpus.category("people").digest and r["model_info"]["n_layers"] == 2
         assert 0 <= r["layers"][0]["hits1"] <= r["layers"][0]["hits10"] <= 1
     # a second call reads the cache: nothing is fit again
     monkeypatch.setattr(probing, "probe_and_score", lambda *a, **k: pytest.fail("recomputed a cached relation"))
