@@ -153,6 +153,9 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
     if probed["records"].get("device"):
         meta["records_made_on"] = probed["records"]
     nb.cells.remove(probe[0])
+    # The saved widget state would make the book load require.js and the widget manager from CDNs, for
+    # progress bars that are gone anyway.
+    nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type == "code":  # widgets are live progress bars (tqdm.auto in libraries): nothing a static page can show
             cell.outputs = [o for o in cell.outputs if WIDGET_MIME not in o.get("data", {})]
