@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Scaling: $d_{\min}(N)$ with learned and frozen embeddings
+# # Scaling: the smallest width d_min(N) with learned and frozen embeddings
 #
 # > "we iterate $N \in \{2^{7}, \ldots, 2^{15}\}$ at fixed $R=8$ and, for each $N$, binary-search the
 # > smallest embedding dimension $d_{\min}(N)$ at which trained accuracy crosses $0.95$ [...] the

@@ -71,6 +71,9 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
         assert len(hidden) == 2 and all("remove-cell" in c.metadata["tags"] for c in hidden)
         assert not [o for c in nb.cells for o in c.get("outputs", []) if WIDGET_MIME in o.get("data", {})]  # no progress widget
         assert "widgets" not in nb.metadata  # its saved state would pull the widget manager from a CDN
+        shown = [c for c in nb.cells if c.cell_type == "code" and "remove-cell" not in c.metadata["tags"]]
+        folded = [c for c in shown if "hide-input" in c.metadata["tags"]]
+        assert len(folded) == (len(shown) if name.startswith("exp-") else 0)  # theory pages keep their code open
         results = json.loads(smoke.results("smoke", name).read_text())
         assert results["claims"] and results["provenance"]["parameters"] == meta["parameters"]
     # the one claim smoke cannot test: the paper's category means need the paper's models
