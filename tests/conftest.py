@@ -17,3 +17,14 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def repo() -> Project:
     return Project(REPO)
+
+
+@pytest.fixture(scope="session")
+def committed_book(repo, tmp_path_factory) -> Path:
+    """The committed pages built into HTML once (strict mode), in a scratch copy; the HTML folder."""
+    from tests.book import build_book, copy_project
+
+    copy = copy_project(repo.root, tmp_path_factory.mktemp("committed"))
+    done = build_book(copy.root)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return copy.book_dir / "_build" / "html"

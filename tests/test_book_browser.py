@@ -1,0 +1,123 @@
+"""The built book as a reader meets it: every page opened in headless Chromium with the network cut
+off (slow). Chromium is Debian's package (`apt-get install chromium`; CI installs it), driven by
+Playwright through `executable_path`: nothing is downloaded at test time."""
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urldefrag, urlparse
+
+import pytest
+
+pytestmark = pytest.mark.slow
+SKIPPED_PAGES = {"genindex.html", "search.html", "index.html"}  # Sphinx's index and search; index.html only redirects
+
+
+def chromium() -> str:
+    path = os.environ.get("GEOFACT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "no Chromium found: apt-get install chromium, or point GEOFACT_CHROMIUM at one"
+        if os.environ.get("GEOFACT_REQUIRE_BROWSER"):  # set by CI, where a missing browser is a failure
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+# What the page shows once MathJax has finished: math left untypeset, the tab's title, figures and
+# their captions, anchors, links, and any widget still waiting for its manager.
+INSPECT = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  const main = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  return {
+    title: document.title,
+    math: document.querySelectorAll('.math').length,
+    untypeset: [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container'))
+                 .map(e => e.textContent.slice(0, 80)),
+    rawTex: (main.innerText.match(/\\\\\\(|\\\\\\[|\\$\\$/g) || []).length,
+    ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+    links: [...main.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+    widgetsLoading: [...document.querySelectorAll('.jupyter-widgets, .widget-area')].length
+                    + (main.innerText.includes('Loading widget') ? 1 : 0),
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def pages(committed_book: Path) -> dict[str, dict]:
+    """Each page of the book, opened in Chromium: what INSPECT saw, and every request that tried to leave."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(committed_book)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}/"
+    seen: dict[str, dict] = {}
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+            context = browser.new_context()
+            outside: list[str] = []
+
+            def route(r) -> None:
+                if r.request.url.startswith(base) or r.request.url.startswith("data:"):
+                    r.continue_()
+                else:
+                    outside.append(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            for html in sorted(committed_book.glob("*.html")):
+                if html.name in SKIPPED_PAGES:
+                    continue
+                outside.clear()
+                page.goto(base + html.name, wait_until="load")
+                seen[html.name] = {**page.evaluate(INSPECT), "outside": list(outside)}
+            browser.close()
+    finally:
+        server.shutdown()
+    return seen
+
+
+def test_every_page_was_opened(pages, committed_book):
+    assert "reproduction-status.html" in pages and "thm-khop-lower-bound.html" in pages
+    assert len(pages) == len([p for p in committed_book.glob("*.html") if p.name not in SKIPPED_PAGES])
+
+
+def test_no_request_leaves_the_machine(pages):
+    assert {name: p["outside"] for name, p in pages.items() if p["outside"]} == {}
+
+
+def test_math_typesets_offline_on_every_page(pages):
+    assert {name: p["untypeset"][:3] for name, p in pages.items() if p["untypeset"]} == {}
+    assert {name: p["rawTex"] for name, p in pages.items() if p["rawTex"]} == {}
+    theory = [p for name, p in pages.items() if name.startswith("thm-")]
+    assert theory and all(p["math"] >= 10 for p in theory)  # the theory pages are mostly math
+
+
+def test_titles_are_plain_text(pages):
+    assert [p["title"] for p in pages.values() if re.search(r"\\\(|\$|\\[a-z]+\{", p["title"])] == []
+
+
+def test_no_widget_is_left_loading(pages):
+    assert {name: p["widgetsLoading"] for name, p in pages.items() if p["widgetsLoading"]} == {}
+
+
+def test_status_page_links_land_on_existing_anchors(pages):
+    status = pages["reproduction-status.html"]
+    internal = [href for href in status["links"] if not urlparse(href).scheme and not href.startswith("mailto:")]
+    assert internal, "the status page links to no page"
+    broken = []
+    for href in internal:
+        target, anchor = urldefrag(href)
+        target = target or "reproduction-status.html"
+        if target not in pages or (anchor and anchor not in pages[target]["ids"]):
+            broken.append(href)
+    assert broken == []
