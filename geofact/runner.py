@@ -26,6 +26,7 @@ import ast
 import json
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import time
@@ -249,6 +250,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
     out.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)  # the pinned runner kernel exists only during the run
     meta["modules"] = module_hashes(modules)
     _check_claims(project, name, report["claims"])
+    out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(project, name, profile, report["claims"])))
     out.metadata["geofact"] = meta
 
     page = project.page(name)
@@ -258,6 +260,31 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({**report, "provenance": meta}, indent=1, sort_keys=True) + "\n")
     return RunRecord(name, profile, wall, page, results)
+
+
+def verdict_label(claim_id: str) -> str:
+    """The page's anchor for one claim's verdict; the status page links to it."""
+    return f"verdict-{claim_id}"
+
+
+def _plain(text: str) -> str:
+    """Measured strings and notes as literal text in MyST (no emphasis, math or roles from their symbols)."""
+    return re.sub(r"([\\`*_$\[\]<>{}|])", r"\\\1", " ".join(str(text).split()))
+
+
+def verdicts_markdown(project: Project, name: str, profile: str, reported: dict[str, Any]) -> str:
+    """The page's closing section: each of its claims with the verdict this run computed, what was
+    measured and the rule that turned it into the verdict, each under its own anchor."""
+    lines = [f"(verdicts-{name})=", "## Verdicts at a glance", "",
+             f"What this run (profile `{profile}`) decided for each claim this page tests; the code above computes "
+             "every one. The {doc}`status page <reproduction-status>` sets them beside the rest of the paper.", ""]
+    for claim in (c for c in load_ledger(project.ledger_path) if c.notebook == name):
+        entry = reported[claim.id]
+        measured = f" {_plain(entry['measured'])}." if entry.get("measured") else ""
+        rule = f" *Rule:* {_plain(entry['note'])}." if entry.get("note") else ""
+        lines += [f"({verdict_label(claim.id)})=",
+                  f"**`{claim.id}`** ({_plain(claim.paper)}): **{entry['verdict']}**.{measured}{rule}", ""]
+    return "\n".join(lines)
 
 
 def _check_claims(project: Project, name: str, reported: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from geofact.ledger import load_ledger, load_not_checkable
 from geofact.profiles import profile_rank
 from geofact.project import Project
 from geofact.report import NOT_RUN
+from geofact.runner import verdict_label
 
 VERDICT_TEXT = {"holds": "**holds**", "does not hold": "**does not hold**", "not in regime": "**not in regime**", NOT_RUN: NOT_RUN}
 
@@ -68,13 +69,21 @@ def render_status(project: Project) -> str:
         cells = [VERDICT_TEXT[e["verdict"]] if (e := entry(c, p)) else NOT_RUN for p in profiles]
         lines.append("| " + " | ".join([f"{{ref}}`{c.id} <{_anchor(c.id)}>`", _cell(c.paper), *cells]) + " |")
 
+    page_text = {name: project.page(name).read_text() for name in {c.notebook for c in claims} if project.page(name).exists()}
+
+    def tested_on(claim) -> str:
+        """A link to the claim's verdict on its page where the page has one, else to the page."""
+        if f"({verdict_label(claim.id)})=" in page_text.get(claim.notebook, ""):
+            return f"{{ref}}`{claim.notebook} <{verdict_label(claim.id)}>`"
+        return f"{{doc}}`{claim.notebook}`"
+
     lines += ["", "## The claims", ""]
     for c in claims:
         lines += [
             f"({_anchor(c.id)})=",
             f"### `{c.id}`",
             "",
-            f"{c.paper}. Tested on {{doc}}`{c.notebook}`.",
+            f"{c.paper}. Tested on {tested_on(c)}.",
             "",
             f"> {_cell(c.statement)}",
             "",

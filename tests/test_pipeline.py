@@ -52,6 +52,10 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
         assert len(folded) == (len(shown) if name.startswith("exp-") else 0)  # theory pages keep their code open
         results = json.loads(smoke.results("smoke", name).read_text())
         assert results["claims"] and results["provenance"]["parameters"] == meta["parameters"]
+        closing = nb.cells[-1].source  # the verdicts, each under the anchor the status page links to
+        assert closing.startswith(f"(verdicts-{name})=")
+        for claim_id, entry in results["claims"].items():
+            assert f"(verdict-{claim_id})=\n**`{claim_id}`**" in closing and f"**{entry['verdict']}**" in closing
     # the one claim smoke cannot test: the paper's category means need the paper's models
     not_run = {(name, claim_id): c["note"] for name in smoke.notebooks()
                for claim_id, c in json.loads(smoke.results("smoke", name).read_text())["claims"].items() if c["verdict"] == "not run"}
@@ -59,6 +63,7 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
     assert "none of the paper's five models loaded" in next(iter(not_run.values()))
     status = smoke.status_page.read_text()
     assert "- smoke: **" in status and "1 not run" in status
+    assert "Tested on {ref}`thm-khop-cot <verdict-thm-khop-cot>`" in status
 
 
 def test_check_passes_on_a_fresh_run(smoke):
