@@ -74,12 +74,18 @@ def pages(committed_book: Path) -> dict[str, dict]:
 
             context.route("**/*", route)
             page = context.new_page()
+            # every page measured as a first visit: nothing served from the cache of the page before
+            context.new_cdp_session(page).send("Network.setCacheDisabled", {"cacheDisabled": True})
+            loaded: dict[str, int] = {}
+            page.on("requestfinished", lambda r: loaded.__setitem__(r.url, r.sizes()["responseBodySize"]))
             for html in sorted(committed_book.glob("*.html")):
                 if html.name in SKIPPED_PAGES:
                     continue
                 outside.clear()
-                page.goto(base + html.name, wait_until="load")
-                seen[html.name] = {**page.evaluate(INSPECT), "outside": list(outside)}
+                loaded.clear()
+                page.goto(base + html.name, wait_until="networkidle")
+                seen[html.name] = {**page.evaluate(INSPECT), "outside": list(outside), "bytes": sum(loaded.values()),
+                                   "files": set(loaded)}
             browser.close()
     finally:
         server.shutdown()
@@ -121,3 +127,13 @@ def test_status_page_links_land_on_existing_anchors(pages):
         if target not in pages or (anchor and anchor not in pages[target]["ids"]):
             broken.append(href)
     assert broken == []
+
+
+# A first load was 3.9 MB, 1.5 MB of it the theme's icon script, which book/_templates leaves out;
+# MathJax (1.2 MB) and the figures are the rest.
+PAGE_BUDGET = 3_500_000
+
+
+def test_pages_load_light(pages):
+    assert [name for name, p in pages.items() if any("fontawesome.js" in f for f in p["files"])] == []
+    assert {name: p["bytes"] for name, p in pages.items() if p["bytes"] > PAGE_BUDGET} == {}
