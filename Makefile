@@ -60,7 +60,7 @@ paper:
 	$(MAKE) run PROFILE=paper JOBS=1
 
 bundle: install
-	$(BIN)/python -m geofact.bundle $(BUNDLE) --python $(PY)
+	$(BIN)/python -m geofact.pipeline.bundle $(BUNDLE) --python $(PY)
 
 $(LAB_SETTINGS): install
 	mkdir -p $(dir $@)

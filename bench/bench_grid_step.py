@@ -24,10 +24,11 @@ from pathlib import Path
 import torch
 from bench_sweep_workers import cpu_model  # this folder is on sys.path when a script in it runs
 
+from geofact.device import THREADS_ENV, configure_cpu
 from geofact.training.benchmark import matmul_peak, step_flops
 from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
-from geofact.training.trainer import BATCH_BLOCK, THREADS_ENV, StackedUpdates, configure_cpu, stack_params, train_group
+from geofact.training.trainer import BATCH_BLOCK, StackedUpdates, stack_params, train_group
 
 R_VALUES = (2, 4, 8, 16)
 

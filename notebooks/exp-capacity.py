@@ -72,27 +72,24 @@ device = "cpu"
 
 # %%
 import time
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
-from geofact.heatmap import heatmap_panels
-from geofact.notebook import interactive
-from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.heatmap import heatmap_panels
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import claim_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
 
-use_style()
-report = Report("exp-capacity")
-cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+page = Page("exp-capacity", cache_dir)
+report = page.report
+cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid)
 perfect = grid.perfect
 if not (lr_values and lr_seeds):
@@ -477,7 +474,7 @@ def try_run(R: int = 8, d: int = 32, frozen: bool = False, N_try: int = 256, ste
           f"after {r['steps']} steps (last loss {r['final_loss']:.2e}, stop rule {'met' if r['stopped_early'] else 'not met'})")
 
 
-interactive(try_run, defaults=dict(R=4, d=16, frozen=False, N_try=128, steps=300),
+page.interactive(try_run, defaults=dict(R=4, d=16, frozen=False, N_try=128, steps=300),
             R=(1, 16), d=(4, 256), frozen=False, N_try=(16, 1024), steps=(100, 15000))
 
 # %% [markdown]

@@ -70,7 +70,6 @@ cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 
 # %%
-from pathlib import Path
 
 import numpy as np
 from IPython.display import Markdown, display
@@ -79,17 +78,16 @@ from matplotlib import pyplot as plt
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
-from geofact.curves import headroom_curves, trajectory_panels
-from geofact.heatmap import heatmap_panels
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.curves import headroom_curves, trajectory_panels
+from geofact.pipeline.heatmap import heatmap_panels
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.training.grid import REGIMES, CapacityGrid
 from geofact.training.regime import claim_in_regime
 
-use_style()
-report = Report("exp-freeze-transfer")
-cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+page = Page("exp-freeze-transfer", cache_dir)
+report = page.report
+cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid)
 if not 0 < substantial <= 1:
     raise ValueError(f"substantial must be in (0, 1], got {substantial}")

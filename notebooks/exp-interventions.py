@@ -62,7 +62,6 @@ cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 
 # %%
-from pathlib import Path
 
 import numpy as np
 from IPython.display import Markdown, display
@@ -71,18 +70,16 @@ from matplotlib import pyplot as plt
 from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
-from geofact.curves import headroom_curves, r_colors, trajectory_panels
-from geofact.heatmap import heatmap_panels
-from geofact.notebook import interactive
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.curves import headroom_curves, r_colors, trajectory_panels
+from geofact.pipeline.heatmap import heatmap_panels
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.training.grid import REGIMES, CapacityGrid
 from geofact.training.regime import claim_in_regime
 
-use_style()
-report = Report("exp-interventions")
-cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+page = Page("exp-interventions", cache_dir)
+report = page.report
+cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid)
 for name, value in [("high", high), ("held_out", held_out), ("meaningful", meaningful)]:
     if not 0 < value <= 1:
@@ -187,7 +184,7 @@ def rank_plot(R: int, d: int, seed: int) -> None:
 
 
 example_R = max(R for R in grid.R_values if R <= 8) if min(grid.R_values) <= 8 else grid.R_values[0]
-interactive(rank_plot, defaults=dict(R=example_R, d=grid.d_values[-1], seed=grid.seeds[0]),
+page.interactive(rank_plot, defaults=dict(R=example_R, d=grid.d_values[-1], seed=grid.seeds[0]),
             R=list(grid.R_values), d=list(grid.d_values), seed=list(grid.seeds))
 
 # %% [markdown]

@@ -86,7 +86,6 @@ device = "cpu"
 # %%
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 from IPython.display import Markdown, display
@@ -96,20 +95,18 @@ from matplotlib.patches import Rectangle
 from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
-from geofact.heatmap import heatmap_panels
-from geofact.notebook import interactive
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.heatmap import heatmap_panels
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params
 from geofact.training.regime import NOT_IN_REGIME
 from geofact.training.sweep import run_sweep, training_seconds
 
-use_style()
-report = Report("exp-multihop")
-cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+page = Page("exp-multihop", cache_dir)
+report = page.report
+cache = page.cache()
 for name, value in [("near_perfect", near_perfect), ("collapse", collapse)]:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must be in (0, 1], got {value}")
@@ -316,7 +313,7 @@ def try_run(k: int = 2, R: int = 4, cot: bool = True, frozen: bool = False, N_tr
           f"accuracy {r['accuracy']:.4f}{hops} after {r['steps']} steps")
 
 
-interactive(try_run, defaults=dict(k=2, R=2, cot=True, frozen=False, N_try=64, d_try=32, steps=200),
+page.interactive(try_run, defaults=dict(k=2, R=2, cot=True, frozen=False, N_try=64, d_try=32, steps=200),
             k=(1, 4), R=(1, 16), cot=True, frozen=False, N_try=(16, 1024), d_try=(8, 256), steps=(50, 15000))
 
 # %% [markdown]

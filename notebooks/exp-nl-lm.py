@@ -63,24 +63,22 @@ cache_dir = None  # the model cache; None means .geofact/runs in this checkout
 device = "cpu"
 
 # %%
-from pathlib import Path
 
 import numpy as np
 from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
+from geofact.device import configure_cpu
 from geofact.nl.corpus import load_corpus
 from geofact.nl.corpus_lm import CorpusLMConfig, OneLayerLM, corpus_lm_readout, greedy_hits, trained_corpus_lm
 from geofact.nl.probe import ProbeConfig
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
-from geofact.training.trainer import configure_cpu
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 
-use_style()
-report = Report("exp-nl-lm")
+page = Page("exp-nl-lm", cache_dir)
+report = page.report
 configure_cpu(torch_threads)
-cache = (Path(cache_dir) if cache_dir else Project.find().runs_dir) / "corpus-lm"
+cache = page.cache("corpus-lm")
 corpus = load_corpus()
 for name, value in [("memorized", memorized), ("entity_readout", entity_readout)]:
     if not 0 < value <= 1:

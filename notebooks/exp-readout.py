@@ -83,7 +83,6 @@ cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 
 # %%
-from pathlib import Path
 
 import numpy as np
 from IPython.display import Markdown, display
@@ -92,18 +91,17 @@ from matplotlib import pyplot as plt
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.readout import model_readouts, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
-from geofact.curves import headroom_curves, trajectory_panels
-from geofact.heatmap import heatmap_panels
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.curves import headroom_curves, trajectory_panels
+from geofact.pipeline.heatmap import heatmap_panels
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.training.grid import REGIMES, CapacityGrid
 from geofact.training.regime import claim_in_regime, regime
 from geofact.training.sweep import run_sweep
 
-use_style()
-report = Report("exp-readout")
-cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+page = Page("exp-readout", cache_dir)
+report = page.report
+cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid)
 for name, value in [("near_perfect", near_perfect), ("held_out", held_out)]:
     if not 0 < value <= 1:

@@ -76,13 +76,13 @@ cache_dir = None  # the probe cache; None means .geofact/runs in this checkout
 device = "cpu"
 
 # %%
-from pathlib import Path
 
 import numpy as np
 import torch
 from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
+from geofact.device import configure_cpu
 from geofact.nl.corpus import corpus_table, load_corpus, render_corpus
 from geofact.nl.lm import TINY, ModelUnavailable, load_lm
 from geofact.nl.probe import ProbeConfig
@@ -98,16 +98,14 @@ from geofact.nl.probing import (
     paper_depth_counts,
     probe_category,
 )
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.training.sweep import refuse_in_records_only
-from geofact.training.trainer import configure_cpu
 
-use_style()
-report = Report("exp-real-lm-probing")
+page = Page("exp-real-lm-probing", cache_dir)
+report = page.report
 configure_cpu(torch_threads)
-cache = (Path(cache_dir) if cache_dir else Project.find().runs_dir) / "real-lm-probing"
+cache = page.cache("real-lm-probing")
 corpus = load_corpus()
 unknown = sorted(set(categories + robustness_categories) - set(corpus.categories))
 if unknown:

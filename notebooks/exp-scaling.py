@@ -73,22 +73,20 @@ device = "cpu"
 # %%
 import math
 import time
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.project import Project
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.training.config import TrainConfig
 from geofact.training.search import find_d_min_streaming, fit_log, fit_power
 from geofact.training.sweep import SweepPool, training_seconds
 
-use_style()
-report = Report("exp-scaling")
-cache = Path(cache_dir) if cache_dir else Project.find().runs_dir
+page = Page("exp-scaling", cache_dir)
+report = page.report
+cache = page.cache()
 BUDGETS = ("fixed steps", "fixed epochs")
 for w in widths:
     if w != "4d" and not (isinstance(w, int) and w >= 1):

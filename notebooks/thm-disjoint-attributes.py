@@ -45,13 +45,12 @@ import numpy as np
 import torch
 
 from geofact.constructions.disjoint import disjoint_attribute_transformer, disjoint_dimensions
-from geofact.notebook import interactive, progress
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.task import DisjointAttributeTask
 
-use_style()
-report = Report("thm-disjoint-attributes")
+page = Page("thm-disjoint-attributes")
+report = page.report
 if min(N_values) < 2 or min(R_values) < 1 or max_queries < 2:
     raise ValueError(f"need every N >= 2 (got {min(N_values)}), every R >= 1 (got {min(R_values)}), max_queries >= 2")
 
@@ -93,7 +92,7 @@ cells = [(N, R) for N in N_values for R in R_values]
 run_cells = [(N, R) for N, R in cells if N * R <= max_queries]
 skipped = [(N, R) for N, R in cells if N * R > max_queries]
 rows = []
-for N, R in progress(run_cells, desc="(N, R) cells"):
+for N, R in page.progress(run_cells, desc="(N, R) cells"):
     task = DisjointAttributeTask.random(N, R, seed=seed)
     start = time.perf_counter()
     c = disjoint_attribute_transformer(task, seed=seed, device=device)
@@ -281,7 +280,7 @@ def try_construction(N: int = 1000, R: int = 8, literal_value_matrix: bool = Fal
           f"accuracy {ev.accuracy:.4f} on {ev.n_queries} queries, min margin {ev.min_margin:.1f}")
 
 
-interactive(try_construction, defaults=dict(N=1000, R=8), N=(2, 4096), R=(1, 32), literal_value_matrix=False)
+page.interactive(try_construction, defaults=dict(N=1000, R=8), N=(2, 4096), R=(1, 32), literal_value_matrix=False)
 
 # %% [markdown]
 # ## Verdicts

@@ -46,13 +46,12 @@ from IPython.display import Markdown, display
 
 from geofact.constructions import chain_of_thought, embedding_precomputation, key_value_memory
 from geofact.constructions.khop import n_bits
-from geofact.notebook import interactive, progress
-from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.task import KHopTask
 
-use_style()
-report = Report("thm-khop-cot")
+page = Page("thm-khop-cot")
+report = page.report
 if min(N_values + [table_N]) < 2 or min(R_values + [table_R]) < 1 or min(k_values + [table_k]) < 1 or max_queries < 1:
     raise ValueError(f"need N >= 2, R >= 1, k >= 1, max_queries >= 1; got N {N_values}/{table_N}, R {R_values}/{table_R}, "
                      f"k {k_values}/{table_k}, max_queries {max_queries}")
@@ -100,7 +99,7 @@ def evaluate_cell(N: int, R: int, k: int) -> dict:
 
 
 cells = [(N, R, k) for N in N_values for R in R_values for k in k_values]
-rows = [evaluate_cell(*cell) for cell in progress(cells, desc="(N, R, k) cells")]
+rows = [evaluate_cell(*cell) for cell in page.progress(cells, desc="(N, R, k) cells")]
 print(f"{'N':>5} {'R':>2} {'k':>2} {'queries':>8} {'d':>5} {'paper d':>7} {'width':>5} {'R d_S':>5} {'accuracy':>8} {'margin':>6}")
 for r in rows:
     print(f"{r['N']:>5} {r['R']:>2} {r['k']:>2} {r['queries']:>7}{'*' if r['sampled'] else ' '} {r['d_model']:>5} "
@@ -265,7 +264,7 @@ def try_construction(N: int = 100, R: int = 3, k: int = 3) -> None:
     print({key: (round(v, 4) if isinstance(v, float) else v) for key, v in row.items()})
 
 
-interactive(try_construction, defaults=dict(N=100, R=3, k=3), N=(2, 1024), R=(1, 8), k=(1, 6))
+page.interactive(try_construction, defaults=dict(N=100, R=3, k=3), N=(2, 1024), R=(1, 8), k=(1, 6))
 
 # %% [markdown]
 # ## Verdicts

@@ -51,13 +51,12 @@ from geofact.lower_bound import (
     translation_check,
     trees_disjoint,
 )
-from geofact.notebook import interactive
-from geofact.plotting import COLORS, subplots, use_style
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, subplots
 from geofact.task import KHopTask, random_bijections
 
-use_style()
-report = Report("thm-khop-lower-bound")
+page = Page("thm-khop-lower-bound")
+report = page.report
 if bound_R < 2 or bound_k < 2 or bound_N < 2 * bound_R ** (2 * bound_k):
     raise ValueError(f"need bound_R >= 2, bound_k >= 2 and bound_N >= 2 R^(2k) = {2 * bound_R ** (2 * bound_k)} "
                      f"so that p >= 1; got N={bound_N}, R={bound_R}, k={bound_k}")
@@ -356,7 +355,7 @@ def try_bound(N: int = 2**14, R: int = 8, k: int = 2, D: float = 100.0) -> None:
           f"W >= {float(min_weight_bits(N, R, k, D)):,.0f} bits")
 
 
-interactive(try_bound, defaults=dict(N=bound_N, R=bound_R, k=bound_k, D=100.0), N=(2, 2**20), R=(2, 16), k=(2, 5), D=(1.0, 10000.0))
+page.interactive(try_bound, defaults=dict(N=bound_N, R=bound_R, k=bound_k, D=100.0), N=(2, 2**20), R=(2, 16), k=(2, 5), D=(1.0, 10000.0))
 
 # %% [markdown]
 # ## Verdicts

@@ -49,13 +49,12 @@ import torch
 
 from geofact.constructions import embedding_precomputation, key_value_memory, key_value_memory_first_token
 from geofact.constructions.khop import n_bits
-from geofact.notebook import interactive, progress
-from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.task import KHopTask
 
-use_style()
-report = Report("thm-khop-no-cot")
+page = Page("thm-khop-no-cot")
+report = page.report
 if min(N_values) < 2 or min(R_values) < 1 or min(k_values) < 1 or max_queries < 1 or max_tree_dim < 1:
     raise ValueError(f"need N >= 2, R >= 1, k >= 1, max_queries >= 1, max_tree_dim >= 1; got N {N_values}, "
                      f"R {R_values}, k {k_values}, max_queries {max_queries}, max_tree_dim {max_tree_dim}")
@@ -112,7 +111,7 @@ def evaluate_cell(N: int, R: int, k: int, name: str) -> dict:
 cells = [(N, R, k, name) for N in N_values for R in R_values for k in k_values for name in VERSIONS]
 skipped = [(N, R, k) for N, R, k, name in cells if name == "embedding" and R**k * n_bits(N) > max_tree_dim]
 cells = [c for c in cells if not (c[3] == "embedding" and c[:3] in skipped)]
-rows = [evaluate_cell(*cell) for cell in progress(cells, desc="(N, R, k, version) cells")]
+rows = [evaluate_cell(*cell) for cell in page.progress(cells, desc="(N, R, k, version) cells")]
 print(f"{'version':>10} {'N':>5} {'R':>2} {'k':>2} {'queries':>8} {'d':>6} {'paper d':>7} {'width':>6} {'layers':>6} "
       f"{'accuracy':>8} {'margin':>6} {'s':>5}")
 for r in rows:
@@ -302,7 +301,7 @@ def try_construction(N: int = 100, R: int = 3, k: int = 3, version: str = "key-v
     print({key: (round(v, 4) if isinstance(v, float) else v) for key, v in row.items()})
 
 
-interactive(try_construction, defaults=dict(N=100, R=3, k=3, version="key-value"),
+page.interactive(try_construction, defaults=dict(N=100, R=3, k=3, version="key-value"),
             N=(2, 1024), R=(1, 8), k=(1, 4), version=list(VERSIONS))
 
 # %% [markdown]

@@ -43,14 +43,14 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+
 from geofact import codes
-from geofact.notebook import interactive, progress
-from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.stats import binomial_upper_tail, wilson_interval
 
-use_style()
-report = Report("thm-orthogonal-codes")
+page = Page("thm-orthogonal-codes")
+report = page.report
 if k_max_log2 < 1 or construct_k_max_log2 < 1:
     raise ValueError(f"need k_max_log2 >= 1 and construct_k_max_log2 >= 1, got {k_max_log2}, {construct_k_max_log2}")
 k_values = sorted({2**j for j in range(1, k_max_log2 + 1)} | {k for k in extra_k if 2 <= k <= 2**k_max_log2})
@@ -111,7 +111,7 @@ def n_trials(k: int) -> int:
 
 mc = {}
 jobs = [(base, k) for base in codes.LOG_BASES for k in k_values]
-for i, (base, k) in enumerate(progress(jobs, desc="random code books")):
+for i, (base, k) in enumerate(page.progress(jobs, desc="random code books")):
     mc[base, k] = codes.random_code_trials(k, base, n_trials(k), seed=seed + 1000 * i)
 
 rows = []
@@ -227,7 +227,7 @@ explicit = {}
 construct_ks = sorted({2**j for j in range(1, construct_k_max_log2 + 1)}
                       | {int(k) for b in codes.LOG_BASES for k in cert[b]["uncertified"]})
 for base in codes.LOG_BASES:
-    for k in progress(construct_ks, desc=f"explicit code books ({base})"):
+    for k in page.progress(construct_ks, desc=f"explicit code books ({base})"):
         book = codes.lemma_codes(k, base, seed=seed)
         stats = codes.pair_stats(book, codes.lemma_threshold(k, base))
         explicit[base, k] = stats.n_violations == 0 and book.shape == (k, codes.lemma_code_length(k, base))
@@ -305,7 +305,7 @@ def try_codes(k: int = 4096, base: str = "2", draw_seed: int = 0) -> None:
           f"P(success) ~ e^-lambda = {math.exp(-lam):.3f}, paper claims >= {codes.paper_success_claim(k):.6f}")
 
 
-interactive(try_codes, defaults=dict(k=4096, base="2"), k=(2, 2**14), base=["2", "e"], draw_seed=(0, 100))
+page.interactive(try_codes, defaults=dict(k=4096, base="2"), k=(2, 2**14), base=["2", "e"], draw_seed=(0, 100))
 
 # %% [markdown]
 # ## Verdicts

@@ -50,14 +50,13 @@ import torch
 
 from geofact.codes import construction_codes, lemma_code_length
 from geofact.constructions import shared_attribute_attention, shared_attribute_hierarchical, shared_attribute_mlp
-from geofact.notebook import interactive, progress
-from geofact.plotting import COLORS, PAPER_STYLE, subplots, use_style
-from geofact.report import Report
+from geofact.pipeline.page import Page
+from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.task import SharedAttributeTask
 from geofact.transformer import Transformer
 
-use_style()
-report = Report("thm-shared-attributes")
+page = Page("thm-shared-attributes")
+report = page.report
 if min(N_values) < 2 or min(R_values) < 1 or max_queries < 1:
     raise ValueError(f"need every N >= 2 (got {min(N_values)}), every R >= 1 (got {min(R_values)}), max_queries >= 1")
 VERSIONS = {"MLP": shared_attribute_mlp, "attention": shared_attribute_attention, "hierarchical": shared_attribute_hierarchical}
@@ -100,7 +99,7 @@ def sizes_and_accuracy(task: SharedAttributeTask, name: str) -> dict:
 
 rows = []
 cells = [(N, R, name) for N in N_values for R in R_values for name in VERSIONS]
-for N, R, name in progress(cells, desc="(N, R, version) cells"):
+for N, R, name in page.progress(cells, desc="(N, R, version) cells"):
     rows.append(sizes_and_accuracy(SharedAttributeTask.random(N, R, seed=seed), name))
 print(f"{'version':>12} {'N':>6} {'R':>3} {'queries':>8} {'d':>5} {'paper d':>8} {'width':>6} {'layers':>6} "
       f"{'heads':>5} {'accuracy':>8} {'margin':>6}")
@@ -287,7 +286,7 @@ def try_construction(N: int = 1000, R: int = 8, version: str = "MLP") -> None:
     print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
 
 
-interactive(try_construction, defaults=dict(N=1000, R=8, version="MLP"), N=(2, 16384), R=(1, 32), version=list(VERSIONS))
+page.interactive(try_construction, defaults=dict(N=1000, R=8, version="MLP"), N=(2, 16384), R=(1, 32), version=list(VERSIONS))
 
 # %% [markdown]
 # ## Verdicts

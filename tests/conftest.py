@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geofact.project import Project
+from geofact.pipeline.project import Project
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ def repo() -> Project:
 @pytest.fixture(scope="session")
 def committed_book(repo, tmp_path_factory) -> Path:
     """The committed pages built into HTML once (strict mode), in a scratch copy; the HTML folder."""
-    from tests.book import build_book, copy_project
+    from tests.pipeline.book import build_book, copy_project
 
     copy = copy_project(repo.root, tmp_path_factory.mktemp("committed"))
     done = build_book(copy.root)

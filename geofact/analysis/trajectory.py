@@ -5,7 +5,7 @@ there before, and from when).
     records = train_grid(grid, cache)                     # trains what is missing, keeps the checkpoints
     points = analyse_grid(grid, records, cache, fn, "name", params)  # fn(TrainedModel) -> {metric: value}
     finals = final_values(grid, points, "s")              # {regime: (R, d, seed)} at the stop rule
-    curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps
+    curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps (geofact.pipeline.curves)
 
 A run that met the stop rule before a checkpoint step has no checkpoint there: its state from then on
 is its final one, so `value_at_steps` carries the final value forward.
@@ -31,10 +31,10 @@ import torch
 
 import geofact
 from geofact.analysis.trained import TrainedModel
-from geofact.notebook import progress
-from geofact.report import to_jsonable
+from geofact.progress import progress
+from geofact.store import to_jsonable, write_json
 from geofact.training.grid import CapacityGrid
-from geofact.training.sweep import provenance, read_json, run_sweep, write_json
+from geofact.training.sweep import provenance, read_json, run_sweep
 
 SCHEMA = "geofact.analysis.state/1"
 
@@ -151,18 +151,3 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
 def final_values(grid: CapacityGrid, points: dict[Key, list[Point]], metric: str) -> dict[str, np.ndarray]:
     """{regime: (R, d, seed)} of a metric at each run's stop."""
     return grid.by_cell({key: pts[-1].get(metric) for key, pts in points.items()})
-
-
-def value_at_steps(points: list[Point], metric: str, steps: list[int]) -> np.ndarray:
-    """One run's metric at each of `steps` (its checkpoints; its final value once it has stopped)."""
-    final = points[-1]
-    by_step = {p.step: p.get(metric) for p in points if not p.final}
-    out = []
-    for t in steps:
-        if t in by_step:
-            out.append(by_step[t])
-        elif t >= final.step:
-            out.append(final.get(metric))
-        else:
-            out.append(np.nan)
-    return np.array(out, dtype=float)

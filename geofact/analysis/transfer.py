@@ -32,10 +32,11 @@ import torch
 from geofact.analysis.readout import linear_readout
 from geofact.analysis.trained import TARGETS, Target, TrainedModel
 from geofact.device import resolve_device
+from geofact.store import write_json
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import INIT_STD
-from geofact.training.sweep import default_group_size, provenance, read_json, run_sweep, stack_chunks, write_json
+from geofact.training.sweep import default_group_size, provenance, read_json, run_sweep, stack_chunks
 from geofact.training.trainer import train_group
 
 SCHEMA = "geofact.analysis.transfer/2"

@@ -26,9 +26,10 @@ import torch.nn.functional as F
 
 from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
 from geofact.nl.probe import ProbeConfig, probe_and_score, unit_rows
-from geofact.notebook import progress
+from geofact.progress import progress
+from geofact.store import write_json
 from geofact.training.optim import fused_adamw
-from geofact.training.sweep import provenance, refuse_in_records_only, write_json
+from geofact.training.sweep import provenance, refuse_in_records_only
 
 WORD = re.compile(r"\w+|[^\w\s]")
 PAD, BOS = "<pad>", "<bos>"

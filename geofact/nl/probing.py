@@ -24,7 +24,8 @@ from geofact.nl.corpus import Corpus, facts, render, template_for_run
 from geofact.nl.lm import LoadedLM
 from geofact.nl.probe import ProbeConfig, chance_metrics, probe_and_score, unit_rows
 from geofact.nl.states import encode, subject_states
-from geofact.training.sweep import provenance, read_json, write_json
+from geofact.store import write_json
+from geofact.training.sweep import provenance, read_json
 
 SCHEMA = "geofact.nl.probe/1"
 

@@ -15,7 +15,7 @@ import torch
 
 from geofact.nl.corpus import Rendered
 from geofact.nl.lm import LoadedLM
-from geofact.notebook import progress
+from geofact.progress import progress
 
 MODES = ("last", "mean")
 

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import torch
 
-from geofact.device import describe_device, resolve_device
+from geofact.device import configure_cpu, describe_device, resolve_device
 from geofact.processes import PAGES_AT_ONCE_ENV
+from geofact.settings import records_only
+from geofact.store import to_jsonable, write_json
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
-from geofact.report import to_jsonable
-from geofact.training.sweep import default_group_size, provenance, read_json, records_only, refuse_in_records_only, write_json
-from geofact.training.trainer import configure_cpu, train_group
+from geofact.training.sweep import default_group_size, provenance, read_json, refuse_in_records_only
+from geofact.training.trainer import train_group
 
 
 @dataclass(frozen=True)

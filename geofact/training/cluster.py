@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-EXECUTOR_ENV = "GEOFACT_EXECUTOR"
-EXECUTOR_OPTIONS_ENV = "GEOFACT_EXECUTOR_OPTIONS"
+from geofact.settings import EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV
+
 KINDS = ("local", "slurm")
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
+from geofact.settings import past_deadline
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
-from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, past_deadline, restore_stack, stack_state
+from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, restore_stack, stack_state
 from geofact.training.trainer import StackedUpdates, run_weights, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
+from geofact.settings import past_deadline
+from geofact.store import write_atomically
+
 SCHEMA = "geofact.training.group-state/1"
 DEFAULT_EVERY_S = 120.0  # a group's state is written at most this often (and at the deadline)
 MAX_OVERHEAD = 0.05  # and no more often than keeps writing it under this fraction of the training time
@@ -42,22 +43,6 @@ MAX_OVERHEAD = 0.05  # and no more often than keeps writing it under this fracti
 
 class BudgetSpent(RuntimeError):
     """The time budget ran out; what was in flight is checkpointed and the same call again resumes it."""
-
-
-def deadline() -> float | None:
-    """The deadline (Unix time) from $GEOFACT_DEADLINE, or None when there is no budget."""
-    value = os.environ.get(DEADLINE_ENV)
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{DEADLINE_ENV} must be a Unix time in seconds, got {value!r}") from None
-
-
-def past_deadline() -> bool:
-    limit = deadline()
-    return limit is not None and time.time() >= limit
 
 
 @dataclass
@@ -86,15 +71,6 @@ def restore_stack(update, tensors: dict[str, torch.Tensor]) -> None:
 def _digest(keys: list[str], settings: dict) -> str:
     text = json.dumps({"keys": keys, "settings": settings}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
 
 
 class GroupCheckpoint:
@@ -136,7 +112,8 @@ class GroupCheckpoint:
         started = time.monotonic()
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self.index.exists():
-            _write_atomically(self.index, json.dumps({"schema": SCHEMA, "keys": self.keys, "settings": self.settings}).encode())
+            write_atomically(self.index, json.dumps({"schema": SCHEMA, "keys": self.keys, "settings": self.settings}).encode(),
+                             sync=True)
         meta = {"schema": SCHEMA, "keys": self.keys, "settings": self.settings, "step": state.step, "alive": state.alive,
                 "seconds": state.seconds, "trainer": state.meta}
         arrays = {f"state/{k}": v.detach().cpu().numpy() for k, v in state.tensors.items()}
@@ -144,7 +121,7 @@ class GroupCheckpoint:
             arrays |= {f"weights/{group}/{k}": v.detach().cpu().numpy() for k, v in weights.items()}
         buffer = io.BytesIO()
         np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-        _write_atomically(self.state_path, buffer.getvalue())
+        write_atomically(self.state_path, buffer.getvalue(), sync=True)
         self._last = time.monotonic()
         if self.every_s > 0:
             self._interval = max(self.every_s, (self._last - started) / MAX_OVERHEAD)

@@ -28,29 +28,26 @@ import numpy as np
 import torch
 
 import geofact
-from geofact.device import describe_device, resolve_device
-from geofact.notebook import progress
+from geofact.device import THREADS_ENV, describe_device, resolve_device
 from geofact.processes import die_with_parent, usable_cores
+from geofact.progress import progress
 from geofact.provenance import git_commit
+from geofact.settings import RECORDS_ONLY_ENV, past_deadline, records_only
+from geofact.store import write_atomically, write_json
 from geofact.training.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
 from geofact.training.multihop_trainer import train_multihop
-from geofact.training.resume import DEFAULT_EVERY_S, BudgetSpent, GroupCheckpoint, past_deadline, pending_groups
-from geofact.training.trainer import THREADS_ENV, RunResult, train_group
+from geofact.training.resume import DEFAULT_EVERY_S, BudgetSpent, GroupCheckpoint, pending_groups
+from geofact.training.trainer import RunResult, train_group
 
 Config = TrainConfig | MultiHopConfig
 
-RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # set by `geofact run --records-only`: pages execute from cached records alone
 SEEN: dict[str, set[str]] = {"device": set(), "git_commit": set()}  # where the records this process read were made
 
 
 class RecordMissing(RuntimeError):
     """Records-only execution needed work that is not among the records (training, or a model's weights)."""
-
-
-def records_only() -> bool:
-    return os.environ.get(RECORDS_ONLY_ENV, "") not in ("", "0")
 
 
 def refuse_in_records_only(what: str) -> None:
@@ -62,7 +59,7 @@ def refuse_in_records_only(what: str) -> None:
 
 def note_origin(record: dict) -> dict:
     """Remember where a record read by this process was made (its device and commit), for the page's
-    provenance (`geofact.runner` reads `SEEN` at the end of a page); returns the record."""
+    provenance (`geofact.pipeline.runner` reads `SEEN` at the end of a page); returns the record."""
     origin = record.get("provenance") or {}
     for field in SEEN:
         if origin.get(field):
@@ -96,7 +93,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     kept = getattr(result, "checkpoints", {})  # multi-hop runs keep none
     if save_weights:
         for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items())]:
-            _write_atomically(cache_dir / name, lambda f, w=weights: np.savez_compressed(f, **{k: v.float().numpy() for k, v in w.items()}))
+            write_atomically(cache_dir / name, lambda f, w=weights: np.savez_compressed(f, **{k: v.float().numpy() for k, v in w.items()}))
     checkpoints = [{"step": step, "loss": loss, "weights": checkpoint_file(result.config, step) if save_weights else None}
                    for step, loss in sorted(getattr(result, "checkpoint_losses", {}).items())]
     record = {
@@ -110,21 +107,6 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
         "provenance": origin,
     }
     write_json(result_path(cache_dir, result.config), record)
-
-
-def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
-    """write(file) into a temporary file named for this process, then renamed over `path`: a killed
-    write never leaves a half file, and two processes writing the same record never share a temporary."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-    tmp.replace(path)
-
-
-def write_json(path: Path, record: dict) -> None:
-    """Write a JSON record atomically: a killed write never leaves a half file to be read as a result."""
-    _write_atomically(Path(path), lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
 
 
 def read_json(path: Path, schema: str, config: dict) -> dict | None:

@@ -9,21 +9,19 @@ rate and frozen/trainable; each stops on its own when its loss falls below the t
 
 from __future__ import annotations
 
-import ctypes
-import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 from torch.nn import functional as F
 
-from geofact.device import resolve_device
-from geofact.processes import usable_cores
+from geofact.device import configure_cpu, resolve_device
+from geofact.settings import past_deadline
 from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
-from geofact.training.optim import FlatStack, StackedAdamW, column_ranges, clip_grad_norms_
-from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, past_deadline, restore_stack, stack_state
+from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, column_ranges
+from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, restore_stack, stack_state
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -49,38 +47,7 @@ class RunResult:
                 "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
 
 
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
-
-
-def _keep_freed_memory() -> None:
-    """Ask glibc malloc to reuse freed blocks instead of returning them to the OS.
-
-    Each step allocates and frees (batch x N) logits and gradients (16 MiB at N = 4096); above
-    glibc's mmap threshold every such allocation is a fresh mapping whose pages fault in on first
-    touch, which bench/bench_trainer.py measured at ~30% of a d = 32 step. Without glibc (macOS,
-    musl) this does nothing.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, 1 << 30)
-    mallopt(_M_TRIM_THRESHOLD, 1 << 30)
-
-
 BATCH_BLOCK, BATCH_BLOCK_KEYS = 64, 2**22  # batches drawn per block of steps, at most this many hash keys at once
-
-THREADS_ENV = "GEOFACT_THREADS"  # set by sweep workers: each process trains on this many threads
-
-
-def configure_cpu(threads: int | None = None) -> None:
-    """Flush denormals to zero (weight decay drives weights denormal, ~10x slower steps), keep freed
-    memory for reuse (see _keep_freed_memory) and use the cores this process may run on (or
-    $GEOFACT_THREADS of them)."""
-    torch.set_flush_denormal(True)
-    _keep_freed_memory()
-    torch.set_num_threads(threads or int(os.environ.get(THREADS_ENV, 0)) or usable_cores())
-
 
 def stack_params(configs: list, dtype: torch.dtype, init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
     """Every run's seeded initial weights (or `init`'s replacements) stacked along a leading run

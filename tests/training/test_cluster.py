@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from geofact.training.cluster import EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, executor_from_env, make_executor, parse_options
+from geofact.settings import EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV
+from geofact.training.cluster import executor_from_env, make_executor, parse_options
 from geofact.training.config import TrainConfig
 from geofact.training.sweep import groups_dir, run_sweep
 

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from geofact.report import Report
+from geofact.pipeline.report import Report
 from geofact.training.regime import NOT_IN_REGIME, claim_in_regime, regime
 
 

@@ -16,7 +16,8 @@ import pytest
 import geofact.training.multihop_trainer as multihop_module
 import geofact.training.trainer as trainer_module
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.training.resume import DEADLINE_ENV, BudgetSpent, GroupCheckpoint, deadline
+from geofact.settings import DEADLINE_ENV, deadline
+from geofact.training.resume import BudgetSpent, GroupCheckpoint
 from geofact.training.sweep import groups_dir, run_sweep
 
 TIMING = ("group_seconds", "provenance")  # what may differ between an interrupted and an uninterrupted group
@@ -153,7 +154,7 @@ def test_a_slow_state_write_spaces_the_next_ones_out(tmp_path, monkeypatch):
 
     clock = iter([0.0, 100.0, 130.0, 200.0, 130.0 + 600.0])  # creation, save start, save end (30 s), then two checks
     monkeypatch.setattr(resume.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(resume, "_write_atomically", lambda path, data: None)
+    monkeypatch.setattr(resume, "write_atomically", lambda path, data, sync=False: None)
     checkpoint = GroupCheckpoint(tmp_path, ["a"], {}, every_s=120)
     state = resume.GroupState(step=64, alive=[0], tensors={}, meta={}, seconds=1.0)
     checkpoint.save(state)  # took 30 s: the next write waits 30 / 5% = 600 s rather than 120

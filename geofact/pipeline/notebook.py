@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable
 
-from geofact.report import RESULTS_PATH_ENV
-
-T = TypeVar("T")
-
-
-def is_batch_run() -> bool:
-    """True when the notebook is being executed by `geofact run` (which sets the results path)."""
-    return bool(os.environ.get(RESULTS_PATH_ENV))
-
-
-def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]:
-    """tqdm progress: a widget in Jupyter, plain text on stderr in batch runs (kept out of the book)."""
-    if is_batch_run():
-        from tqdm import tqdm
-    else:
-        from tqdm.auto import tqdm
-    return tqdm(iterable, **kwargs)
+from geofact.settings import is_batch_run
 
 
 def interactive(fn: Callable[..., Any], defaults: dict[str, Any], **controls: Any) -> None:

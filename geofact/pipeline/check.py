@@ -20,11 +20,11 @@ from typing import Any
 import nbformat
 import yaml
 
-from geofact.ledger import load_ledger
-from geofact.project import Project
+from geofact.pipeline.ledger import load_ledger
+from geofact.pipeline.project import Project
+from geofact.pipeline.runner import expected_parameters
+from geofact.pipeline.status import render_status
 from geofact.provenance import module_hashes, sha256_file
-from geofact.runner import expected_parameters
-from geofact.status import render_status
 
 
 def _staleness(project: Project, name: str, meta: dict[str, Any], what: str) -> list[str]:

@@ -1,7 +1,7 @@
 import pytest
 
-from geofact.profiles import Profile, load_profile
-from geofact.runner import declared_parameters, expected_parameters
+from geofact.pipeline.profiles import Profile, load_profile
+from geofact.pipeline.runner import declared_parameters, expected_parameters
 
 
 def test_only_declared_parameters_are_passed():

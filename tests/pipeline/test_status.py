@@ -1,9 +1,9 @@
 import json
 import shutil
 
-from geofact.ledger import load_ledger
-from geofact.project import Project
-from geofact.status import render_status
+from geofact.pipeline.ledger import load_ledger
+from geofact.pipeline.project import Project
+from geofact.pipeline.status import render_status
 
 
 def test_status_marks_unrun_claims_and_reports_measured_ones(repo, tmp_path):

@@ -3,7 +3,7 @@
 import subprocess
 from pathlib import Path
 
-from geofact.check import _history, _unreproducible
+from geofact.pipeline.check import _history, _unreproducible
 
 
 def git(root: Path, *args: str) -> str:

@@ -7,8 +7,8 @@ import tarfile
 import nbformat
 import pytest
 
-from geofact.pack import MANIFEST, pack, pack_members, unpack
-from geofact.project import Project
+from geofact.pipeline.pack import MANIFEST, pack, pack_members, unpack
+from geofact.pipeline.project import Project
 
 
 def page(profile: str) -> str:
@@ -78,7 +78,7 @@ def forged(path, files: dict[str, bytes], manifest: dict) -> None:
 @pytest.mark.parametrize("name,problem", [("../evil.json", "outside"), ("notebooks/x.py", "outside"),
                                           (".geofact/runs/a.json", "does not match its sha256")])
 def test_unpack_refuses_paths_outside_the_project_and_damaged_files(tmp_path, name, problem):
-    manifest = {"schema": "geofact.pack/1", "files": {name: "0" * 64}}
+    manifest = {"schema": "geofact.pipeline.pack/1", "files": {name: "0" * 64}}
     forged(tmp_path / "bad.tar.gz", {name: b"{}"}, manifest)
     with pytest.raises(ValueError, match=problem):
         unpack(Project(tmp_path / "here"), tmp_path / "bad.tar.gz")

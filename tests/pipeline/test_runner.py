@@ -3,9 +3,9 @@ import json
 import nbformat
 import pytest
 
-from geofact.project import Project
+from geofact.pipeline.project import Project
 
-from geofact.runner import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, declared_parameters, plan_units, run
+from geofact.pipeline.runner import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, declared_parameters, plan_units, run
 
 
 def test_pages_of_the_capacity_grid_form_one_unit_in_order_and_longer_units_go_first(repo):

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from geofact.ledger import load_ledger, load_not_checkable
-from geofact.profiles import profile_rank
-from geofact.project import Project
-from geofact.report import NOT_RUN
-from geofact.runner import verdict_label
+from geofact.pipeline.ledger import load_ledger, load_not_checkable
+from geofact.pipeline.profiles import profile_rank
+from geofact.pipeline.project import Project
+from geofact.pipeline.report import NOT_RUN
+from geofact.pipeline.runner import verdict_label
 
 VERDICT_TEXT = {"holds": "**holds**", "does not hold": "**does not hold**", "not in regime": "**not in regime**", NOT_RUN: NOT_RUN}
 

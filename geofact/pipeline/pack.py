@@ -23,10 +23,11 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from geofact.project import Project
+from geofact.pipeline.project import Project
 from geofact.provenance import git_commit
+from geofact.store import write_atomically
 
-SCHEMA = "geofact.pack/1"
+SCHEMA = "geofact.pipeline.pack/1"
 MANIFEST = "geofact-pack.json"
 SKIPPED_DIRS = ("groups",)  # states of groups in flight: weights, and only meaningful where they train
 
@@ -76,14 +77,15 @@ def pack(project: Project, out: Path, profile: str = "paper") -> Packed:
                 "git_commit": git_commit(project.root), "devices": _made_on(data),
                 "files": {name: _sha256(blob) for name, blob in data.items()}}
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name, blob in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *data.items()]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(blob), int(time.time())
-            tar.addfile(info, io.BytesIO(blob))
-    tmp.replace(out)
+
+    def write_tar(f) -> None:
+        with tarfile.open(fileobj=f, mode="w:gz") as tar:
+            for name, blob in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *data.items()]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime = len(blob), int(time.time())
+                tar.addfile(info, io.BytesIO(blob))
+
+    write_atomically(out, write_tar)
     return Packed(out, len(data), sum(len(b) for b in data.values()), out.stat().st_size)
 
 
@@ -136,9 +138,5 @@ def unpack(project: Project, archive: Path, force: bool = False) -> Unpacked:
         raise ValueError(f"{len(clashes)} file(s) of {archive} differ from those in place, e.g. {clashes[:3]}; "
                          f"pass --force to overwrite them")
     for name in written:
-        target = project.root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".unpack.tmp")
-        tmp.write_bytes(blobs[name])
-        tmp.replace(target)
+        write_atomically(project.root / name, blobs[name])
     return Unpacked(written, identical, manifest)

@@ -4,17 +4,14 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from geofact.check import check
-from geofact.project import Project
-from geofact.runner import WIDGET_MIME
-from tests.book import build_book, copy_project, geofact
+from geofact.pipeline.check import check
+from geofact.pipeline.project import Project
+from geofact.pipeline.runner import WIDGET_MIME
+from tests.pipeline.book import build_book, copy_project, geofact
 
 pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")

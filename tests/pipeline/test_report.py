@@ -3,7 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from geofact.report import RESULTS_PATH_ENV, Report, to_jsonable
+from geofact.pipeline.report import Report
+from geofact.settings import RESULTS_PATH_ENV
+from geofact.store import to_jsonable
 
 
 def test_report_writes_json_where_the_runner_says(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@
 For each notebook the runner
 
 1. reads notebooks/<name>.py (jupytext percent format) and the parameters its `parameters` cell
-   declares, and takes from the profile only those (see `geofact.profiles`);
+   declares, and takes from the profile only those (see `geofact.pipeline.profiles`);
 2. executes it with papermill, the kernel told where to write its results (GEOFACT_RESULTS_PATH);
    a final probe cell lists the geofact modules the kernel imported, so that staleness is judged
    on exactly the code the page depends on;
@@ -41,15 +41,13 @@ import papermill
 from tqdm import tqdm
 
 from geofact.device import describe_device
-from geofact.ledger import load_ledger
+from geofact.pipeline.ledger import load_ledger
+from geofact.pipeline.profiles import load_profile
+from geofact.pipeline.project import Project
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
-from geofact.profiles import load_profile
-from geofact.project import Project
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
-from geofact.report import RESULTS_PATH_ENV
-from geofact.training.cluster import EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, make_executor
-from geofact.training.resume import DEADLINE_ENV, past_deadline
-from geofact.training.sweep import RECORDS_ONLY_ENV
+from geofact.settings import DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, RESULTS_PATH_ENV, past_deadline
+from geofact.training.cluster import make_executor
 
 PROBE_TAG = "geofact-probe"
 PROBE_SOURCE = (  # the geofact modules the kernel imported, and where the cached records it read were made
@@ -388,11 +386,11 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     `budget` (seconds) sets the deadline of a time budget for this run and everything it starts (see
     the module docstring); pages left unfinished raise `RunUnfinished` after the status page is
     regenerated from the pages that did execute. `records_only` executes the pages from the cached
-    records alone (geofact.pack): a page that would train or read weights is left unfinished instead.
+    records alone (geofact.pipeline.pack): a page that would train or read weights is left unfinished instead.
     `executor` ("local" or "slurm", with submitit `executor_options`) trains every sweep's groups as
     submitit jobs (geofact.training.cluster).
     """
-    from geofact.status import write_status_page
+    from geofact.pipeline.status import write_status_page
 
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")

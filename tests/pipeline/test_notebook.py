@@ -1,5 +1,6 @@
-from geofact.notebook import interactive, is_batch_run, progress
-from geofact.report import RESULTS_PATH_ENV
+from geofact.pipeline.notebook import interactive
+from geofact.progress import progress
+from geofact.settings import RESULTS_PATH_ENV, is_batch_run
 
 
 def test_batch_run_calls_the_function_once_with_defaults(monkeypatch):

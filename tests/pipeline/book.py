@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from geofact.project import Project
+from geofact.pipeline.project import Project
 
 SKELETON = ["notebooks", "claims.yaml", "_config.yml", "_toc.yml", "book"]
 
@@ -22,7 +22,7 @@ def copy_project(src: Path, dst: Path) -> Project:
 
 
 def geofact(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "geofact.cli", "--root", str(root), *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "geofact.pipeline.cli", "--root", str(root), *args], capture_output=True, text=True)
 
 
 def build_book(root: Path) -> subprocess.CompletedProcess:

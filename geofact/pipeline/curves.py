@@ -1,4 +1,4 @@
-"""The two kinds of line figure the single-hop pages share, in the book's style (geofact.plotting):
+"""The two kinds of line figure the single-hop pages share, in the book's style (geofact.pipeline.plotting):
 
 * `headroom_curves`: a metric at the stop rule against d / d_min(R), one line per R, learned (solid)
   against frozen (dashed), mean ± std over seeds;
@@ -11,10 +11,24 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import pyplot as plt
 
-from geofact.analysis.trajectory import value_at_steps
 from geofact.training.grid import CapacityGrid
 
 STYLES = {"learned": "-", "frozen": "--"}
+
+
+def value_at_steps(points: list, metric: str, steps: list[int]) -> np.ndarray:
+    """One run's metric at each of `steps` (its checkpoints; its final value once it has stopped)."""
+    final = points[-1]
+    by_step = {p.step: p.get(metric) for p in points if not p.final}
+    out = []
+    for t in steps:
+        if t in by_step:
+            out.append(by_step[t])
+        elif t >= final.step:
+            out.append(final.get(metric))
+        else:
+            out.append(np.nan)
+    return np.array(out, dtype=float)
 
 
 def r_colors(grid: CapacityGrid) -> dict[int, tuple]:

@@ -9,38 +9,22 @@ Inside a notebook::
 
 `geofact run` tells the kernel where to write through GEOFACT_RESULTS_PATH and then adds the
 provenance (profile, parameters, commit, device, versions, wall time) to the same JSON file; see
-`geofact.runner`. Run interactively, `save()` writes nothing, so hand-run notebooks never overwrite
+`geofact.pipeline.runner`. Run interactively, `save()` writes nothing, so hand-run notebooks never overwrite
 the book's results.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from geofact.settings import RESULTS_PATH_ENV
+from geofact.store import to_jsonable
 
-RESULTS_PATH_ENV = "GEOFACT_RESULTS_PATH"
 VERDICTS = ("holds", "does not hold")
 NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
-
-
-def to_jsonable(value: Any) -> Any:
-    """numpy scalars/arrays and nested containers -> plain JSON types (NaN/inf as strings)."""
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return to_jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return to_jsonable(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
 
 
 class Report:

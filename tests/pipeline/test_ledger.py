@@ -1,6 +1,6 @@
 import pytest
 
-from geofact.ledger import load_ledger, load_not_checkable
+from geofact.pipeline.ledger import load_ledger, load_not_checkable
 
 
 def test_repo_ledger_is_valid_and_points_at_notebooks(repo):

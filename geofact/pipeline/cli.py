@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from geofact.project import Project
+from geofact.pipeline.project import Project
 
 UNFINISHED = 3  # exit status of `geofact run --budget` when pages are left for the next call
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     project = Project(args.root.resolve()) if args.root else Project.find()
 
     if args.command == "run":
-        from geofact.runner import NotebookError, RunUnfinished, run
+        from geofact.pipeline.runner import NotebookError, RunUnfinished, run
 
         try:
             from geofact.training.cluster import parse_options
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.command in ("pack", "unpack"):
-        from geofact.pack import pack, unpack
+        from geofact.pipeline.pack import pack, unpack
 
         try:
             if args.command == "pack":
@@ -79,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.command == "check":
-        from geofact.check import main_check
+        from geofact.pipeline.check import main_check
 
         return main_check(project.root)
     if args.command == "status":
-        from geofact.status import write_status_page
+        from geofact.pipeline.status import write_status_page
 
         print(write_status_page(project))
         return 0

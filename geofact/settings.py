@@ -1,0 +1,41 @@
+"""What `geofact run` tells the code a page runs, as environment variables.
+
+The publishing side (`geofact.pipeline`) sets these; the science side reads them. Neither imports the
+other: this module is the whole interface between them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+RESULTS_PATH_ENV = "GEOFACT_RESULTS_PATH"  # where the page's Report writes its results (set only under `geofact run`)
+RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # `geofact run --records-only`: pages execute from cached records alone
+DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
+EXECUTOR_ENV = "GEOFACT_EXECUTOR"  # where sweeps run their groups: "local" or "slurm"
+EXECUTOR_OPTIONS_ENV = "GEOFACT_EXECUTOR_OPTIONS"  # JSON options for that executor
+
+
+def is_batch_run() -> bool:
+    """True when the notebook is being executed by `geofact run` (which sets the results path)."""
+    return bool(os.environ.get(RESULTS_PATH_ENV))
+
+
+def records_only() -> bool:
+    return os.environ.get(RECORDS_ONLY_ENV, "") not in ("", "0")
+
+
+def deadline() -> float | None:
+    """The deadline (Unix time) from $GEOFACT_DEADLINE, or None when there is no budget."""
+    value = os.environ.get(DEADLINE_ENV)
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{DEADLINE_ENV} must be a Unix time in seconds, got {value!r}") from None
+
+
+def past_deadline() -> bool:
+    limit = deadline()
+    return limit is not None and time.time() >= limit

@@ -1,0 +1,68 @@
+"""The package's import rules (README, "Import rules"): the science never imports the publishing side,
+and the publishing side never reaches a model, directly or through another module."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "geofact"
+# Modules that build or train networks: what the book toolchain must never pull in.
+MODELS = ("geofact.transformer", "geofact.constructions", "geofact.training.model", "geofact.training.multihop",
+          "geofact.training.trainer", "geofact.training.multihop_trainer", "geofact.training.sweep",
+          "geofact.analysis", "geofact.nl.lm", "geofact.nl.corpus_lm", "geofact.nl.states", "geofact.nl.probing")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(name: str) -> set[str]:
+    """The geofact modules `name` imports anywhere in its body (function-level imports included)."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("geofact"):
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("geofact")}
+    return {m for m in found if m != "geofact"}
+
+
+def closure(name: str) -> set[str]:
+    """Every geofact module importing `name` brings in (its packages' __init__ included)."""
+    seen, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        for m in imports(current):
+            parents = [".".join(m.split(".")[:i]) for i in range(2, m.count(".") + 1)]
+            for dep in [m, *parents]:
+                if dep in MODULES and dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+    return seen
+
+
+def is_under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_nothing_outside_the_pipeline_imports_it():
+    offenders = {name: sorted(m for m in imports(name) if is_under(m, "geofact.pipeline"))
+                 for name in MODULES if not is_under(name, "geofact.pipeline")}
+    assert {name: ms for name, ms in offenders.items() if ms} == {}
+
+
+def test_the_pipeline_never_reaches_a_model():
+    pipeline = [name for name in MODULES if is_under(name, "geofact.pipeline")]
+    assert len(pipeline) >= 14
+    reached = {name: sorted(m for m in closure(name) if any(is_under(m, model) for model in MODELS)) for name in pipeline}
+    assert {name: ms for name, ms in reached.items() if ms} == {}
+
+
+def test_the_rules_see_real_imports():
+    # the checker itself: a science module's imports are found, function-level ones included
+    assert "geofact.training.sweep" in imports("geofact.analysis.trajectory")
+    assert "geofact.pipeline.status" in imports("geofact.pipeline.runner")  # imported inside a function
+    assert any(is_under(m, "geofact.training.model") for m in closure("geofact.analysis.trajectory"))
