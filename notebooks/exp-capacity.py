@@ -117,8 +117,10 @@ report.number("perfect", perfect)
 # $d$ = {glue:text}`lr_d:d` (a cell with room for both regimes), with the grid's recipe and stop rule.
 # The best rate is the one whose runs most often meet the stop rule, then the fastest to it, then the
 # most accurate.
+#
+# Shown in {numref}`fig-capacity-lr`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The learning-rate check at one cell with room for both regimes: final accuracy and the fraction of seeds meeting the stop rule against the AdamW rate (left; the paper's 1.0 dashed), and the training loss of the learned model along training at each rate (right).", "name": "fig-capacity-lr"}}
 lr_configs = {(name, rate, s): grid.config(lr_R, lr_d, frozen, s, lr=rate)
               for name, frozen in REGIMES.items() for rate in lr_values for s in lr_seeds}
 lr_records = dict(zip(lr_configs, run_sweep(list(lr_configs.values()), cache, device=device)))
@@ -158,6 +160,8 @@ ax.axhline(grid.loss_threshold, color="grey", linestyle=":", label="stop rule")
 ax.set(yscale="log", xlabel="step", ylabel="training loss (batch)", title=f"learned embeddings, seed {lr_seeds[0]}")
 ax.legend(ncol=2)
 plt.show()
+
+# %%
 report.number("lr_R", lr_R)
 report.number("lr_d", lr_d)
 report.number("lr_best", best_lr)
@@ -183,8 +187,10 @@ display(Markdown(
 # times its initial size; the paper may use a parametrisation or schedule it does not state.
 #
 # ## The capacity grid
+#
+# Shown in {numref}`fig-capacity-heatmaps`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The capacity grid: final accuracy on all $NR$ facts (top) and the fraction of seeds meeting the paper's stop rule (bottom) for each $(R, d)$ cell, learned and frozen embeddings, mean ± std over seeds.", "name": "fig-capacity-heatmaps"}}
 configs = grid.configs()
 started = time.perf_counter()
 grid_records = dict(zip(configs, run_sweep(list(configs.values()), cache, device=device, checkpoints=grid.checkpoints)))
@@ -217,8 +223,10 @@ plt.show()
 # regime (`geofact.training.regime`) is taken on the latter; the table printed below gives the fraction
 # by headroom, the evidence for where that cut lies (the mechanism pages judge learned runs at the same
 # cut).
+#
+# Shown in {numref}`fig-capacity-thresholds`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Left: the capacity threshold $d_{\\min}(R)$ (smallest $d$ with accuracy at the perfect level) for learned and frozen embeddings, with the paper's learned threshold scaled to this $N$. Right: the steps each cell took to meet the stop rule, learned solid and frozen dashed.", "name": "fig-capacity-thresholds"}}
 report.number("max_steps", grid.max_steps)
 thresholds = {name: grid.thresholds(acc[name]) for name in REGIMES}
 headroom = state.headroom  # (R, d)
@@ -265,7 +273,7 @@ ax.axhline(scaled, **PAPER_STYLE, label=f"paper's {paper_d_learned} at N={paper_
 ax.set(xscale="log", yscale="log", xlabel="relations R", ylabel=f"d_min: smallest d with accuracy >= {perfect}", title=f"capacity thresholds, N={grid.N}")
 ax.set_xticks(grid.R_values, [str(R) for R in grid.R_values])
 ax.minorticks_off()
-ax.legend(fontsize=7.5)
+ax.legend(fontsize="small")
 ax = axes[0][1]
 for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
     for i, R in enumerate(grid.R_values):
@@ -274,7 +282,7 @@ for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
 ax.axhline(grid.max_steps, color="grey", linestyle=":", label="step budget")
 ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="steps taken (mean over seeds)",
        title="steps to the stop rule: learned solid, frozen dashed")
-ax.legend(ncol=2, fontsize=7)
+ax.legend(ncol=2, fontsize="small")
 plt.show()
 
 # %% [markdown]
@@ -348,8 +356,10 @@ display(Markdown(
 # in for "sufficient capacity". The tables below show how the verdict moves with the factor, and with the
 # threshold taken on the median over seeds instead of the mean (the grid's rule, which one seed that
 # stalls below "perfect" can move).
+#
+# Shown in {numref}`fig-capacity-attention`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Uniform against learned attention: final accuracy against $d$ for learned and frozen embeddings at each checked $R$ (mean ± std over seeds).", "name": "fig-capacity-attention"}}
 att_configs = {(name, R, d, s): grid.config(R, d, REGIMES[name], s, attention="learned")
                for name in REGIMES for R in attention_R for d in attention_d for s in grid.seeds}
 att_records = dict(zip(att_configs, run_sweep(list(att_configs.values()), cache, device=device)))
@@ -377,8 +387,10 @@ for ax, (i, R) in zip(axes[0], enumerate(attention_R)):
     ax.set(xscale="log", xlabel="embedding dimension d", ylabel="final accuracy (mean ± std over seeds)",
            title=f"uniform vs learned attention, N={grid.N}, R={R}")
     ax.set_xscale("log", base=2)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize="small")
 plt.show()
+
+# %%
 for (head, name), ts in att_thresholds.items():
     print(f"{head:>18}, {name:>7}: d_min " + ", ".join(f"R={R}: {t}" for R, t in zip(attention_R, ts)))
 

@@ -141,8 +141,10 @@ report.number("n_judged", int(judged.sum()))
 #
 # Accuracy on all $N R$ facts of $g'$ with the smart initialisation and no retraining, one colour per
 # $R$, learned solid and frozen dashed, mean ± std over seeds.
+#
+# Shown in {numref}`fig-transfer-zeroshot`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Zero-shot accuracy on the new bijections $g'$ with the smart initialisation, against headroom $d/d_{\\min}(R)$: one colour per $R$, learned solid and frozen dashed, mean ± std over seeds (`fig:freeze-zeroshot`).", "name": "fig-transfer-zeroshot"}}
 fig, axes = subplots(1, 1, width=5.6, height=4.0)
 ax = axes[0][0]
 headroom_curves(ax, grid, headroom, zero, "zero-shot accuracy on g'", substantial, min_headroom)
@@ -154,8 +156,10 @@ plt.show()
 #
 # The zero-shot accuracy on $g'$ of the smart initialisation written from each checkpoint's own readout
 # maps, against step and training loss, at the largest $d$ of each $R$ (mean over seeds).
+#
+# Shown in {numref}`fig-transfer-trajectory`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Zero-shot accuracy of the smart initialisation written from each training checkpoint, against training step (left) and training loss (right), at the largest $d$ of each $R$.", "name": "fig-transfer-trajectory"}}
 cells = [(R, grid.d_values[-1]) for R in grid.R_values]
 fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
 trajectory_panels(axes[0], grid, points, "zero_shot", cells, "zero-shot accuracy on g'")
@@ -178,20 +182,30 @@ report.number("trajectory_final_zero_shot", float(final))
 #
 # Final accuracy after {glue:text}`retrain_steps:d` steps of retraining the subject embeddings
 # (zero-shot: before any), mean ± std over seeds.
+#
+# Shown in {numref}`fig-transfer-conditions-frozen` and {numref}`fig-transfer-conditions-learned`.
 
-# %%
-for name in ("frozen", "learned"):
+# %% mystnb={"figure": {"caption": "Frozen embeddings: accuracy in the four conditions (zero-shot and after retraining the subject embeddings, random and smart initialisation) for each $(R, d)$ cell, mean ± std over seeds (`fig:frozen-freeze-panel`).", "name": "fig-transfer-conditions-frozen"}}
+def condition_panels(name: str) -> None:
     fig, axes = subplots(2, 2, width=4.6, height=3.8)
     heatmap_panels(axes.flatten(), fig, {f"{name}: {title}": panel[key][name] for key, (title, _) in PANELS.items()},
                    grid.d_values, grid.R_values, "accuracy")
     plt.show()
 
+
+condition_panels("frozen")
+
+# %% mystnb={"figure": {"caption": "Learned embeddings: the same four conditions as the frozen panel, for each $(R, d)$ cell, mean ± std over seeds.", "name": "fig-transfer-conditions-learned"}}
+condition_panels("learned")
+
 # %% [markdown]
 # ## Accuracy against retraining steps
 #
 # At the largest $R$ of the grid at or below 8, for its learned threshold and for the largest $d$; mean over seeds.
+#
+# Shown in {numref}`fig-transfer-retraining`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Accuracy against retraining steps of the subject embeddings alone, for the control ($g$), random and smart initialisation ($g'$), at the learned threshold and the largest $d$; the dotted line is the smart initialisation on $g$.", "name": "fig-transfer-retraining"}}
 R_show = max([R for R in grid.R_values if R <= 8] or grid.R_values[:1])
 i_show = grid.R_values.index(R_show)
 example_ds = sorted({d for d in (d_min[i_show], grid.d_values[-1]) if d is not None})

@@ -124,14 +124,18 @@ report.number("n_judged", int(judged.sum()))
 # ## Best selectivity against headroom, at the stop rule (`fig:selectivity`)
 #
 # Best-$k$ selectivity, mean ± std over seeds, one colour per $R$; learned solid, frozen dashed.
+#
+# Shown in {numref}`fig-interventions-selectivity` and {numref}`fig-interventions-heatmaps`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Best selectivity $\\sqrt{AC}$ of a rank-$k$ edit of $h$ against headroom, one colour per $R$, learned solid and frozen dashed, mean ± std over seeds; the dotted line is what luck gives (`fig:selectivity`).", "name": "fig-interventions-selectivity"}}
 fig, axes = subplots(1, 1, width=5.6, height=4.0)
 ax = axes[0][0]
 headroom_curves(ax, grid, headroom, selectivity, "best selectivity sqrt(A C)", high, min_headroom)
 ax.axhline(lucky, color=COLORS["baseline"], linestyle=":", label="sqrt(1/N): others kept, y' by luck")
 ax.set(ylim=(-0.03, 1.03), title=f"interventions on h, N={grid.N}")
 plt.show()
+
+# %% mystnb={"figure": {"caption": "Best selectivity for every $(R, d)$ cell, learned and frozen embeddings, mean ± std over seeds.", "name": "fig-interventions-heatmaps"}}
 fig, axes = subplots(2, 1, width=5.6, height=4.2)
 heatmap_panels(axes[0], fig, {f"{name} embeddings: best selectivity": selectivity[name] for name in REGIMES},
                grid.d_values, grid.R_values, "best selectivity, mean over seeds")
@@ -142,12 +146,16 @@ plt.show()
 #
 # Best selectivity at the training checkpoints, against step and training loss, at the largest $d$ of
 # each $R$ (mean over seeds).
+#
+# Shown in {numref}`fig-interventions-trajectory`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Best selectivity at the training checkpoints against training step (left) and training loss (right), at the largest $d$ of each $R$.", "name": "fig-interventions-trajectory"}}
 cells = [(R, grid.d_values[-1]) for R in grid.R_values]
 fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
 trajectory_panels(axes[0], grid, points, "selectivity", cells, "best selectivity")
 plt.show()
+
+# %%
 first_high = []
 for R in grid.R_values:
     for s in grid.seeds:
@@ -164,8 +172,10 @@ display(Markdown(
 #
 # For one cell at the stop rule (in Jupyter the control picks any cell). The vertical line is
 # $d_{\min}(R)$, the smallest grid $d$ at which the learned model memorises.
+#
+# Shown in {numref}`fig-interventions-rank`.
 
-# %%
+# %% mystnb={"figure": {"caption": "One cell at the stop rule: the fraction of queries that follow the swap (A), of other relations that stay (C), and the selectivity $\\sqrt{AC}$, against the rank $k$ of the pseudoinverse; the vertical line is $d_{\\min}(R)$.", "name": "fig-interventions-rank"}}
 def rank_plot(R: int, d: int, seed: int) -> None:
     """A, C and selectivity against k for one grid cell, learned and frozen."""
     fig, axes = subplots(2, 1, width=4.8, height=3.6, sharey=True)
@@ -189,8 +199,10 @@ page.interactive(rank_plot, defaults=dict(R=example_R, d=grid.d_values[-1], seed
 
 # %% [markdown]
 # ## The best $k$ against $d_{\min}$
+#
+# Shown in {numref}`fig-interventions-best-k`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The rank $k$ of the best selectivity against $d$ for learned embeddings, one colour per $R$, beside $d_{\\min}(R)$ (dotted) and the full pseudoinverse $k = d$ (dashed).", "name": "fig-interventions-best-k"}}
 fig, axes = subplots(1, 1, width=5.6, height=4.0)
 ax = axes[0][0]
 colors = r_colors(grid)
@@ -203,7 +215,7 @@ ax.plot(grid.d_values, grid.d_values, color=COLORS["baseline"], linestyle="--", 
 ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="k of the best selectivity", title=f"learned embeddings, N={grid.N}")
 ax.set_xticks(grid.d_values, [str(d) for d in grid.d_values])
 ax.minorticks_off()
-ax.legend(ncol=2, fontsize=7)
+ax.legend(ncol=2, fontsize="small")
 plt.show()
 
 sel_emb = final_values(grid, points, "selectivity_emb")

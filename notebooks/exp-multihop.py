@@ -133,8 +133,10 @@ def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float = lr)
 # The paper's $10^{-2}$ beside smaller rates, with and without CoT (learned embeddings), at
 # $k$ = {glue:text}`lr_k:d`, $R$ = {glue:text}`lr_R:d`, seed {glue:text}`lr_seed:d`; the runs at the
 # grid's rate are the grid's own.
+#
+# Shown in {numref}`fig-multihop-lr`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The learning-rate check: eval accuracy of the final answer along training at each rate, with chain-of-thought (left) and without (right), learned embeddings; the paper's $10^{-2}$ is marked.", "name": "fig-multihop-lr"}}
 lr_configs = {(cot, rate): config(lr_k, lr_R, cot, False, seeds[0], rate) for cot in (True, False) for rate in lr_values}
 lr_records = dict(zip(lr_configs, run_sweep(list(lr_configs.values()), cache, device=device)))
 print(f"{'lr':>7} " + "  ".join(f"{('CoT' if cot else 'no CoT') + ' acc':>11} {'steps':>6}" for cot in (True, False)))
@@ -169,8 +171,10 @@ for cot, tag in [(True, "cot"), (False, "nocot")]:
 # The claims ledger records the comparison (`exp-multihop-lr`); the grid below uses lr = {glue:text}`lr_grid:g`.
 #
 # ## The 2 × 2 grid
+#
+# Shown in {numref}`fig-multihop-grid`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Final-answer accuracy over $(R, k)$ in the four conditions (CoT or not, learned or frozen embeddings), mean ± std over seeds; a dashed outline marks cells where a construction of that kind fits in $d$ (`fig:multihop-acc`).", "name": "fig-multihop-grid"}}
 grid = {(name, k, R, s): config(k, R, cot, frozen, s) for name, (cot, frozen) in CONDITIONS.items()
         for k in k_values for R in R_values for s in seeds}
 started = time.perf_counter()
@@ -210,8 +214,10 @@ plt.show()
 # panels Theorem 4.4's one-layer model ($d = 1 + d_S + d_R + R d_S + 2k + 1$); for the no-CoT panels
 # Theorem 4.3 (2)'s embedding pre-computation ($d = R^k d_S + d_R + k + 1$), which uses $k$ layers, so
 # for this one-layer model an outline says only that the answer tree fits in the embedding.
+#
+# Shown in {numref}`fig-multihop-per-hop`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Chain-of-thought: accuracy of each generated hop $i$ at the largest $k$, one line per $R$, learned embeddings (left) and frozen (right).", "name": "fig-multihop-per-hop"}}
 hop_acc = {name: [[[grid_records[name, k, R, s]["hop_accuracy"] or [grid_records[name, k, R, s]["accuracy"]] for s in seeds]
                    for R in R_values] for k in k_values] for name in CONDITIONS}
 k_max = k_values[-1]
@@ -230,8 +236,10 @@ plt.show()
 # hop feeds a wrong entity to the next one, so the curve can only fall when hops fail.
 #
 # ## Accuracy against training steps
+#
+# Shown in {numref}`fig-multihop-curves`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Eval accuracy of the final answer against training step for the chosen cells, every seed, in each condition.", "name": "fig-multihop-curves"}}
 fig, axes = subplots(len(curve_cells), 1, width=4.4)
 for ax, (k, R) in zip(axes[0], curve_cells):
     for name, color in zip(CONDITIONS, [COLORS["alt"], COLORS["measured"], COLORS["paper"], COLORS["baseline"]]):

@@ -99,6 +99,8 @@ probe = ProbeConfig(rank=probe_rank, lr=probe_lr, weight_decay=probe_weight_deca
 # a few hundred steps; the `laptop` profile keeps 20 epochs but takes smaller batches, a larger learning
 # rate and a narrower model so that the two LMs train in minutes on a CPU. The `paper` profile keeps the
 # paper's recipe.
+#
+# Shown in {numref}`fig-nl-lm-training`.
 
 # %%
 PAPER_RECIPE = {"d": 256, "batch_size": 1024, "lr": 5e-4, "epochs": 20}
@@ -108,7 +110,7 @@ display(Markdown("| | $d$ | batch | lr | epochs |\n|---|---|---|---|---|\n"
                  + "| paper | " + " | ".join(f"{v:g}" for v in PAPER_RECIPE.values()) + " |\n"
                  + "| this run | " + " | ".join(f"{v:g}" for v in run_recipe.values()) + " |"))
 
-# %%
+# %% mystnb={"figure": {"caption": "Mean next-token loss of the one-layer corpus LM per epoch, with word-level and entity-level tokens.", "name": "fig-nl-lm-training"}}
 trained = {variant: trained_corpus_lm(corpus, config, cache, device) for variant, config in configs.items()}
 fig, axes = subplots(1, 1, width=5.0, height=3.4)
 ax = axes[0][0]
@@ -154,6 +156,8 @@ for c, v in per_category.items():
 
 # %% [markdown]
 # ## Readout at layer 0 and layer 1
+#
+# Shown in {numref}`fig-nl-lm-readout`.
 
 # %%
 readouts = {variant: corpus_lm_readout(model, vocab, examples, probe, template_seed)
@@ -187,7 +191,7 @@ for variant, (l0, l1) in overall.items():
     report.number(f"{variant}_readout_l1", l1)
 report.number("majority_hits1", majority)
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out readout Hits@1 per category from layer 0 and layer 1, with word-level (left) and entity-level (right) tokens; the paper's values are the orange marks.", "name": "fig-nl-lm-readout"}}
 fig, axes = subplots(2, 1, width=5.2, height=3.6, sharey=True)
 x = np.arange(len(categories))
 for ax, variant in zip(axes[0], ("word", "entity")):
@@ -199,7 +203,7 @@ for ax, variant in zip(axes[0], ("word", "entity")):
         ax.scatter(x + 0.2, [PAPER_READOUT.get(c, (np.nan, np.nan))[1] for c in categories], color=COLORS["paper"], marker="_", s=300, zorder=3)
     ax.set_xticks(x, [c.replace("_", " ") for c in categories], rotation=30, ha="right")
     ax.set(ylabel="held-out readout Hits@1", ylim=(0, 1), title=f"{variant}-level tokens")
-axes[0][0].legend(fontsize=8)
+axes[0][0].legend(fontsize="small")
 plt.show()
 
 # %% [markdown]

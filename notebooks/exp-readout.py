@@ -150,8 +150,10 @@ report.number("d_min", d_min, glue=False)
 # $R$, learned embeddings solid and frozen dashed, mean ± std over seeds; $a_y$ is the output
 # unembedding. The dotted vertical line is the headroom from which a cell counts as having sufficient
 # capacity.
+#
+# Shown in {numref}`fig-readout-headroom`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out readout accuracy from $s_x$ (left) and $h(x, r)$ (right) against headroom $d/d_{\\min}(R)$, one colour per $R$, learned solid and frozen dashed, mean ± std over seeds (`fig:readout-acc`, `fig:frozen-readout`).", "name": "fig-readout-headroom"}}
 fig, axes = subplots(2, 1, width=5.0, height=3.8, sharey=True)
 for ax, what in zip(axes[0], ("s", "h")):
     headroom_curves(ax, grid, headroom, readout[what], f"held-out readout from {what}", near_perfect, min_headroom)
@@ -163,17 +165,18 @@ plt.show()
 #
 # The same readouts at the training checkpoints (x: training step; right: training loss, falling to the
 # right, up to the stop rule), for the largest $d$ of each $R$, mean over seeds.
+#
+# Shown in {numref}`fig-readout-trajectory`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The readouts from $s_x$ (top) and $h$ (middle) and the training accuracy (bottom) at the training checkpoints, against step (left) and training loss (right), at the largest $d$ of each $R$.", "name": "fig-readout-trajectory"}}
 cells = [(R, grid.d_values[-1]) for R in grid.R_values]
-for what in ("s", "h"):
-    fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
-    trajectory_panels(axes[0], grid, points, what, cells, f"held-out readout from {what}")
-    plt.show()
-fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
-trajectory_panels(axes[0], grid, points, "accuracy", cells, "training accuracy (all N R facts)")
+fig, axes = subplots(2, 3, width=5.0, height=3.6, sharey=True)
+for row, what in zip(axes, ("s", "h")):
+    trajectory_panels(row, grid, points, what, cells, f"held-out readout from {what}")
+trajectory_panels(axes[2], grid, points, "accuracy", cells, "training accuracy (all N R facts)")
 plt.show()
 
+# %%
 
 def early(what: str, name: str) -> tuple[float, float] | None:
     """At the largest d, the mean readout at the first checkpoint where accuracy reaches perfect, and at the stop."""
@@ -199,13 +202,15 @@ display(Markdown("**What the trajectory shows.** At the largest $d$, learned emb
 
 # %% [markdown]
 # ## Heatmaps
+#
+# Shown in {numref}`fig-readout-heatmaps`.
 
-# %%
-for what in ("s", "h"):
-    fig, axes = subplots(2, 1, width=5.6, height=4.2)
-    heatmap_panels(axes[0], fig, {f"{name}: readout from {what} (N={grid.N})": readout[what][name] for name in REGIMES},
+# %% mystnb={"figure": {"caption": "Held-out readout accuracy from $s_x$ (top) and $h$ (bottom) for every $(R, d)$ cell, learned and frozen embeddings, mean ± std over seeds.", "name": "fig-readout-heatmaps"}}
+fig, axes = subplots(2, 2, width=5.6, height=4.2)
+for row, what in zip(axes, ("s", "h")):
+    heatmap_panels(row, fig, {f"{name}: readout from {what} (N={grid.N})": readout[what][name] for name in REGIMES},
                    grid.d_values, grid.R_values, "held-out readout accuracy")
-    plt.show()
+plt.show()
 
 # %% [markdown]
 # ## The two targets, and $h$ against $s_x$
@@ -245,8 +250,10 @@ report.number("frozen_s_max", float(readout["s"]["frozen"].mean(-1).max()))
 # the grid, batch in proportion to $N$ (every $N$ gets as many epochs). Its threshold comes from its own
 # $d$ values (every seed at accuracy $\geq$ {glue:text}`perfect:g`), its headroom from that threshold; the
 # top axis gives the training subjects per dimension, $0.8N/d$.
+#
+# Shown in {numref}`fig-readout-samples`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The sample-size check: held-out readout accuracy from $s_x$ and $h$ against $d$ at a larger $N$, with the training subjects per dimension on the top axis, mean ± std over seeds.", "name": "fig-readout-samples"}}
 check_cells = []  # (headroom, samples per dimension, readout s, readout h, records) per d of the check
 if readout_check is not None:
     N_c, R_c, d_c = readout_check["N"], readout_check["R"], list(readout_check["d_values"])
@@ -282,7 +289,7 @@ if readout_check is not None:
     ax.set_xscale("log", base=2)
     top = ax.secondary_xaxis("top", functions=(lambda d: c_train / np.maximum(d, 1e-9), lambda q: c_train / np.maximum(q, 1e-9)))
     top.set_xlabel("training subjects per dimension")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize="small")
     plt.show()
     for c in check_cells:
         steps = [r["steps"] for r in c["records"]]

@@ -193,19 +193,22 @@ if first is None:
 #
 # Relation-averaged MRR, Hits@1 and Hits@10 at every layer, one line per category, for each model
 # that ran. Layer 0 is the token embedding.
+#
+# Shown in {numref}`fig-real-lm-perlayer`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Relation-averaged MRR, Hits@1 and Hits@10 of the probes at every layer, one line per category; layer 0 is the token embedding (`fig:real-lm-perlayer`).", "name": "fig-real-lm-perlayer"}}
 metrics = ("mrr", "hits1", "hits10")
 titles = {"mrr": "MRR", "hits1": "Hits@1", "hits10": "Hits@10"}
 cmap = plt.get_cmap("tab10")
-for spec in results:
-    fig, axes = subplots(3, 1, width=4.2, height=3.4, sharey=True)
-    for ax, metric in zip(axes[0], metrics):
-        for i, category in enumerate(categories):
-            curve = layer_table(results[spec][mode][category])[metric]
-            ax.plot(np.arange(len(curve)), curve, color=cmap(i), label=category)
-        ax.set(xlabel="layer", ylabel=f"held-out {titles[metric]}", title=f"{spec}: {titles[metric]} ({mode})", ylim=(0, 1))
-    axes[0][0].legend(fontsize=7, loc="lower left", ncol=2)
+if results:  # one row of panels per model, in one figure
+    fig, axes = subplots(3, len(results), width=4.2, height=3.4, sharey=True)
+    for row, spec in zip(axes, results):
+        for ax, metric in zip(row, metrics):
+            for i, category in enumerate(categories):
+                curve = layer_table(results[spec][mode][category])[metric]
+                ax.plot(np.arange(len(curve)), curve, color=cmap(i), label=category)
+            ax.set(xlabel="layer", ylabel=f"held-out {titles[metric]}", title=f"{spec}: {titles[metric]} ({mode})", ylim=(0, 1))
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=5)
     plt.show()
 
 # %% [markdown]
@@ -214,8 +217,10 @@ for spec in results:
 # Held-out Hits@1 of each relation's probe at its category's best layer, beside the majority baseline
 # on the same subjects. Low-cardinality relations (gender, religion, typing discipline) have strong
 # majority baselines; a probe can only show a linear encoding there by beating them.
+#
+# Shown in {numref}`fig-real-lm-per-relation`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out Hits@1 of each relation's probe at its category's best layer, beside the majority baseline on the same subjects (`fig:real-lm-per-relation`).", "name": "fig-real-lm-per-relation"}}
 ncols = 3
 nrows = int(np.ceil(len(categories) / ncols))
 for spec in results if first is None else [first]:
@@ -227,11 +232,11 @@ for spec in results if first is None else [first]:
         x = np.arange(len(names))
         ax.bar(x - 0.2, [r["layers"][best]["hits1"] for r in records], 0.4, color=COLORS["measured"], label="probe")
         ax.bar(x + 0.2, [r["majority"]["hits1"] for r in records], 0.4, color=COLORS["baseline"], label="majority")
-        ax.set_xticks(x, [n.replace("_", " ") for n in names], rotation=40, ha="right", fontsize=8)
+        ax.set_xticks(x, [n.replace("_", " ") for n in names], rotation=40, ha="right", fontsize="small")
         ax.set(title=f"{category} (layer {best})", ylabel="held-out Hits@1", ylim=(0, 1))
     for ax in axes.flat[len(categories):]:
         ax.set_visible(False)
-    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="upper right", fontsize=8)
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="upper right", fontsize="small")
     fig.suptitle(f"{spec}: per-relation Hits@1 at the best layer ({mode} subject token)")
     plt.show()
 

@@ -171,8 +171,10 @@ for name in REGIMES:
 # directly, $c N^\alpha$ in log–log); $R^2$ is computed on $d_{\min}$ itself so that the two fits of
 # a curve compare. Points: one per seed (small horizontal jitter); lines: the fits on the paper's budget
 # (solid: log form, dotted: power law); open markers and thin lines: fixed epochs.
+#
+# Shown in {numref}`fig-scaling-dmin`.
 
-# %%
+# %% mystnb={"figure": {"caption": "$d_{\\min}(N)$ for learned and frozen embeddings at each MLP width, every seed, with the logarithmic and power-law fits; open markers are the fixed-epochs budget, triangles searches that never reached the level.", "name": "fig-scaling-dmin"}}
 fits = {}
 for name in REGIMES:
     for w in widths:
@@ -226,7 +228,7 @@ for ax, w in zip(axes[0], widths):
     ax.set(xlabel="N (entities)", ylabel=f"d_min (accuracy >= {level})", title=f"MLP width = {w}, R = {R}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.legend(fontsize=6)
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]

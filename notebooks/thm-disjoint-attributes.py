@@ -124,8 +124,10 @@ report.number("grid_d_excess_max", max(r["d"] - r["formula"] for r in rows))
 # The built dimension exceeds the real-valued $4\log_2(NR)$ by less than one (at most
 # {glue:text}`grid_d_excess_max:.2f`), which is the ceiling and nothing else.
 # {glue:text}`grid_skipped:d` cells exceeded the profile's query budget and were not run.
+#
+# Shown in {numref}`fig-disjoint-dimension`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Theorem F.1: the built embedding dimension against $N$ for each $R$, beside the theorem's $4\\log_2(NR)$ and the count of distinct codes alone.", "name": "fig-disjoint-dimension"}}
 fig, axes = subplots(1, 1, width=6.4)
 ax = axes[0, 0]
 n_grid = np.geomspace(2, max(N_values), 200)
@@ -141,7 +143,7 @@ ax.plot([], [], color="k", alpha=0.6, label=r"theorem: $4\log_2(NR)$")
 ax.plot([], [], ":", color="k", alpha=0.6, label=r"distinct codes only: $\lceil\log_2 N\rceil+\lceil\log_2 R\rceil$")
 ax.set_xscale("log", base=2)
 ax.set(xlabel="N (subjects)", ylabel="embedding dimension d", title="Theorem F.1: built dimension against the formula")
-ax.legend(ncols=2, fontsize=7.5)
+ax.legend(ncols=2, fontsize="small")
 plt.show()
 
 # %% [markdown]

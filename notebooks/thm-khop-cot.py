@@ -184,8 +184,10 @@ report.number("table", [{k: v for k, v in r.items() if k != "paper"} for r in ta
 
 # %% [markdown]
 # ## Sizes against k and N, all three constructions
+#
+# Shown in {numref}`fig-khop-cot-sizes`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The built model dimension, MLP width and parameter count of the three $k$-hop constructions against $k$ (top) and $N$ (bottom), with the paper's CoT dimension dashed.", "name": "fig-khop-cot-sizes"}}
 N_fig, R_fig = 64, 3
 BUILDERS = {"key-value": key_value_memory, "embedding": embedding_precomputation, "CoT": chain_of_thought}
 colors = {"key-value": COLORS["measured"], "embedding": COLORS["alt"], "CoT": COLORS["theory"]}
@@ -206,7 +208,7 @@ for col, key, label in zip(range(3), ["d_model", "mlp_width", "n_params"], ["emb
     axes[0, col].set(xlabel="k (hops)", ylabel=label, title=f"{label}, N = {N_fig}, R = {R_fig}", xticks=ks, yscale="log")
     axes[1, col].set(xlabel="N (subjects)", ylabel=label, title=f"{label}, R = 2, k = 2", yscale="log")
     axes[1, col].set_xscale("log", base=2)
-    axes[0, col].legend(fontsize=7)
+    axes[0, col].legend(fontsize="small")
 plt.show()
 
 cot_k = [r["d_model"] for r in k_rows if r["version"] == "CoT"]

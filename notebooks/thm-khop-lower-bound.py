@@ -73,8 +73,10 @@ if graph_N < 64 or roots_sampled < 1:
 # token id, the same for every graph (checked on a second random graph), so it carries no fact and
 # is not counted; 8 bits per weight for $W$ is generous to the bound.
 # The chain-of-thought model is not subject to the theorem: it is placed for comparison.
+#
+# Shown in {numref}`fig-lower-bound`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Theorem 4.2: the bits $W$ the attention and MLP need against the bits $D$ per token embedding, for $\\mathcal{B}_{global}$ and $\\mathcal{B}_{local}$ (as stated and as proved), with the three constructions placed at their own $(D, W)$.", "name": "fig-lower-bound"}}
 def construction_bits(c, bits_per_entry: int | None = 8) -> tuple[int, int, int]:
     """(D, W, bits per weight): one token's 0/1 embedding row, and every weight but the embedding and
     unembedding (not counted, as in the proof) at `bits_per_entry` bits, checked to hold them as integers;
@@ -120,7 +122,7 @@ d_global = (bound_R - 1) * math.log2(bound_N / math.e)
 d_local = bound_R**bound_k * (math.log2(bound_N) - 1)
 for x, text in [(d_global, r"$\mathcal{B}_{global}=0$"), (d_local, r"$\mathcal{B}_{local}=0$")]:
     ax.axvline(x, color=COLORS["baseline"], lw=0.8)
-    ax.text(x * 1.05, 10, text, rotation=90, fontsize=7.5, va="bottom", color=COLORS["baseline"])
+    ax.text(x * 1.05, 10, text, rotation=90, fontsize="small", va="bottom", color=COLORS["baseline"])
 markers = {"key-value": "s", "embedding": "D", "CoT": "*"}
 for name, v in placed.items():
     ax.plot(v["D"], v["W"], markers[name], ms=9, color=COLORS["measured"] if name != "CoT" else COLORS["alt"],
@@ -128,7 +130,7 @@ for name, v in placed.items():
 ax.set(xscale="log", yscale="log", xlabel="D: bits per token embedding", ylabel="W: bits in attention + MLP",
        title=f"Theorem 4.2 at N = {bound_N}, R = {bound_R}, k = {bound_k}  (p = {n_disjoint_trees(bound_N, bound_R, bound_k)})")
 ax.set_ylim(bottom=1)
-ax.legend(fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.show()
 
 bound_respected = all(v["W"] >= v["bound"] for name, v in placed.items() if name != "CoT")

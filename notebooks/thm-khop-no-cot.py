@@ -149,8 +149,10 @@ report.number("max_k", max(k_values))
 # $R = 8$, $k = 4$ that is $4\cdot 10^{4} \times 8\cdot 10^{4}$ per layer).
 #
 # ## Sizes against k and N
+#
+# Shown in {numref}`fig-khop-no-cot-k`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Theorem 4.3: the built model dimension, MLP width and parameter count of the key-value and embedding constructions against $k$, beside the proof's counts (dashed).", "name": "fig-khop-no-cot-k"}}
 N_fig, R_fig = 64, 3
 size_rows = [dict(version=name, k=k, **VERSIONS[name](KHopTask.random(N_fig, R_fig, k, seed=seed)).summary())
              for name in VERSIONS for k in range(1, 5)]
@@ -169,15 +171,17 @@ for ax, key, label in zip(axes[0], ["d_model", "mlp_width", "n_params"], ["embed
             ax.plot(ks, paper_curves[key][name], **{**PAPER_STYLE, "color": color}, alpha=0.7, label=f"paper: {name}")
     ax.set_yscale("log")
     ax.set(xlabel="k (hops)", ylabel=label, title=f"{label}, N = {N_fig}, R = {R_fig}", xticks=ks)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
 # The dashed lines are the proof's counts: $1 + d_S + 2d_R + k$ and $R^kd_S + d_R + k + 1$ for $d$,
 # $NR$ and $R^kd_S$ for the width. The embedding construction's built width is twice the proof's
 # $R^kd_S$ (the erasing identities); its $d$ is the proof's exactly. Against $N$ ($R = 2$, $k = 2$):
+#
+# Shown in {numref}`fig-khop-no-cot-n`.
 
-# %%
+# %% mystnb={"figure": {"caption": "The same sizes against $N$ at $R = 2$, $k = 2$.", "name": "fig-khop-no-cot-n"}}
 N_axis = [2**j for j in range(1, 11)]
 n_rows = [dict(version=name, N=N, **VERSIONS[name](KHopTask.random(N, 2, 2, seed=seed)).summary())
           for name in VERSIONS for N in N_axis]
@@ -188,15 +192,17 @@ for ax, key, label in zip(axes[0], ["d_model", "mlp_width", "n_params"], ["embed
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set(xlabel="N (subjects)", ylabel=label, title=f"{label}, R = 2, k = 2")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
 # ## Repair 1: the attention scale
 #
 # Accuracy with the proof's literal unit scores ($\tau = 1$) and as $\tau$ grows, on one cell:
+#
+# Shown in {numref}`fig-khop-no-cot-tau`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Accuracy of both constructions against the attention scale $\\tau$; the proof's unit scores are $\\tau = 1$.", "name": "fig-khop-no-cot-tau"}}
 tau_task = KHopTask.random(100, 3, 3, seed=seed)
 tau_q = tau_task.queries(sample=min(2000, tau_task.n_queries), seed=seed)
 taus = [1, 2, 4, 6, 8, 12, 16, 50]

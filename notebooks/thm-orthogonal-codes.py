@@ -103,6 +103,8 @@ report.number("hoeffding_worst_k", worst["k"])
 # success rate (with a 95% Wilson interval) we plot the paper's claim $1 - 2/k^2$, the correct union
 # bound $1 - \lambda$ and the Poisson estimate $e^{-\lambda}$, where
 # $\lambda = \binom k2 \Pr(|\langle v,w\rangle| > 3\log k)$ is the exact expected number of violating pairs.
+#
+# Shown in {numref}`fig-codes-probability`.
 
 # %%
 def n_trials(k: int) -> int:
@@ -130,7 +132,7 @@ for r in rows:
     print(f"{r['base']:>4} {r['k']:>6} {r['m']:>3} {r['trials']:>6} {r['success']:>8.3f} {r['poisson']:>8.3f} "
           f"{r['claim']:>10.8f} {r['p_value']:>9.2g}")
 
-# %%
+# %% mystnb={"figure": {"caption": "Lemma G.1: top, the probability that one pair of random codes has $|\\langle v, w\\rangle| \\ge 3\\log k$ (exact, Hoeffding, the paper's bound, Monte Carlo); bottom, the measured rate at which a whole code book satisfies the lemma, with the Poisson and union-bound predictions.", "name": "fig-codes-probability"}}
 fig, axes = subplots(2, 2)
 for col, base in enumerate(codes.LOG_BASES):
     ax = axes[0, col]
@@ -221,8 +223,10 @@ for base in codes.LOG_BASES:
 # explicit valid code books for every power of two up to $2^{15}$ (parameter `construct_k_max_log2`) with the repair sampler used by all
 # constructions in geofact (`geofact.codes.sample_valid_codes`: resample one code of each violating
 # pair until none is left) and verify them exactly.
+#
+# Shown in {numref}`fig-codes-alteration`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Existence by alteration: $(2k-1)p$ for every $k$ up to the largest checked; below 1 the alteration argument certifies that valid codes exist.", "name": "fig-codes-alteration"}}
 explicit = {}
 construct_ks = sorted({2**j for j in range(1, construct_k_max_log2 + 1)}
                       | {int(k) for b in codes.LOG_BASES for k in cert[b]["uncertified"]})

@@ -125,8 +125,10 @@ report.number("grid_min_margin", min(r["margin"] for r in rows))
 # {glue:text}`grid_min_margin:.1f`.
 #
 # ## Sizes against the formulas
+#
+# Shown in {numref}`fig-shared-sizes`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Theorem 4.1: the built embedding dimension, MLP width and parameter count of the three versions against $N$, beside the paper's $4R\\log_2N+1$ and the statement's width $R$.", "name": "fig-shared-sizes"}}
 fig, axes = subplots(3, 1, width=4.6)
 n_grid = np.geomspace(2, max(N_values), 200)
 R_show = max(R_values)
@@ -143,7 +145,7 @@ for ax, key, label in zip(axes[0], ["d_model", "mlp_width", "n_params"], ["embed
     ax.set_xscale("log", base=2)
     ax.set_yscale("log" if key != "d_model" else "linear")
     ax.set(xlabel="N (subjects)", ylabel=label, title=f"{label}, R = {R_show}")
-    ax.legend(fontsize=7.5)
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]

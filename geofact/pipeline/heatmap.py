@@ -18,7 +18,7 @@ def heatmap(ax, mean, std, x_labels, y_labels, vmin: float = 0.0, vmax: float = 
             if np.isnan(mean[i, j]):
                 continue
             dark = sum(colormap((mean[i, j] - vmin) / (vmax - vmin))[:3]) < 1.5
-            ax.text(j, i, f"{mean[i, j]:.2f}\n±{std[i, j]:.2f}", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{mean[i, j]:.2f}\n±{std[i, j]:.2f}", ha="center", va="center", fontsize="small",
                     color="white" if dark else "black")
     ax.set_xticks(range(len(x_labels)), [str(x) for x in x_labels])
     ax.set_yticks(range(len(y_labels)), [str(y) for y in y_labels])

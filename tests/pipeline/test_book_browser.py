@@ -45,6 +45,12 @@ INSPECT = """async () => {
     rawTex: (main.innerText.match(/\\\\\\(|\\\\\\[|\\$\\$/g) || []).length,
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
     links: [...main.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+    images: main.querySelectorAll('img').length,
+    uncaptioned: [...main.querySelectorAll('img')].filter(img => {
+      const figure = img.closest('figure');
+      const caption = figure && figure.querySelector('figcaption');
+      return !(caption && caption.textContent.trim() && figure.id);
+    }).map(img => img.getAttribute('src')),
     widgetsLoading: [...document.querySelectorAll('.jupyter-widgets, .widget-area')].length
                     + (main.innerText.includes('Loading widget') ? 1 : 0),
   };
@@ -137,3 +143,8 @@ PAGE_BUDGET = 3_500_000
 def test_pages_load_light(pages):
     assert [name for name, p in pages.items() if any("fontawesome.js" in f for f in p["files"])] == []
     assert {name: p["bytes"] for name, p in pages.items() if p["bytes"] > PAGE_BUDGET} == {}
+
+
+def test_every_figure_has_a_caption_and_a_name(pages):
+    assert sum(p["images"] for p in pages.values()) >= 30
+    assert {name: p["uncaptioned"] for name, p in pages.items() if p["uncaptioned"]} == {}
