@@ -107,9 +107,26 @@ class Layer:
     heads: list[AttentionHead]
     mlp: MLP | None = None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + sum(head(x) for head in self.heads) if self.heads else x
-        return x + self.mlp(x) if self.mlp is not None else x
+    def __call__(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None = None, name: str = "") -> torch.Tensor:
+        """x (batch, seq, d) -> x + attention, then + MLP; with `cache`, each named state is kept in it
+        under `name` (`run_with_cache`)."""
+        if self.heads:
+            attn_out = sum(head(x) for head in self.heads)  # (batch, seq, d)
+            if cache is not None:
+                for h, head in enumerate(self.heads):
+                    cache[f"{name}.attn.pattern.{h}"] = head.pattern(x)  # (batch, seq_q, seq_k)
+                cache[f"{name}.attn_out"] = attn_out
+            x = x + attn_out
+        if cache is not None:
+            cache[f"{name}.resid_mid"] = x
+        if self.mlp is not None:
+            mlp_out = self.mlp(x)  # (batch, seq, d)
+            if cache is not None:
+                cache[f"{name}.mlp_out"] = mlp_out
+            x = x + mlp_out
+        if cache is not None:
+            cache[f"{name}.resid_post"] = x
+        return x
 
 
 @dataclass
@@ -159,14 +176,27 @@ class Transformer:
         """Entries of every weight matrix, embeddings included (zeros count: they are parameters)."""
         return sum(t.numel() for t in self.tensors())
 
-    def residual(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Final residual stream (batch, seq, d) for token ids (batch, seq)."""
-        x = self.embed[tokens]
+    def residual(self, tokens: torch.Tensor, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Final residual stream (batch, seq, d) for token ids (batch, seq); with `cache`, every
+        intermediate state is kept in it (see `run_with_cache`)."""
+        x = self.embed[tokens]  # (batch, seq, d)
         if self.pos_embed is not None:
             x = x + self.pos_embed[: tokens.shape[1]]
-        for layer in self.layers:
-            x = layer(x)
+        if cache is not None:
+            cache["embed"] = x
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cache, f"blocks.{i}")
         return x
+
+    def run_with_cache(self, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits at the readout position (batch, vocab_out) and the residual stream layer by layer, named
+        as TransformerLens names them: `embed` (token + position embedding); for each layer i
+        `blocks.i.attn.pattern.h` (batch, seq_q, seq_k) per head h, `blocks.i.attn_out`,
+        `blocks.i.resid_mid` (after attention), `blocks.i.mlp_out` and `blocks.i.resid_post`, each
+        (batch, seq, d) unless said otherwise; states a layer lacks (no heads, no MLP) are absent."""
+        cache: dict[str, torch.Tensor] = {}
+        final = self.residual(tokens, cache)
+        return final[:, self.readout_position] @ self.unembed, cache
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits at the readout position (batch, vocab_out); the last one unless `readout_position` says otherwise."""

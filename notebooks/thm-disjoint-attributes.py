@@ -13,12 +13,21 @@
 # %% [markdown]
 # # Theorem F.1: disjoint attributes in dimension 4 log(NR)
 #
-# Appendix F revisits the setting of Nichani et al. (2024): relation $r$ maps subjects into its own
+# Appendix F revisits the setting of Nichani et al. {cite}`nichani2025understanding`: relation $r$ maps subjects into its own
 # attribute set $A_r$, the sets are pairwise disjoint and $|A| = RN$.
 #
-# > **Theorem F.1** (`thm:disjoint-attr`). In the disjoint attribute case, there is a 1-layer
-# > transformer with embedding dimension $d = 4\log(NR)$ that correctly solves the
-# > subject-relation-attribute problem.
+# :::{prf:theorem} F.1, thm:disjoint-attr
+# :label: theorem-f1
+# :nonumber:
+#
+# In the disjoint attribute case, there is a 1-layer transformer with embedding dimension
+#
+# $$
+# d = 4\log(NR)
+# $$ (eq-theorem-f1)
+#
+# that correctly solves the subject-relation-attribute problem.
+# :::
 #
 # The proof embeds subject $i$ as $(v_i; 0)$, relation $j$ as $(0; u_j)$ and the attribute $g_j(i)$
 # as $(v_i; u_j)$, with codes from Lemma G.1 ({doc}`thm-orthogonal-codes`); uniform attention
@@ -235,7 +244,7 @@ report.number("noninjective_instances", n_instances)
 # ## Against the associative memories of Nichani et al.
 #
 # Section 2.1 says this construction drops "the requisite MLP parameter capacity" of Nichani et
-# al.'s associative-memory constructions "from $O(N)$ to $O(\log N)$". The rule used here: it holds if
+# al.'s associative-memory constructions {cite}`nichani2025understanding` "from $O(N)$ to $O(\log N)$". The rule used here: it holds if
 # the construction's non-embedding parameters (MLP and attention) grow sublinearly in $N$ (log-log
 # slope below 0.5 over the grid's largest $N$ at fixed $R$). Where the $N$-dependence goes instead:
 

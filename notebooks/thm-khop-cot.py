@@ -13,9 +13,18 @@
 # %% [markdown]
 # # Theorem 4.4: one layer and chain-of-thought solve k hops
 #
-# > **Theorem 4.4** (`thm:k-hop-cot`). There exists a 1-layer transformer with CoT, embedding
-# > dimension $d = \tilde O(R + k)$ and MLP width $\tilde O(R)$ that solves a $k$-hop factual recall
-# > problem.
+# :::{prf:theorem} 4.4, thm:k-hop-cot
+# :label: theorem-4-4
+# :nonumber:
+#
+# There exists a 1-layer transformer with CoT, embedding dimension and MLP width
+#
+# $$
+# d = \tilde O(R + k), \qquad \text{width} = \tilde O(R),
+# $$ (eq-theorem-4-4)
+#
+# that solves a $k$-hop factual recall problem.
+# :::
 #
 # The proof (Appendix G) stores in each subject only its 1-hop neighbourhood,
 # $\mathrm{hop}(s) = (\mathrm{bin}(g_1(s)); \dots; \mathrm{bin}(g_R(s)))$, and lets generation do the

@@ -13,12 +13,24 @@
 # %% [markdown]
 # # Theorem 4.2: the bits a k-hop transformer needs without chain-of-thought
 #
-# > **Theorem 4.2** (`thm:k-hop lower bound`). Let $R \ge 2$, $k \ge 2$ and
-# > $p = \lfloor N / (2R^{2k})\rfloor$. If a transformer solves the $k$-hop task with zero error
-# > without CoT, its internal weights satisfy $W \ge \max\{\mathcal B_{global}, \mathcal B_{local}\} - RD$, with
-# > $\mathcal B_{global} = (R-1)N\log_2(N/e) - ND$ and $\mathcal B_{local} = p[R^k(\log_2 N - 1) - D]$,
-# > where $W$ is the number of bits in the attention and MLP parameters and $D$ the number of bits in
-# > one token embedding.
+# :::{prf:theorem} 4.2, thm:k-hop lower bound
+# :label: theorem-4-2
+# :nonumber:
+#
+# Let $R \ge 2$, $k \ge 2$ and $p = \lfloor N / (2R^{2k})\rfloor$. If a transformer solves the $k$-hop
+# task with zero error without CoT, its internal weights satisfy
+#
+# $$
+# W \ge \max\{\mathcal B_{global}, \mathcal B_{local}\} - RD,
+# $$ (eq-theorem-4-2)
+#
+# $$
+# \mathcal B_{global} = (R-1)N\log_2(N/e) - ND, \qquad \mathcal B_{local} = p\,[R^k(\log_2 N - 1) - D],
+# $$ (eq-theorem-4-2-terms)
+#
+# where $W$ is the number of bits in the attention and MLP parameters and $D$ the number of bits in one
+# token embedding.
+# :::
 #
 # This page computes both terms exactly (`geofact.bounds`), draws the minimal $W$ against $D$,
 # places the constructions of {doc}`thm-khop-no-cot` and {doc}`thm-khop-cot` on it with their own

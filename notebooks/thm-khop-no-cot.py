@@ -13,10 +13,16 @@
 # %% [markdown]
 # # Theorem 4.3: k hops without chain-of-thought
 #
-# > **Theorem 4.3** (`thm:k-hop-non-cot`). There exists a depth-$k$ transformer that solves the
-# > $k$-hop factual recall problem on $N$ subjects and $R$ relations using one of the following:
-# > (1) **Key-Value Memory**: embedding dimension $d = \tilde O(k)$ and MLP width $O(N\cdot R)$;
-# > (2) **Embedding Pre-computation**: $d = \tilde O(R^k)$ and MLP width $\tilde O(R^k)$.
+# :::{prf:theorem} 4.3, thm:k-hop-non-cot
+# :label: theorem-4-3
+# :nonumber:
+#
+# There exists a depth-$k$ transformer that solves the $k$-hop factual recall problem on $N$ subjects
+# and $R$ relations using one of the following:
+#
+# 1. **Key-Value Memory**: embedding dimension $d = \tilde O(k)$ and MLP width $O(N\cdot R)$;
+# 2. **Embedding Pre-computation**: $d = \tilde O(R^k)$ and MLP width $\tilde O(R^k)$.
+# :::
 #
 # A query is $(s_0, r_1, \dots, r_k)$ and its answer $s_k = g_{r_k}(\cdots g_{r_1}(s_0))$. The proof
 # (Appendix G) uses binary codes: $d_S = \lceil\log_2 N\rceil$ bits per subject,

@@ -16,8 +16,16 @@
 # Every construction in the paper names entities by ±1 codes taken from one lemma (Appendix G,
 # `lem:orth vectors pm 1`):
 #
-# > **Lemma G.1.** For any $k \ge 2$ there exist $v_1,\dots,v_k \in \{\pm 1\}^{4\log k}$ such that
-# > $|\langle v_i, v_j\rangle| \le 3\log k$ for all $i \ne j$.
+# :::{prf:lemma} G.1, lem:orth vectors pm 1
+# :label: lemma-g1
+# :nonumber:
+#
+# For any $k \ge 2$ there exist $v_1,\dots,v_k \in \{\pm 1\}^{4\log k}$ such that
+#
+# $$
+# |\langle v_i, v_j\rangle| \le 3\log k \quad \text{for all } i \ne j.
+# $$ (eq-lemma-g1)
+# :::
 #
 # The proof samples the codes uniformly, bounds one pair by Hoeffding,
 # $\Pr(|\langle v_i,v_j\rangle| \ge 3\log k) \le 2\exp(-4\log k)$, and takes a union bound over the

@@ -13,11 +13,24 @@
 # %% [markdown]
 # # Theorem 4.1: shared attributes in dimension 4 R log N
 #
-# > **Theorem 4.1** (`thm:shared attr`). There is a 1-layer transformer with a 3-layer MLP of width
-# > $R$ and embedding dimension $d = 4R\log(N) + 1$ that correctly solves the single-hop factual
-# > recall problem. This can also be achieved without an MLP, by using multi-head attention with $R$
-# > attention heads, with head dimension $d_h = 4\log(N)$ and slightly larger embedding dimension
-# > $d = 4R\log(N) + 4\log(R) + 1$.
+# :::{prf:theorem} 4.1, thm:shared attr
+# :label: theorem-4-1
+# :nonumber:
+#
+# There is a 1-layer transformer with a 3-layer MLP of width $R$ and embedding dimension
+#
+# $$
+# d = 4R\log(N) + 1
+# $$ (eq-theorem-4-1-mlp)
+#
+# that correctly solves the single-hop factual recall problem. This can also be achieved without an MLP,
+# by using multi-head attention with $R$ attention heads, with head dimension $d_h = 4\log(N)$ and
+# slightly larger embedding dimension
+#
+# $$
+# d = 4R\log(N) + 4\log(R) + 1.
+# $$ (eq-theorem-4-1-attention)
+# :::
 #
 # All three constructions of the proof (Appendix G) store the answers in the subject: subject $i$ is
 # the stack $(v_{g_1(i)}; \dots; v_{g_R(i)})$ of the codes of its $R$ attributes (Lemma G.1 codes of

@@ -91,3 +91,23 @@ def test_unmasked_head_sees_later_positions_and_readout_position_picks_the_decod
     assert model.to("cpu").readout_position == 0
     with pytest.raises(ValueError, match="readout_position"):
         model.generate(tokens, 1)
+
+
+def test_run_with_cache_names_every_state_and_adds_up_to_the_logits():
+    torch.manual_seed(0)
+    d, vocab = 6, 5
+    heads = [AttentionHead(torch.randn(d, d), torch.randn(d, d), torch.randn(d, d), torch.randn(d, d)) for _ in range(2)]
+    mlp = MLP([torch.randn(d, 4), torch.randn(4, d)], [torch.randn(4), torch.randn(d)])
+    model = Transformer(torch.randn(vocab, d), [Layer(heads, mlp), Layer([], mlp)], torch.randn(d, 3),
+                        pos_embed=torch.randn(4, d))
+    tokens = torch.tensor([[0, 3, 1], [4, 4, 2]])
+    logits, cache = model.run_with_cache(tokens)
+    assert torch.equal(logits, model.logits(tokens))
+    assert set(cache) == {"embed", "blocks.0.attn.pattern.0", "blocks.0.attn.pattern.1", "blocks.0.attn_out",
+                          "blocks.0.resid_mid", "blocks.0.mlp_out", "blocks.0.resid_post",
+                          "blocks.1.resid_mid", "blocks.1.mlp_out", "blocks.1.resid_post"}
+    assert cache["blocks.0.attn.pattern.1"].shape == (2, 3, 3)
+    # the residual stream is the running sum of what each block writes into it
+    assert torch.allclose(cache["blocks.0.resid_mid"], cache["embed"] + cache["blocks.0.attn_out"])
+    assert torch.allclose(cache["blocks.1.resid_post"], cache["blocks.0.resid_post"] + cache["blocks.1.mlp_out"])
+    assert torch.allclose(cache["blocks.1.resid_post"][:, -1] @ model.unembed, logits)

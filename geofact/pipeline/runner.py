@@ -275,7 +275,8 @@ def verdicts_markdown(project: Project, name: str, profile: str, reported: dict[
     measured and the rule that turned it into the verdict, each under its own anchor."""
     lines = [f"(verdicts-{name})=", "## Verdicts at a glance", "",
              f"What this run (profile `{profile}`) decided for each claim this page tests; the code above computes "
-             "every one. The {doc}`status page <reproduction-status>` sets them beside the rest of the paper.", ""]
+             "every one. The {doc}`status page <reproduction-status>` sets them beside the rest of the paper "
+             "{cite}`ravfogel-geometric`.", ""]
     for claim in (c for c in load_ledger(project.ledger_path) if c.notebook == name):
         entry = reported[claim.id]
         measured = f" {_plain(entry['measured'])}." if entry.get("measured") else ""
