@@ -25,7 +25,10 @@
 # $$ (eq-theorem-4-2)
 #
 # $$
-# \mathcal B_{global} = (R-1)N\log_2(N/e) - ND, \qquad \mathcal B_{local} = p\,[R^k(\log_2 N - 1) - D],
+# \begin{aligned}
+# \mathcal B_{global} &= (R-1)N\log_2(N/e) - ND,\\
+# \mathcal B_{local} &= p\,[R^k(\log_2 N - 1) - D],
+# \end{aligned}
 # $$ (eq-theorem-4-2-terms)
 #
 # where $W$ is the number of bits in the attention and MLP parameters and $D$ the number of bits in one

@@ -21,8 +21,12 @@ def repo() -> Project:
 
 @pytest.fixture(scope="session")
 def committed_book(repo, tmp_path_factory) -> Path:
-    """The committed pages built into HTML once (strict mode), in a scratch copy; the HTML folder."""
+    """The committed pages built into HTML once (strict mode), in a scratch copy; the HTML folder.
+    GEOFACT_BOOK_HTML names an HTML folder already built instead (to check a book you just built)."""
     from tests.pipeline.book import build_book, copy_project
+
+    if os.environ.get("GEOFACT_BOOK_HTML"):
+        return Path(os.environ["GEOFACT_BOOK_HTML"])
 
     copy = copy_project(repo.root, tmp_path_factory.mktemp("committed"))
     done = build_book(copy.root)
