@@ -64,17 +64,19 @@ def split_subjects(N: int, held_out: float, seed: int) -> torch.Tensor:
 
 
 def linear_readout(features: torch.Tensor, answers: torch.Tensor, vectors: torch.Tensor, train: torch.Tensor,
-                   alpha: float = 1e-3) -> Readout:
+                   alpha: float = 1e-3, test: torch.Tensor | None = None) -> Readout:
     """Per-relation ridge readout scored on held-out subjects.
 
     features (R, N, d): features[r, x] is the input for subject x under relation r (the same s_x for
     every r, or h(x, r)); answers (R, N): g_r(x); vectors (N, k): the attribute vectors; train (N,)
-    bool: the subjects to fit on (the rest are scored).
+    bool: the subjects to fit on; test (N,) bool: the subjects scored (default: all the others).
     """
     R, N, _ = features.shape
     if answers.shape != (R, N) or train.shape != (N,):
         raise ValueError(f"answers must be (R, N) = {(R, N)} and train (N,), got {tuple(answers.shape)} and {tuple(train.shape)}")
-    test = ~train
+    test = ~train if test is None else test
+    if (test & train).any() or not test.any():
+        raise ValueError("test must name at least one subject, none of them a training subject")
     accuracy, maps = [], []
     for r in range(R):
         W, b = ridge(features[r, train], vectors[answers[r, train]], alpha)
@@ -90,6 +92,30 @@ READOUTS = {
     "random": "random vectors in place of s_x (baseline)",
     "shuffled": "s_x against another subject's attributes (baseline)",
 }
+
+
+def cv_alpha(features: torch.Tensor, answers: torch.Tensor, vectors: torch.Tensor, train: torch.Tensor,
+             alphas: tuple[float, ...], folds: int = 5) -> tuple[float, list[float]]:
+    """The ridge penalty among `alphas` with the best mean held-out accuracy over `folds` folds of the
+    training subjects, and that accuracy for each alpha. The folds are grouped by subject
+    (scikit-learn's GroupKFold), so no subject is fitted in one fold and scored in it; the held-out
+    subjects of `train` are never seen. Arguments as in `linear_readout`."""
+    from sklearn.model_selection import GroupKFold
+
+    if not alphas or min(alphas) < 0:
+        raise ValueError(f"alphas must be a non-empty tuple of penalties >= 0, got {alphas}")
+    subjects = torch.nonzero(train).flatten()  # the training subjects; one row per subject and relation
+    if not 2 <= folds <= len(subjects):
+        raise ValueError(f"folds must be in [2, {len(subjects)}] (the training subjects), got {folds}")
+    scores = torch.zeros(len(alphas))
+    for fit_idx, val_idx in GroupKFold(n_splits=folds).split(subjects.numpy(), groups=subjects.numpy()):
+        fold_train = torch.zeros_like(train)
+        fold_train[subjects[fit_idx]] = True
+        fold = train & ~fold_train  # score on this fold's subjects only, never on the held-out ones
+        for i, alpha in enumerate(alphas):
+            scores[i] += linear_readout(features, answers, vectors, fold_train, alpha, test=fold).mean / folds
+    best = int(torch.argmax(scores))
+    return float(alphas[best]), scores.tolist()
 
 
 def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0,
@@ -108,3 +134,17 @@ def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e
     features = {"s": s, "h": model.hidden_states(), "random": torch.randn(s.shape, generator=g), "shuffled": s}
     targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, torch.randperm(N, generator=g)]}
     return {name: linear_readout(features[name], targets[name], vectors, train, alpha) for name in READOUTS}
+
+
+def model_readouts_cv(model: TrainedModel, held_out: float = 0.2, alphas: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
+                      folds: int = 5, seed: int = 0, target: Target = "unembedding") -> dict[str, dict[str, float]]:
+    """For s_x and h(x, r): the penalty cross-validation picks (`cv_alpha`, on the training subjects of the
+    same split as `model_readouts`) and the held-out readout accuracy at it."""
+    train = split_subjects(model.config.N, held_out, seed)
+    answers, vectors = model.answers, model.attribute_vectors(target)
+    features = {"s": model.subject_embeddings.expand(model.config.R, -1, -1), "h": model.hidden_states()}
+    out = {}
+    for what, f in features.items():
+        alpha, _ = cv_alpha(f, answers, vectors, train, alphas, folds)
+        out[what] = {"alpha": alpha, "accuracy": linear_readout(f, answers, vectors, train, alpha).mean}
+    return out

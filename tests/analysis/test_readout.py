@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from geofact.analysis.readout import READOUTS, linear_readout, model_readouts, nearest, ridge, split_subjects
+from geofact.analysis.readout import READOUTS, cv_alpha, linear_readout, model_readouts, nearest, ridge, split_subjects
 from geofact.analysis.trained import TrainedModel
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
@@ -74,3 +74,31 @@ def test_model_readout_baselines_sit_at_chance_on_a_trained_model(tmp_path):
     # 64 held-out subjects x 2 relations, chance 1/256: a handful of lucky hits at most
     assert readouts["random"].mean < 0.05 and readouts["shuffled"].mean < 0.05
     assert readouts["s"].mean > 0.5 and readouts["h"].mean > 0.5  # and the model's own readouts are far above
+
+
+def test_ridge_is_scikit_learns_ridge():
+    from sklearn.linear_model import Ridge
+
+    g = torch.Generator().manual_seed(1)
+    X, Y = torch.randn(60, 12, generator=g, dtype=torch.float64), torch.randn(60, 4, generator=g, dtype=torch.float64)
+    W, b = ridge(X, Y, alpha=3.0)
+    reference = Ridge(alpha=3.0, fit_intercept=True).fit(X.numpy(), Y.numpy())
+    torch.testing.assert_close(W, torch.from_numpy(reference.coef_.T))
+    torch.testing.assert_close(b, torch.from_numpy(reference.intercept_))
+
+
+def test_cross_validated_penalty_uses_training_subjects_only():
+    s, answers, vectors = planted(N=128, R=2, k=8, d=24)
+    train = split_subjects(128, 0.2, seed=0)
+    features = s.expand(2, -1, -1)
+    # an enormous penalty shrinks the map to the mean answer: cross-validation must not choose it
+    alpha, scores = cv_alpha(features, answers, vectors, train, alphas=(1e-3, 1e6), folds=4)
+    assert alpha == 1e-3 and scores[0] > scores[1] and len(scores) == 2
+    # the held-out subjects never enter: scrambling their features leaves the choice and scores unchanged
+    scrambled = features.clone()
+    scrambled[:, ~train] = torch.randn_like(scrambled[:, ~train])
+    assert cv_alpha(scrambled, answers, vectors, train, alphas=(1e-3, 1e6), folds=4) == (alpha, scores)
+    with pytest.raises(ValueError, match="folds must be in"):
+        cv_alpha(features, answers, vectors, train, alphas=(1.0,), folds=1)
+    with pytest.raises(ValueError, match="alphas must be"):
+        cv_alpha(features, answers, vectors, train, alphas=(), folds=4)
