@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
-from geofact.settings import past_deadline
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
-from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, restore_stack, stack_state
+from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
 from geofact.training.trainer import StackedUpdates, run_weights, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
@@ -138,19 +137,16 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
         for name, w in state.weights.items():  # "final/m": the weights of a run that stopped
             weights[int(name.split("/")[1])] = w
 
-    def write_state(step: int) -> None:
-        checkpoint.save(GroupState(
+    def group_state(step: int) -> GroupState:
+        return GroupState(
             step=step, alive=list(alive), tensors=stack_state(update), seconds=seconds_before + time.perf_counter() - start,
             meta={"steps": steps, "reasons": reasons, "last_loss": last_loss, "streak": streak, "final": final,
                   "loss_curves": loss_curves, "acc_curves": acc_curves},
-            weights={f"final/{m}": w for m, w in enumerate(weights) if w is not None}))
+            weights={f"final/{m}": w for m, w in enumerate(weights) if w is not None})
 
     for step in range(first_step, first.max_steps + 1):
         if checkpoint is not None and step % first.check_every == 0 and step > first_step and checkpoint.due():
-            write_state(step)  # before this step's accuracy check, which the resumed group then makes
-            if past_deadline():
-                raise BudgetSpent(f"time budget spent at step {step} of {first.max_steps}; {len(alive)} of {M} runs "
-                                  f"checkpointed in {checkpoint.state_path.parent}")
+            checkpoint.save_or_stop(group_state(step), first.max_steps, M)  # before this step's accuracy check, made on resume
         stopped: list[int] = []  # stack positions of the runs that stop at this step
 
         def stop(i: int, reason: str) -> None:

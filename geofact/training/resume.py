@@ -126,6 +126,14 @@ class GroupCheckpoint:
         if self.every_s > 0:
             self._interval = max(self.every_s, (self._last - started) / MAX_OVERHEAD)
 
+    def save_or_stop(self, state: GroupState, max_steps: int, n_runs: int) -> None:
+        """Write the group's state; past the deadline of a time budget, stop the group with BudgetSpent (the
+        same call again resumes from what was written)."""
+        self.save(state)
+        if past_deadline():
+            raise BudgetSpent(f"time budget spent at step {state.step} of {max_steps}; {len(state.alive)} of {n_runs} runs "
+                              f"checkpointed in {self.state_path.parent}")
+
     def clear(self) -> None:
         """Forget the group (its records are written)."""
         self.state_path.unlink(missing_ok=True)

@@ -16,12 +16,11 @@ import torch
 from torch.nn import functional as F
 
 from geofact.device import configure_cpu, resolve_device
-from geofact.settings import past_deadline
 from geofact.training.config import TrainConfig
 from geofact.training.data import batch_indices, facts
 from geofact.training.model import forward, init_params
 from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, column_ranges
-from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState, restore_stack, stack_state
+from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -233,14 +232,14 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
                 kept[int(m)][int(at[0])] = weights
         block_start = block_end = first_step
 
-    def write_state(step: int) -> None:
+    def group_state(step: int) -> GroupState:
         weights = {f"final/{m}": w for m, w in final.items()}
         weights |= {f"kept/{m}/{t}": w for m, by_step in enumerate(kept) for t, w in by_step.items()}
-        checkpoint.save(GroupState(
+        return GroupState(
             step=step, alive=list(alive), tensors={**stack_state(update), "steps": steps, "last_loss": last_loss},
             meta={"curves": curves, "acc_curves": acc_curves, "accs": accs,
                   "kept_losses": [{str(t): x for t, x in d.items()} for d in kept_losses]},
-            seconds=seconds_before + time.perf_counter() - start, weights=weights))
+            seconds=seconds_before + time.perf_counter() - start, weights=weights)
 
     def accuracy_at(positions: list[int]) -> list[float]:
         """Accuracy over all its facts of the run at each of these stack positions."""
@@ -260,10 +259,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
 
     for step in range(first_step, first.max_steps):
         if checkpoint is not None and step == block_end and step > first_step and checkpoint.due():
-            write_state(step)  # at a block boundary, where the batches are drawn afresh
-            if past_deadline():
-                raise BudgetSpent(f"time budget spent at step {step} of {first.max_steps}; {len(alive)} of {M} runs "
-                                  f"checkpointed in {checkpoint.state_path.parent}")
+            checkpoint.save_or_stop(group_state(step), first.max_steps, M)  # at a block boundary, where batches are drawn afresh
         if eval_every is not None and step % eval_every == 0:
             for m, a in zip(alive, accuracy_at(list(range(len(alive))))):
                 acc_curves[m].append((step, a))

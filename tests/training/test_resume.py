@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import geofact.training.multihop_trainer as multihop_module
-import geofact.training.trainer as trainer_module
-from geofact.training.config import MultiHopConfig, TrainConfig
+import geofact.training.resume as resume_module
 from geofact.settings import DEADLINE_ENV, deadline
+from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.resume import BudgetSpent, GroupCheckpoint
 from geofact.training.sweep import groups_dir, run_sweep
 
@@ -47,7 +46,7 @@ def test_a_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupte
         calls.append(1)
         return len(calls) >= 4
 
-    monkeypatch.setattr(trainer_module, "past_deadline", budget_spent_at_the_fourth_boundary)
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_the_fourth_boundary)
     with pytest.raises(BudgetSpent, match="checkpointed"):
         run_sweep(RUNS, tmp_path / "cut", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=0)
     assert not list((tmp_path / "cut").glob("*.json"))  # no record of an unfinished group
@@ -71,7 +70,7 @@ HOPS = [MultiHopConfig(N=16, R=2, k=2, d=32, batch_size=128, max_steps=500, lr=3
 def test_a_multihop_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
     reference = run_sweep(HOPS, tmp_path / "ref", progress=False, workers=1, checkpoint_every=None, group_size=2)
     calls = []
-    monkeypatch.setattr(multihop_module, "past_deadline", lambda: calls.append(1) or len(calls) >= 5)
+    monkeypatch.setattr(resume_module, "past_deadline", lambda: calls.append(1) or len(calls) >= 5)
     with pytest.raises(BudgetSpent, match="checkpointed"):
         run_sweep(HOPS, tmp_path / "cut", progress=False, workers=1, checkpoint_every=0, group_size=2)
     (index,) = groups_dir(tmp_path / "cut").glob("*.json")
