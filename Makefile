@@ -62,7 +62,8 @@ paper:
 bundle: install
 	$(BIN)/python -m geofact.pipeline.bundle $(BUNDLE) --python $(PY)
 
-$(LAB_SETTINGS): install
+# order-only: an installed environment is enough, `make lab` never reinstalls one
+$(LAB_SETTINGS): | $(STAMP)
 	mkdir -p $(dir $@)
 	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' > $@
 

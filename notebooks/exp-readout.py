@@ -252,8 +252,10 @@ report.number("frozen_s_max", float(readout["s"]["frozen"].mean(-1).max()))
 # the grid, batch in proportion to $N$ (every $N$ gets as many epochs). Its threshold comes from its own
 # $d$ values (every seed at accuracy $\geq$ {glue:text}`perfect:g`), its headroom from that threshold; the
 # top axis gives the training subjects per dimension, $0.8N/d$.
-#
-# Shown in {numref}`fig-readout-samples`.
+
+# %%
+if readout_check is not None:  # the figure exists only where the profile runs the check
+    display(Markdown("Shown in {numref}`fig-readout-samples`."))
 
 # %% mystnb={"figure": {"caption": "The sample-size check: held-out readout accuracy from $s_x$ and $h$ against $d$ at a larger $N$, with the training subjects per dimension on the top axis, mean ± std over seeds.", "name": "fig-readout-samples"}}
 check_cells = []  # (headroom, samples per dimension, readout s, readout h, records) per d of the check

@@ -195,8 +195,10 @@ if first is None:
 #
 # Relation-averaged MRR, Hits@1 and Hits@10 at every layer, one line per category, for each model
 # that ran. Layer 0 is the token embedding.
-#
-# Shown in {numref}`fig-real-lm-perlayer`.
+
+# %%
+if results:  # no figure when no model could be loaded
+    display(Markdown("Shown in {numref}`fig-real-lm-perlayer`."))
 
 # %% mystnb={"figure": {"caption": "Relation-averaged MRR, Hits@1 and Hits@10 of the probes at every layer, one line per category; layer 0 is the token embedding (`fig:real-lm-perlayer`).", "name": "fig-real-lm-perlayer"}}
 metrics = ("mrr", "hits1", "hits10")
@@ -219,8 +221,10 @@ if results:  # one row of panels per model, in one figure
 # Held-out Hits@1 of each relation's probe at its category's best layer, beside the majority baseline
 # on the same subjects. Low-cardinality relations (gender, religion, typing discipline) have strong
 # majority baselines; a probe can only show a linear encoding there by beating them.
-#
-# Shown in {numref}`fig-real-lm-per-relation`.
+
+# %%
+if first is not None:
+    display(Markdown("Shown in {numref}`fig-real-lm-per-relation`."))
 
 # %% mystnb={"figure": {"caption": "Held-out Hits@1 of each relation's probe at its category's best layer, beside the majority baseline on the same subjects (`fig:real-lm-per-relation`).", "name": "fig-real-lm-per-relation"}}
 ncols = 3

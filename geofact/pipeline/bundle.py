@@ -23,7 +23,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEPT_FROM_THE_NODE = {"torch"}  # the node's own build (CUDA); a download would pull gigabytes of nvidia-* wheels
 DEFAULT_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 

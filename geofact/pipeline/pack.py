@@ -27,7 +27,7 @@ from geofact.pipeline.project import Project
 from geofact.provenance import git_commit
 from geofact.store import write_atomically
 
-SCHEMA = "geofact.pipeline.pack/1"
+SCHEMA = "geofact.pack/1"
 MANIFEST = "geofact-pack.json"
 SKIPPED_DIRS = ("groups",)  # states of groups in flight: weights, and only meaningful where they train
 

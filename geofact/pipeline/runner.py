@@ -40,7 +40,7 @@ import nbformat
 import papermill
 from tqdm import tqdm
 
-from geofact.device import describe_device
+from geofact.device import THREADS_ENV, describe_device
 from geofact.pipeline.ledger import load_ledger
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
@@ -297,7 +297,7 @@ def _check_claims(project: Project, name: str, reported: dict[str, Any]) -> None
 
 
 SHARED_RUNS_PARAMETERS = ("capacity_grid",)  # pages declaring one read the same cached runs (geofact.training.grid)
-THREAD_ENVS = ("GEOFACT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+THREAD_ENVS = (THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def page_cost(project: Project, name: str, profile: str) -> float:

@@ -21,10 +21,12 @@ def test_shipped_csv_is_what_the_pinned_tables_give(category):
 
 def test_uncertain_and_excluded_entities_stay_out():
     countries = {row["name"]: row for row in load_corpus().category("countries").entities}
-    for name in ["Bolivia", "South Africa", "Russia", "Kazakhstan", "Bulgaria", "Singapore", "Taiwan", "Puerto Rico"]:
+    for name in ["Bolivia", "South Africa", "Russia", "Kazakhstan", "Bulgaria", "Singapore", "Taiwan", "Puerto Rico", "Palau",
+                 "Sudan", "Czechia"]:
         assert name not in countries
     assert countries["France"] == {"name": "France", "capital": "Paris", "continent": "Europe", "currency": "Euro"}
     assert countries["Japan"]["capital"] == "Tokyo" and countries["Brazil"]["continent"] == "South America"
+    assert countries["Czech Republic"]["capital"] == "Prague"  # one name for a country across the corpus
 
 
 def test_cities_are_large_unambiguous_and_in_one_continent():
@@ -33,6 +35,7 @@ def test_cities_are_large_unambiguous_and_in_one_continent():
     assert "Hyderabad" not in cities                         # India's and Pakistan's are both large
     assert "Moscow" not in cities and "Istanbul" not in cities  # transcontinental countries
     assert cities["Prague"]["country"] == "Czech Republic"  # GeoNames' Czechia in the corpus's vocabulary
+    assert "Brooklyn" not in cities and "Pudong" not in cities and "Pest" not in cities  # not cities in their own right
 
 
 def test_elements_follow_the_periodic_table():

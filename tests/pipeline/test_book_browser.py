@@ -148,3 +148,11 @@ def test_pages_load_light(pages):
 def test_every_figure_has_a_caption_and_a_name(pages):
     assert sum(p["images"] for p in pages.values()) >= 30
     assert {name: p["uncaptioned"] for name, p in pages.items() if p["uncaptioned"]} == {}
+
+
+def test_every_claim_on_the_status_page_links_to_its_verdict(pages, repo):
+    from geofact.pipeline.ledger import load_ledger
+
+    links = set(pages["reproduction-status.html"]["links"])
+    expected = {f"{c.notebook}.html#verdict-{c.id}" for c in load_ledger(repo.ledger_path) if f"{c.notebook}.html" in pages}
+    assert expected and sorted(expected - links) == []

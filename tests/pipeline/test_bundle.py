@@ -13,7 +13,7 @@ import pytest
 from geofact.pipeline.bundle import node_requirements
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_node_requirements_leave_torch_to_the_node():

@@ -31,9 +31,11 @@ def get(url: str) -> dict:
 def lab(repo):
     port = free_port()
     flags = f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.token={TOKEN} --ServerApp.open_browser=False"
-    # VENV names the environment running the tests, so `make` reuses it instead of building another
+    # VENV names the environment running the tests and STAMP a file that exists, so `make` neither
+    # builds another environment nor reinstalls this one (the install is order-only for `lab`)
     venv = Path(sys.executable).parent.parent
-    server = subprocess.Popen(["make", "-s", "lab", f"VENV={venv}", f"LAB_FLAGS={flags}"], cwd=repo.root,
+    server = subprocess.Popen(["make", "-s", "lab", f"VENV={venv}", f"STAMP={sys.executable}", f"LAB_FLAGS={flags}"],
+                              cwd=repo.root,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

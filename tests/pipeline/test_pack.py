@@ -78,7 +78,7 @@ def forged(path, files: dict[str, bytes], manifest: dict) -> None:
 @pytest.mark.parametrize("name,problem", [("../evil.json", "outside"), ("notebooks/x.py", "outside"),
                                           (".geofact/runs/a.json", "does not match its sha256")])
 def test_unpack_refuses_paths_outside_the_project_and_damaged_files(tmp_path, name, problem):
-    manifest = {"schema": "geofact.pipeline.pack/1", "files": {name: "0" * 64}}
+    manifest = {"schema": "geofact.pack/1", "files": {name: "0" * 64}}
     forged(tmp_path / "bad.tar.gz", {name: b"{}"}, manifest)
     with pytest.raises(ValueError, match=problem):
         unpack(Project(tmp_path / "here"), tmp_path / "bad.tar.gz")
