@@ -102,3 +102,12 @@ def test_cross_validated_penalty_uses_training_subjects_only():
         cv_alpha(features, answers, vectors, train, alphas=(1.0,), folds=1)
     with pytest.raises(ValueError, match="alphas must be"):
         cv_alpha(features, answers, vectors, train, alphas=(), folds=4)
+
+
+def test_a_readout_fitted_on_every_subject_gives_its_maps_and_scores_nothing():
+    s, answers, vectors = planted(N=64, R=2, k=8, d=24)
+    every = torch.ones(64, dtype=torch.bool)
+    out = linear_readout(s.expand(2, -1, -1), answers, vectors, every)
+    assert len(out.maps) == 2 and torch.isnan(out.accuracy).all()
+    with pytest.raises(ValueError, match="test must name no training subject"):
+        linear_readout(s.expand(2, -1, -1), answers, vectors, every, test=every)
