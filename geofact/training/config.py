@@ -32,9 +32,20 @@ class _Run:
     seed: int
     task_seed: int | None
 
+    # The fields that may differ within a stack: the relation tables are padded to the largest R, and
+    # seeds, bijections, frozen or not and the learning rate are per run. Every other field, and the
+    # resolved MLP width, must agree (`shape_key`), so a field added later is unstackable by default.
+    STACKABLE: ClassVar[tuple[str, ...]] = ("R", "seed", "task_seed", "frozen_embeddings", "lr")
+
     @property
     def width(self) -> int:
         return self.mlp_width if self.mlp_width is not None else 4 * self.d
+
+    def shape_key(self) -> tuple:
+        """Runs with equal keys can be stacked into one batched computation."""
+        fixed = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
+                 if f.name not in self.STACKABLE and f.name != "mlp_width"]
+        return (*fixed, ("width", self.width))
 
     @property
     def bijection_seed(self) -> int:
@@ -99,11 +110,6 @@ class TrainConfig(_Run):
     @property
     def step_logits(self) -> int:
         return self.batch_size * self.N
-
-    def shape_key(self) -> tuple:
-        """Runs with equal keys can be stacked into one batched computation (R may differ: it is padded)."""
-        return (self.N, self.d, self.width, self.attention, self.learned_positions, self.batch_size,
-                self.max_steps, self.weight_decay, self.grad_clip, self.loss_threshold)
 
 
 MAX_QUERY_SPACE = 2**62  # query ids s_0 R^k + word must fit in int64
@@ -189,9 +195,3 @@ class MultiHopConfig(_Run):
     def step_logits(self) -> int:
         return self.batch_size * self.n_targets * self.N
 
-    def shape_key(self) -> tuple:
-        """Runs with equal keys can be stacked: R, seeds, frozen or not and lr may differ."""
-        return (self.N, self.k, self.cot, self.d, self.width, self.attention, self.learned_positions,
-                self.batch_size, self.max_steps, self.weight_decay, self.grad_clip, self.loss_threshold,
-                self.target_accuracy, self.check_every, self.patience, self.train_queries,
-                self.eval_queries, self.eval_seen)

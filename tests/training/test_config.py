@@ -16,3 +16,19 @@ def test_invalid_configs_name_the_parameter(kwargs, name):
 def test_key_is_stable_and_distinguishes_configs():
     assert TrainConfig().key() == TrainConfig().key() != TrainConfig(seed=1).key()
     assert TrainConfig(d=32).width == 128 and TrainConfig(d=32, mlp_width=64).width == 64
+
+
+def test_only_the_stackable_fields_may_differ_within_a_stack():
+    import dataclasses
+
+    from geofact.training.config import MultiHopConfig
+
+    for base in (TrainConfig(N=64, R=4, d=16, batch_size=64), MultiHopConfig(N=32, R=2, k=2, d=32, cot=True, batch_size=64)):
+        # R (padded), seeds, bijections, frozen or not and the rate vary per run
+        same = dataclasses.replace(base, R=base.R + 1, seed=7, task_seed=3, frozen_embeddings=True, lr=base.lr / 10)
+        assert same.shape_key() == base.shape_key()
+        assert dataclasses.replace(base, mlp_width=4 * base.d).shape_key() == base.shape_key()  # the same width
+        for field in ("N", "d", "batch_size", "max_steps", "weight_decay", "loss_threshold"):
+            value = getattr(base, field)
+            other = dataclasses.replace(base, **{field: value * 2 if isinstance(value, int) else value / 2})
+            assert other.shape_key() != base.shape_key(), field
