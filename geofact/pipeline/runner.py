@@ -41,7 +41,7 @@ import papermill
 from tqdm import tqdm
 
 from geofact.device import THREADS_ENV, describe_device
-from geofact.pipeline.ledger import load_ledger
+from geofact.pipeline.ledger import Claim, load_ledger
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
@@ -247,8 +247,9 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
     modules = _finish_page(out, meta)
     out.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)  # the pinned runner kernel exists only during the run
     meta["modules"] = module_hashes(modules)
-    _check_claims(project, name, report["claims"])
-    out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(project, name, profile, report["claims"])))
+    claims = [c for c in load_ledger(project.ledger_path) if c.notebook == name]  # the page's claims, in ledger order
+    _check_claims(name, claims, report["claims"])
+    out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(name, profile, claims, report["claims"])))
     out.metadata["geofact"] = meta
 
     page = project.page(name)
@@ -270,14 +271,14 @@ def _plain(text: str) -> str:
     return re.sub(r"([\\`*_$\[\]<>{}|])", r"\\\1", " ".join(str(text).split()))
 
 
-def verdicts_markdown(project: Project, name: str, profile: str, reported: dict[str, Any]) -> str:
+def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: dict[str, Any]) -> str:
     """The page's closing section: each of its claims with the verdict this run computed, what was
     measured and the rule that turned it into the verdict, each under its own anchor."""
     lines = [f"(verdicts-{name})=", "## Verdicts at a glance", "",
              f"What this run (profile `{profile}`) decided for each claim this page tests; the code above computes "
              "every one. The {doc}`status page <reproduction-status>` sets them beside the rest of the paper "
              "{cite}`ravfogel-geometric`.", ""]
-    for claim in (c for c in load_ledger(project.ledger_path) if c.notebook == name):
+    for claim in claims:
         entry = reported[claim.id]
         measured = f" {_plain(entry['measured'])}." if entry.get("measured") else ""
         rule = f" *Rule:* {_plain(entry['note'])}." if entry.get("note") else ""
@@ -286,8 +287,8 @@ def verdicts_markdown(project: Project, name: str, profile: str, reported: dict[
     return "\n".join(lines)
 
 
-def _check_claims(project: Project, name: str, reported: dict[str, Any]) -> None:
-    expected = {c.id for c in load_ledger(project.ledger_path) if c.notebook == name}
+def _check_claims(name: str, claims: list[Claim], reported: dict[str, Any]) -> None:
+    expected = {c.id for c in claims}
     unknown, missing = sorted(set(reported) - expected), sorted(expected - set(reported))
     if unknown or missing:
         raise NotebookError(
