@@ -189,11 +189,14 @@ class Transformer:
         return x
 
     def run_with_cache(self, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits at the readout position (batch, vocab_out) and the residual stream layer by layer, named
-        as TransformerLens names them: `embed` (token + position embedding); for each layer i
-        `blocks.i.attn.pattern.h` (batch, seq_q, seq_k) per head h, `blocks.i.attn_out`,
-        `blocks.i.resid_mid` (after attention), `blocks.i.mlp_out` and `blocks.i.resid_post`, each
-        (batch, seq, d) unless said otherwise; states a layer lacks (no heads, no MLP) are absent."""
+        """Logits at the readout position (batch, vocab_out) and the residual stream layer by layer.
+
+        Names follow TransformerLens's hook points without their `hook_` prefix (its
+        `blocks.0.hook_resid_post` is `blocks.0.resid_post` here), and attention patterns are kept per
+        head: `embed` (token + position embedding); for each layer i `blocks.i.attn.pattern.h`
+        (batch, seq_q, seq_k) for head h, `blocks.i.attn_out`, `blocks.i.resid_mid` (after attention),
+        `blocks.i.mlp_out` and `blocks.i.resid_post`, each (batch, seq, d) unless said otherwise;
+        states a layer lacks (no heads, no MLP) are absent."""
         cache: dict[str, torch.Tensor] = {}
         final = self.residual(tokens, cache)
         return final[:, self.readout_position] @ self.unembed, cache

@@ -54,7 +54,7 @@ import torch
 from IPython.display import Markdown, display
 
 from geofact.constructions import chain_of_thought, embedding_precomputation, key_value_memory
-from geofact.constructions.khop import n_bits
+from geofact.codes import n_bits
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.task import KHopTask

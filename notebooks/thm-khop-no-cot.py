@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from geofact.constructions import embedding_precomputation, key_value_memory, key_value_memory_first_token
-from geofact.constructions.khop import n_bits
+from geofact.codes import n_bits
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.task import KHopTask

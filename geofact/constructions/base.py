@@ -30,6 +30,8 @@ class Construction:
     `prefix` is prepended to every prompt (e.g. a BOS token for the hierarchical construction).
     `cot_steps` > 0 marks a chain-of-thought model (Theorem 4.4): it generates that many tokens
     greedily, the last one being the answer; every emitted token must match the query's `chain`.
+    `blocks` names the coordinate blocks of the residual stream as the proof names them, in order
+    (e.g. {"flag": slice(0, 1), "bin(s)": slice(1, 4), ...}): what the pages label the weights with.
     """
 
     name: str
@@ -37,6 +39,7 @@ class Construction:
     formulas: dict[str, float] = field(default_factory=dict)
     prefix: tuple[int, ...] = ()
     cot_steps: int = 0
+    blocks: dict[str, slice] = field(default_factory=dict)
 
     @property
     def d_model(self) -> int:

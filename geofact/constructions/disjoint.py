@@ -33,9 +33,10 @@ import torch
 
 from geofact.codes import construction_codes, lemma_code_length
 from geofact.constructions.base import Construction
+from geofact.constructions.primitives import averaging_head, lay_out
 from geofact.device import resolve_device
 from geofact.task import DisjointAttributeTask
-from geofact.transformer import AttentionHead, Layer, Transformer
+from geofact.transformer import Layer, Transformer
 
 
 def disjoint_dimensions(N: int, R: int) -> tuple[int, int, int]:
@@ -43,6 +44,32 @@ def disjoint_dimensions(N: int, R: int) -> tuple[int, int, int]:
     d = math.ceil(4 * math.log2(N * R))
     m_N = lemma_code_length(N, "2")
     return d, m_N, d - m_N
+
+
+def disjoint_embeddings(N: int, R: int, v: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, dict[str, slice]]:
+    """Token embeddings (N + R, d), subjects then relations: x_i = (v_i; 0), r_j = (0; u_j)."""
+    blocks = lay_out([("v", v.shape[1]), ("u", u.shape[1])])
+    embed = torch.zeros(N + R, blocks["u"].stop, dtype=v.dtype)
+    embed[:N, blocks["v"]] = v
+    embed[N:, blocks["u"]] = u
+    return embed, blocks
+
+
+def attribute_unembedding(task: DisjointAttributeTask, v: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """(d, R N): attribute g_r(i), at index r N + g_r(i), is read against its embedding (v_i; u_r).
+
+    For a bijection the preimage i is unique. Otherwise (`allow_non_injective`) the attribute takes its
+    smallest preimage's embedding; attributes outside the image keep a zero column.
+    """
+    N, R, m_N = task.N, task.R, v.shape[1]
+    unembed = torch.zeros(m_N + u.shape[1], task.n_attributes, dtype=v.dtype)
+    for r in range(R):
+        first = np.full(N, N)
+        np.minimum.at(first, task.maps[r], np.arange(N))
+        hit = np.nonzero(first < N)[0]
+        unembed[:m_N, r * N + hit] = v[first[hit]].T
+        unembed[m_N:, r * N + hit] = u[r][:, None]
+    return unembed
 
 
 def disjoint_attribute_transformer(
@@ -53,7 +80,11 @@ def disjoint_attribute_transformer(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float64,
 ) -> Construction:
-    """Build Theorem F.1's one-layer transformer for `task` (see the module docstring for every choice)."""
+    """Build Theorem F.1's one-layer transformer for `task` (see the module docstring for every choice).
+
+    Stages: codes, `disjoint_embeddings`, one `averaging_head` (W_V = 2 I on the subject block, or on
+    everything with `literal_value_matrix`), `attribute_unembedding`.
+    """
     if not task.is_injective and not allow_non_injective:
         raise ValueError(
             "Theorem F.1's construction needs every g_r injective (a bijection onto A_r); "
@@ -63,31 +94,9 @@ def disjoint_attribute_transformer(
     d, m_N, m_R = disjoint_dimensions(N, R)
     v = torch.as_tensor(construction_codes(N, m_N, seed), dtype=dtype)  # (N, m_N)
     u = torch.as_tensor(construction_codes(R, m_R, seed + 1), dtype=dtype)  # (R, m_R)
-
-    embed = torch.zeros(N + R, d, dtype=dtype)  # subjects then relations
-    embed[:N, :m_N] = v
-    embed[N:, m_N:] = u
-
-    # Attribute r*N + a is embedded as (v_i; u_r) for its smallest preimage i = min g_r^{-1}(a);
-    # for a bijection that preimage is unique. Attributes outside the image keep a zero column.
-    unembed = torch.zeros(d, task.n_attributes, dtype=dtype)
-    for r in range(R):
-        first = np.full(N, N)
-        np.minimum.at(first, task.maps[r], np.arange(N))
-        hit = np.nonzero(first < N)[0]
-        unembed[:m_N, r * N + hit] = v[first[hit]].T
-        unembed[m_N:, r * N + hit] = u[r][:, None]
-
-    w_v = 2 * torch.eye(d, dtype=dtype)
-    if not literal_value_matrix:
-        w_v[m_N:, m_N:] = 0  # the relation block arrives through the residual instead
-    head = AttentionHead(
-        W_Q=torch.zeros(d, 1, dtype=dtype),
-        W_K=torch.zeros(d, 1, dtype=dtype),
-        W_V=w_v,
-        W_O=torch.eye(d, dtype=dtype),
-        scores="uniform",
-    )
-    model = Transformer(embed=embed, layers=[Layer([head])], unembed=unembed)
+    embed, blocks = disjoint_embeddings(N, R, v, u)
+    # the relation block arrives through the residual unless the proof's literal W_V = 2 I is asked for
+    head = averaging_head(d, slice(0, d) if literal_value_matrix else blocks["v"], 2, dtype)
+    model = Transformer(embed=embed, layers=[Layer([head])], unembed=attribute_unembedding(task, v, u))
     formulas = {"d_model": 4 * math.log2(N * R), "n_layers": 1, "mlp_width": 0}
-    return Construction("disjoint-attributes (Theorem F.1)", model.to(resolve_device(device)), formulas)
+    return Construction("disjoint-attributes (Theorem F.1)", model.to(resolve_device(device)), formulas, blocks=blocks)

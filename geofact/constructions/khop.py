@@ -26,60 +26,114 @@ Choices the proof leaves implicit, made explicit here:
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from geofact.constructions.base import Construction
+from geofact.constructions.primitives import (
+    binary,
+    check_tau,
+    gate,
+    hamming_unembedding,
+    lay_out,
+    mismatch_weights,
+    n_bits,
+    position_one_hot,
+    relay_head,
+    width,
+)
 from geofact.device import resolve_device
 from geofact.task import KHopTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer
 
-
-def n_bits(n: int) -> int:
-    """ceil(log2 n): bits of an index in [0, n) (0 for n = 1)."""
-    return math.ceil(math.log2(n)) if n > 1 else 0
+# ---- Theorem 4.3 (1): the key-value memory, stage by stage ------------------------------------
 
 
-def binary(n: int, width: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """bin(i) in {0,1}^width for i in [0, n), least significant bit first. Shape (n, width)."""
-    return ((torch.arange(n)[:, None] >> torch.arange(width)[None, :]) & 1).to(dtype)
+def kv_layout(N: int, R: int, k: int, scratch: bool = False) -> dict[str, slice]:
+    """[flag | bin(s) (d_S) | bin(r) (d_R) | (scratch (d_R)) | position one-hot (k + 1)].
 
-
-def mismatch_weights(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(2 bin - 1, -|bin|_1): with them <w, x> + b = -Hamming(x, bin) for binary x, 0 only on a match."""
-    return 2 * codes - 1, -codes.sum(dim=-1)
-
-
-def relay_head(d: int, positions: slice, targets: list[tuple[int, int]], tau: float, value: slice,
-               dtype: torch.dtype) -> AttentionHead:
-    """A head in which position q attends position t for each (q, t) in `targets`, copying coordinates `value`.
-
-    Queries and keys read the position one-hot `positions`; the score of (q, t) is tau, all others 0.
+    The proof's D = 1 + d_S + 2 d_R + k has the scratch block; the last-token layout does without it.
     """
-    n_pos = positions.stop - positions.start
-    w_q = torch.zeros(d, n_pos, dtype=dtype)
-    for q, t in targets:
-        w_q[positions.start + q, t] = tau
-    w_k = torch.zeros(d, n_pos, dtype=dtype)
-    w_k[positions, :] = torch.eye(n_pos, dtype=dtype)
-    width = value.stop - value.start
-    w_v = torch.zeros(d, width, dtype=dtype)
-    w_v[value, :] = torch.eye(width, dtype=dtype)
-    return AttentionHead(w_q, w_k, w_v, w_v.T.clone(), "softmax")
+    d_S, d_R = n_bits(N), n_bits(R)
+    return lay_out([("flag", 1), ("bin(s)", d_S), ("bin(r)", d_R)] + [("scratch", d_R)] * scratch
+                   + [("position", k + 1)])
 
 
-def gate(d: int, positions: slice, active: list[int], dtype: torch.dtype) -> tuple[torch.Tensor, float]:
-    """Weights (d,) and bias adding 0 to a neuron's pre-activation at `active` positions and -2 elsewhere."""
-    w = torch.zeros(d, dtype=dtype)
-    w[positions] = -1
-    w[[positions.start + p for p in active]] = 1
-    return w, -1.0
+def kv_embeddings(task: KHopTask, blocks: dict[str, slice], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token (N + R, d) and position (k + 1, d) embeddings: subject s is (1; bin(s); 0), relation r is
+    (0; 0; bin(r)), and position i adds e_i."""
+    d = blocks["position"].stop
+    embed = torch.zeros(task.N + task.R, d, dtype=dtype)
+    embed[: task.N, blocks["flag"]] = 1
+    embed[: task.N, blocks["bin(s)"]] = binary(task.N, dtype)
+    embed[task.N :, blocks["bin(r)"]] = binary(task.R, dtype)
+    return embed, position_one_hot(d, blocks["position"], dtype)
 
 
-def _check_tau(tau: float) -> None:
-    if not tau > 0:
-        raise ValueError(f"tau (attention scale) must be > 0, got {tau}")
+def fact_neurons(task: KHopTask, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The proof's lookup table: one neuron per fact (s, r), at index s R + r.
+
+    Returns its weights on the subject bits (N R, d_S) and on the relation bits (N R, d_R), its bias
+    (N R,) and what it writes (N R, d_S). With the flag's +1 the pre-activation is
+    1 - Hamming(x, bin s) - Hamming(y, bin r): 1 on the fact (s, r) itself, <= 0 on any other, and the
+    neuron writes bin(g_r(s)) - bin(s), which turns the subject bits into the answer's.
+    """
+    N, R = task.N, task.R
+    bin_s, bin_r = binary(N, dtype), binary(R, dtype)
+    s_idx, r_idx = torch.arange(N).repeat_interleave(R), torch.arange(R).repeat(N)
+    w_s, b_s = mismatch_weights(bin_s)
+    w_r, b_r = mismatch_weights(bin_r)
+    out = bin_s[torch.as_tensor(task.bijections)[r_idx, s_idx]] - bin_s[s_idx]  # bin(g_r(s)) - bin(s)
+    return w_s[s_idx], w_r[r_idx], b_s[s_idx] + b_r[r_idx], out
+
+
+def lookup_mlp(task: KHopTask, blocks: dict[str, slice], relation: str, position: int | None,
+               dtype: torch.dtype) -> MLP:
+    """The MLP of one layer: the fact neurons reading the relation bits from block `relation`.
+
+    `position` gates them to one position (the proof's 2 e_l - 1 term: 0 there, -2 elsewhere); None
+    leaves them ungated. With a scratch block, d_R more neurons erase it after use (ReLU of a
+    non-negative block, written back negated), so the next layer's relation lands on a clean block.
+    """
+    d = blocks["position"].stop
+    w_s, w_r, bias, out = fact_neurons(task, dtype)
+    facts = len(bias)
+    scratch = blocks.get("scratch")
+    n_erase = width(scratch) if scratch else 0
+    w1, b1 = torch.zeros(d, facts + n_erase, dtype=dtype), torch.zeros(facts + n_erase, dtype=dtype)
+    w1[blocks["flag"], :facts] = 1
+    w1[blocks["bin(s)"], :facts] = w_s.T
+    w1[blocks[relation], :facts] = w_r.T
+    if position is None:
+        b1[:facts] = bias
+    else:
+        w_pos, b_pos = gate(d, blocks["position"], [position], dtype)
+        w1[:, :facts] += w_pos[:, None]
+        b1[:facts] = bias + b_pos
+    w2 = torch.zeros(facts + n_erase, d, dtype=dtype)
+    w2[:facts, blocks["bin(s)"]] = out
+    if scratch:
+        w1[scratch, facts:] = torch.eye(n_erase, dtype=dtype)
+        w2[facts:, scratch] = -torch.eye(n_erase, dtype=dtype)
+    return MLP([w1, w2], [b1, torch.zeros(d, dtype=dtype)])
+
+
+def handoff_head(blocks: dict[str, slice], k: int, tau: float, dtype: torch.dtype) -> AttentionHead:
+    """Every position q >= 1 reads position q - 1 and copies its (flag; bin(s)): the running subject is
+    handed one token down the prompt per layer (the repair of the proof's first-token layout)."""
+    chain = [(q, q - 1) for q in range(1, k + 1)]
+    carried = slice(blocks["flag"].start, blocks["bin(s)"].stop)
+    return relay_head(blocks["position"].stop, blocks["position"], chain, tau, carried, dtype)
+
+
+def fetch_relation_head(blocks: dict[str, slice], layer: int, tau: float, causal: bool,
+                        dtype: torch.dtype) -> AttentionHead:
+    """The proof's head of layer l: position 0 (the subject) reads position l and copies its bin(r_l)
+    into the scratch block. Only unmasked attention lets position 0 see a later token."""
+    head = relay_head(blocks["position"].stop, blocks["position"], [(0, layer)], tau, blocks["bin(r)"], dtype)
+    head.W_O = torch.zeros(width(blocks["bin(r)"]), blocks["position"].stop, dtype=dtype)
+    head.W_O[:, blocks["scratch"]] = torch.eye(width(blocks["scratch"]), dtype=dtype)
+    head.causal = causal
+    return head
 
 
 def key_value_memory(
@@ -100,46 +154,17 @@ def key_value_memory(
     layout has one relation block where the proof has two (d = d_S + d_R + k + 2 against the proof's
     1 + d_S + 2 d_R + k: equal at R = 2, smaller for R > 2, one more at R = 1).
     """
-    _check_tau(tau)
+    check_tau(tau)
     N, R, k = task.N, task.R, task.k
-    d_S, d_R = n_bits(N), n_bits(R)
-    flag, S, Rb, pos = 0, slice(1, 1 + d_S), slice(1 + d_S, 1 + d_S + d_R), slice(1 + d_S + d_R, 2 + d_S + d_R + k)
-    d = pos.stop
-    bin_s, bin_r = binary(N, d_S, dtype), binary(R, d_R, dtype)
-
-    embed = torch.zeros(N + R, d, dtype=dtype)
-    embed[:N, flag] = 1
-    embed[:N, S] = bin_s
-    embed[N:, Rb] = bin_r
-    pos_embed = torch.zeros(k + 1, d, dtype=dtype)
-    pos_embed[:, pos] = torch.eye(k + 1, dtype=dtype)
-
-    # neuron (s, r) at index s * R + r
-    s_idx, r_idx = torch.arange(N).repeat_interleave(R), torch.arange(R).repeat(N)
-    w_s, b_s = mismatch_weights(bin_s)
-    w_r, b_r = mismatch_weights(bin_r)
-    out = bin_s[torch.as_tensor(task.bijections)[r_idx, s_idx]] - bin_s[s_idx]  # (N R, d_S): bin(g_r(s)) - bin(s)
-    chain = [(q, q - 1) for q in range(1, k + 1)]  # every position reads its predecessor, in every layer
-    layers = []
-    for ell in range(1, k + 1):
-        w_pos, b_pos = gate(d, pos, [ell], dtype)
-        w1 = torch.zeros(d, N * R, dtype=dtype)
-        w1[flag] = 1
-        w1[S] = w_s[s_idx].T
-        w1[Rb] = w_r[r_idx].T
-        w1 += w_pos[:, None]
-        b1 = b_s[s_idx] + b_r[r_idx] + b_pos
-        w2 = torch.zeros(N * R, d, dtype=dtype)
-        w2[:, S] = out
-        head = relay_head(d, pos, chain, tau, slice(flag, S.stop), dtype)
-        layers.append(Layer([head], MLP([w1, w2], [b1, torch.zeros(d, dtype=dtype)])))
-
-    unembed = torch.zeros(d, N, dtype=dtype)
-    unembed[S] = 2 * bin_s.T
-    unembed[flag] = -bin_s.sum(dim=1)
+    blocks = kv_layout(N, R, k)
+    embed, pos_embed = kv_embeddings(task, blocks, dtype)
+    layers = [Layer([handoff_head(blocks, k, tau, dtype)], lookup_mlp(task, blocks, "bin(r)", ell, dtype))
+              for ell in range(1, k + 1)]
+    unembed = hamming_unembedding(N, embed.shape[1], blocks["bin(s)"], blocks["flag"].start, dtype)
     model = Transformer(embed, layers, unembed, pos_embed).to(resolve_device(device))
+    d_S, d_R = n_bits(N), n_bits(R)
     formulas = {"d_model": 1 + d_S + 2 * d_R + k, "mlp_width": N * R, "n_layers": k, "n_heads": 1}
-    return Construction("k-hop, key-value memory (Theorem 4.3 (1))", model, formulas)
+    return Construction("k-hop, key-value memory (Theorem 4.3 (1))", model, formulas, blocks=blocks)
 
 
 def key_value_memory_first_token(
@@ -165,51 +190,83 @@ def key_value_memory_first_token(
     next-token model of Section 2.1) position 0 sees only itself, reads an all-zero relation and
     applies g_0 at every layer: the notebook measures that failure.
     """
-    _check_tau(tau)
+    check_tau(tau)
     N, R, k = task.N, task.R, task.k
-    d_S, d_R = n_bits(N), n_bits(R)
-    flag, S = 0, slice(1, 1 + d_S)
-    Rb, scratch = slice(S.stop, S.stop + d_R), slice(S.stop + d_R, S.stop + 2 * d_R)
-    pos = slice(scratch.stop, scratch.stop + k + 1)
-    d = pos.stop
-    bin_s, bin_r = binary(N, d_S, dtype), binary(R, d_R, dtype)
-
-    embed = torch.zeros(N + R, d, dtype=dtype)
-    embed[:N, flag] = 1
-    embed[:N, S] = bin_s
-    embed[N:, Rb] = bin_r
-    pos_embed = torch.zeros(k + 1, d, dtype=dtype)
-    pos_embed[:, pos] = torch.eye(k + 1, dtype=dtype)
-
-    s_idx, r_idx = torch.arange(N).repeat_interleave(R), torch.arange(R).repeat(N)  # neuron (s, r) at s * R + r
-    w_s, b_s = mismatch_weights(bin_s)
-    w_r, b_r = mismatch_weights(bin_r)
-    out = bin_s[torch.as_tensor(task.bijections)[r_idx, s_idx]] - bin_s[s_idx]  # (N R, d_S)
-    facts, width = N * R, N * R + d_R
-    layers = []
-    for ell in range(1, k + 1):
-        head = relay_head(d, pos, [(0, ell)], tau, Rb, dtype)
-        head.W_O = torch.zeros(d_R, d, dtype=dtype)
-        head.W_O[:, scratch] = torch.eye(d_R, dtype=dtype)  # the fetched relation lands in the scratch block
-        head.causal = causal
-        w1, b1 = torch.zeros(d, width, dtype=dtype), torch.zeros(width, dtype=dtype)
-        w1[flag, :facts] = 1
-        w1[S, :facts] = w_s[s_idx].T
-        w1[scratch, :facts] = w_r[r_idx].T
-        b1[:facts] = b_s[s_idx] + b_r[r_idx]
-        w1[scratch, facts:] = torch.eye(d_R, dtype=dtype)
-        w2 = torch.zeros(width, d, dtype=dtype)
-        w2[:facts, S] = out
-        w2[facts:, scratch] = -torch.eye(d_R, dtype=dtype)
-        layers.append(Layer([head], MLP([w1, w2], [b1, torch.zeros(d, dtype=dtype)])))
-
-    unembed = torch.zeros(d, N, dtype=dtype)
-    unembed[S] = 2 * bin_s.T
-    unembed[flag] = -bin_s.sum(dim=1)
+    blocks = kv_layout(N, R, k, scratch=True)
+    embed, pos_embed = kv_embeddings(task, blocks, dtype)
+    layers = [Layer([fetch_relation_head(blocks, ell, tau, causal, dtype)],
+                    lookup_mlp(task, blocks, "scratch", None, dtype))
+              for ell in range(1, k + 1)]
+    unembed = hamming_unembedding(N, embed.shape[1], blocks["bin(s)"], blocks["flag"].start, dtype)
     model = Transformer(embed, layers, unembed, pos_embed, readout_position=0).to(resolve_device(device))
+    d_S, d_R = n_bits(N), n_bits(R)
     formulas = {"d_model": 1 + d_S + 2 * d_R + k, "mlp_width": N * R, "n_layers": k, "n_heads": 1}
     mask = "causal" if causal else "no mask"
-    return Construction(f"k-hop, key-value memory, first-token layout, {mask} (Theorem 4.3 (1))", model, formulas)
+    return Construction(f"k-hop, key-value memory, first-token layout, {mask} (Theorem 4.3 (1))", model, formulas,
+                        blocks=blocks)
+
+
+# ---- Theorem 4.3 (2): embedding pre-computation, stage by stage --------------------------------
+
+
+def tree_layout(N: int, R: int, k: int) -> dict[str, slice]:
+    """[tree (R^k d_S) | bin(r) (d_R) | position one-hot (k + 1)]."""
+    return lay_out([("tree", R**k * n_bits(N)), ("bin(r)", n_bits(R)), ("position", k + 1)])
+
+
+def tree_embeddings(task: KHopTask, blocks: dict[str, slice], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Subject s holds tree(s): bin(s_k) for every relation word (r_1..r_k), in lexicographic order with
+    r_1 most significant, so the subtree under relation r_1 is block r_1 of the tree. Relation r is
+    (0; bin(r)); position i adds e_i."""
+    N, R, k = task.N, task.R, task.k
+    d = blocks["position"].stop
+    all_words = KHopTask(N, R, k, task.bijections).queries()  # subject-major, words lexicographic
+    leaves = all_words.targets.reshape(N, R**k)  # (N, R^k): s_k for each word
+    embed = torch.zeros(N + R, d, dtype=dtype)
+    embed[:N, blocks["tree"]] = binary(N, dtype)[leaves].reshape(N, width(blocks["tree"]))
+    embed[N:, blocks["bin(r)"]] = binary(R, dtype)
+    return embed, position_one_hot(d, blocks["position"], dtype)
+
+
+def subtree_sizes(N: int, R: int, k: int, layer: int) -> tuple[int, int]:
+    """(V_{l-1}, V_l): the tree's size before and after layer l, V_l = R^{k-l} d_S."""
+    return R ** (k - layer + 1) * n_bits(N), R ** (k - layer) * n_bits(N)
+
+
+def tree_relay_head(blocks: dict[str, slice], k: int, v_in: int, tau: float, dtype: torch.dtype) -> AttentionHead:
+    """Every position q >= 1 reads position q - 1 and copies the front V_{l-1} coordinates of the tree
+    block: the tree that is left after the previous layers' choices."""
+    chain = [(q, q - 1) for q in range(1, k + 1)]
+    return relay_head(blocks["position"].stop, blocks["position"], chain, tau, slice(0, v_in), dtype)
+
+
+def subtree_selector_mlp(blocks: dict[str, slice], R: int, layer: int, v_in: int, v_out: int,
+                         dtype: torch.dtype) -> MLP:
+    """Keep the subtree of relation r_l, gated to position l, and erase the rest.
+
+    Selector neuron (r, j), j < V_l, sits at index r V_l + j and reads tree coordinate r V_l + j with
+    pre-activation tree[r V_l + j] - Hamming(bin r, bin r_l): the bit itself for r = r_l, <= 0
+    otherwise; it writes to coordinate j, the front of the tree. V_{l-1} ReLU-identity neurons erase the
+    old tree first (the proof's "erase the other sub-trees"), so position l ends with the chosen
+    subtree of size V_l in front.
+    """
+    d = blocks["position"].stop
+    w_r, b_r = mismatch_weights(binary(R, dtype))
+    w_pos, b_pos = gate(d, blocks["position"], [layer], dtype)
+    n_sel = R * v_out
+    w1, b1 = torch.zeros(d, n_sel + v_in, dtype=dtype), torch.zeros(n_sel + v_in, dtype=dtype)
+    sel_r = torch.arange(R).repeat_interleave(v_out)  # the relation r of selector (r, j)
+    sel = torch.arange(n_sel)
+    w1[sel, sel] = 1  # tree coordinate r V_l + j is exactly the selector's index
+    w1[blocks["bin(r)"], :n_sel] = w_r[sel_r].T
+    w1[:, :n_sel] += w_pos[:, None]
+    b1[:n_sel] = b_r[sel_r] + b_pos
+    erase = torch.arange(v_in)
+    w1[erase, n_sel + erase] = 1
+    w2 = torch.zeros(n_sel + v_in, d, dtype=dtype)
+    w2[sel, sel % v_out] = 1
+    w2[n_sel + erase, erase] = -1
+    return MLP([w1, w2], [b1, torch.zeros(d, dtype=dtype)])
 
 
 def embedding_precomputation(
@@ -218,55 +275,23 @@ def embedding_precomputation(
     """Theorem 4.3 (2): depth k, d = R^k d_S + d_R + k + 1, MLP width 2 R^k d_S (first layer).
 
     Coordinates [tree (R^k d_S) | bin(r) (d_R) | position one-hot (k + 1)]. The subject token holds
-    tree(s_0): bin(s_k) for every relation word (r_1..r_k) in lexicographic order, r_1 most
-    significant, so the subtree of relation r_l is block r_l of the current tree. Layer l: position l
-    copies the tree of size V_{l-1} = R^{k-l+1} d_S from position l - 1; the MLP has the proof's
-    selector neurons (r, j), j < V_l, pre-activation tree[r V_l + j] - Hamming(bin r, bin r_l) gated
-    to position l, plus V_{l-1} ReLU-identity neurons that erase the old tree ("erase the other
-    sub-trees"), so position l ends with the chosen subtree of size V_l in front. After layer k the
-    last token holds bin(s_k).
+    tree(s_0) (`tree_embeddings`). Layer l: position l copies the tree of size V_{l-1} = R^{k-l+1} d_S
+    from position l - 1 (`tree_relay_head`), and the MLP keeps the subtree of relation r_l
+    (`subtree_selector_mlp`). After layer k the last token holds bin(s_k) in the tree's first d_S
+    coordinates, read out against the position-k coordinate as bias.
     """
-    _check_tau(tau)
+    check_tau(tau)
     N, R, k = task.N, task.R, task.k
-    d_S, d_R = n_bits(N), n_bits(R)
-    T = R**k * d_S
-    tree, Rb, pos = slice(0, T), slice(T, T + d_R), slice(T + d_R, T + d_R + k + 1)
-    d = pos.stop
-    bin_s, bin_r = binary(N, d_S, dtype), binary(R, d_R, dtype)
-
-    all_words = KHopTask(N, R, k, task.bijections).queries()  # subject-major, words lexicographic
-    leaves = all_words.targets.reshape(N, R**k)  # (N, R^k): s_k for each word
-    embed = torch.zeros(N + R, d, dtype=dtype)
-    embed[:N, tree] = bin_s[leaves].reshape(N, T)
-    embed[N:, Rb] = bin_r
-    pos_embed = torch.zeros(k + 1, d, dtype=dtype)
-    pos_embed[:, pos] = torch.eye(k + 1, dtype=dtype)
-
-    w_r, b_r = mismatch_weights(bin_r)
-    chain = [(q, q - 1) for q in range(1, k + 1)]
+    blocks = tree_layout(N, R, k)
+    embed, pos_embed = tree_embeddings(task, blocks, dtype)
     layers = []
     for ell in range(1, k + 1):
-        v_in, v_out = R ** (k - ell + 1) * d_S, R ** (k - ell) * d_S  # tree sizes before / after this layer
-        head = relay_head(d, pos, chain, tau, slice(0, v_in), dtype)
-        w_pos, b_pos = gate(d, pos, [ell], dtype)
-        width = R * v_out + v_in
-        w1, b1 = torch.zeros(d, width, dtype=dtype), torch.zeros(width, dtype=dtype)
-        sel_r = torch.arange(R).repeat_interleave(v_out)  # selector (r, j) at index r * v_out + j
-        sel = torch.arange(R * v_out)
-        w1[sel, sel] = 1  # tree coordinate c(r, j) = r V_l + j is exactly the selector's index
-        w1[Rb, : R * v_out] = w_r[sel_r].T
-        w1[:, : R * v_out] += w_pos[:, None]
-        b1[: R * v_out] = b_r[sel_r] + b_pos
-        erase = torch.arange(v_in)
-        w1[erase, R * v_out + erase] = 1
-        w2 = torch.zeros(width, d, dtype=dtype)
-        w2[sel, sel % v_out] = 1
-        w2[R * v_out + erase, erase] = -1
-        layers.append(Layer([head], MLP([w1, w2], [b1, torch.zeros(d, dtype=dtype)])))
-
-    unembed = torch.zeros(d, N, dtype=dtype)
-    unembed[:d_S] = 2 * bin_s.T
-    unembed[pos.start + k] = -bin_s.sum(dim=1)
+        v_in, v_out = subtree_sizes(N, R, k, ell)
+        layers.append(Layer([tree_relay_head(blocks, k, v_in, tau, dtype)],
+                            subtree_selector_mlp(blocks, R, ell, v_in, v_out, dtype)))
+    answer = slice(0, n_bits(N))
+    unembed = hamming_unembedding(N, embed.shape[1], answer, blocks["position"].start + k, dtype)
     model = Transformer(embed, layers, unembed, pos_embed).to(resolve_device(device))
-    formulas = {"d_model": T + d_R + k + 1, "mlp_width": T, "n_layers": k, "n_heads": 1}
-    return Construction("k-hop, embedding pre-computation (Theorem 4.3 (2))", model, formulas)
+    T = width(blocks["tree"])
+    formulas = {"d_model": T + n_bits(R) + k + 1, "mlp_width": T, "n_layers": k, "n_heads": 1}
+    return Construction("k-hop, embedding pre-computation (Theorem 4.3 (2))", model, formulas, blocks=blocks)

@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from geofact.constructions.khop import binary, embedding_precomputation, key_value_memory, key_value_memory_first_token, n_bits
+from geofact.codes import n_bits
+from geofact.constructions.khop import embedding_precomputation, key_value_memory, key_value_memory_first_token
+from geofact.constructions.primitives import binary
 from geofact.task import KHopTask
 
 # odd sizes, every k the issue asks for, R = 1 (no relation bits) and a power of two
@@ -37,7 +39,7 @@ def test_embedding_tree_is_the_k_hop_answer_table():
     d_S = n_bits(5)
     tree = c.model.embed[:5, : 9 * d_S].reshape(5, 9, d_S)
     q = task.queries()
-    assert torch.equal(tree, binary(5, d_S)[q.targets].reshape(5, 9, d_S))
+    assert torch.equal(tree, binary(5)[q.targets].reshape(5, 9, d_S))
 
 
 @pytest.mark.parametrize("build", [key_value_memory, embedding_precomputation])
@@ -55,11 +57,6 @@ def test_sampled_evaluation_matches_the_task():
 def test_bad_tau_is_rejected():
     with pytest.raises(ValueError, match="tau"):
         key_value_memory(KHopTask.random(4, 2, 2), tau=0)
-
-
-def test_binary_codes_are_distinct():
-    codes = binary(100, n_bits(100))
-    assert len({tuple(row.tolist()) for row in codes}) == 100 and n_bits(1) == 0 and n_bits(2) == 1
 
 
 @pytest.mark.parametrize("N,R,k", SIZES)
