@@ -53,9 +53,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from geofact.constructions.disjoint import disjoint_attribute_transformer, disjoint_dimensions
+from geofact.constructions.disjoint import (
+    attribute_unembedding,
+    disjoint_attribute_transformer,
+    disjoint_dimensions,
+    disjoint_embeddings,
+)
+from geofact.constructions.primitives import averaging_head
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
 from geofact.task import DisjointAttributeTask
 
 page = Page("thm-disjoint-attributes")
@@ -86,12 +93,65 @@ built = disjoint_attribute_transformer(small, seed=seed, device=device)
 d, m_N, m_R = disjoint_dimensions(small.N, small.R)
 print(f"N=4, R=2: d = {d} (m_N = {m_N}, m_R = {m_R}); layers {built.n_layers}, heads {built.n_heads}, "
       f"MLP width {built.mlp_width}, parameters {built.n_params}")
-print("token embeddings (rows: subjects 0-3, relations 0-1):")
-print(built.model.embed.cpu().numpy().astype(int))
 q = small.queries()
 final = built.model.residual(q.tokens.to(built.device))[:, -1]  # (N*R, d): state at the relation token
 target_rows = built.model.unembed.T[q.targets.to(built.device)]  # (N*R, d): the attributes' embeddings
 print(f"final state == attribute embedding for all {len(q)} queries: {bool(torch.equal(final, target_rows))}")
+
+# %% [markdown]
+# ### The proof, paragraph by paragraph
+#
+# **Embeddings.** "Embed subject $i$ as $(v_i; 0)$ and relation $j$ as $(0; u_j)$", with
+# $v_i \in \{\pm1\}^{m_N}$ and $u_j \in \{\pm1\}^{m_R}$ the codes of Lemma G.1
+# (`geofact.codes.construction_codes`):
+
+# %%
+show_source(disjoint_embeddings)
+
+# %% [markdown]
+# **Attention.** "A single head attending uniformly to the subject and the relation token outputs
+# $(x_i + r_j)/2$; the value matrix $W_V = 2I$ undoes the average." With the residual stream of
+# Section 2.2 the relation block must not be added twice (choice 2 above), so the head keeps only the
+# subject block unless the literal matrix is asked for:
+
+# %%
+show_source(averaging_head)
+
+# %% [markdown]
+# **Read-out.** "Embed the attribute $g_j(i)$ as $(v_i; u_j)$" and decode by the largest inner
+# product: the state at the relation token is that embedding itself, so it scores $m_N + m_R$ and
+# every other attribute at most $m_N + m_R - 2$.
+
+# %%
+show_source(attribute_unembedding)
+
+# %% [markdown]
+# The three stages' weights for $N = 4$, $R = 2$ are drawn in {numref}`fig-disjoint-weights`, and the
+# residual stream of one query, layer by layer (`Transformer.run_with_cache`), in
+# {numref}`fig-disjoint-stream`: after the layer the relation token holds exactly the attribute's
+# embedding, the last row.
+
+# %% mystnb={"figure": {"caption": "Theorem F.1's weights for $N = 4$, $R = 2$ ($d = 12$): token embeddings (subject codes $v$, relation codes $u$), the head's value-output map $W_V W_O = 2\,\mathrm{diag}(I_{m_N}, 0)$, and the attribute unembedding (columns: attribute $rN + a$).", "name": "fig-disjoint-weights"}}
+tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
+head = built.model.layers[0].heads[0]
+fig, axes = subplots(3, 1, width=3.6, height=3.4)
+draw_matrix(axes[0, 0], built.model.embed, "embeddings", tokens, built.blocks)
+draw_matrix(axes[0, 1], head.W_V @ head.W_O, "$W_V W_O$", built.blocks, built.blocks)
+draw_matrix(axes[0, 2], built.model.unembed.T, "unembedding", [f"a{a}" for a in range(small.n_attributes)], built.blocks)
+plt.show()
+
+# %% mystnb={"figure": {"caption": "The residual stream of the query $(s_1, r_1)$, layer by layer, beside the embedding of its attribute $g_1(1)$ (the unembedding's column): after the one layer the relation token holds exactly that embedding.", "name": "fig-disjoint-stream"}}
+query = int(((q.tokens[:, 0] == 1) & (q.tokens[:, 1] == small.N + 1)).nonzero()[0])  # subject 1, relation 1
+prompt = q.tokens[query : query + 1].to(built.device)
+_, cache = built.model.run_with_cache(prompt)
+stages = residual_stream(cache)
+fig, axes = subplots(len(stages) + 1, 1, width=3.6, height=2.2)
+for ax, (title, state) in zip(axes[0], stages):
+    draw_matrix(ax, state, title, [f"s{int(prompt[0, 0])}", f"r{int(prompt[0, 1]) - small.N}"], built.blocks)
+attribute = int(q.targets[query])
+draw_matrix(axes[0, -1], built.model.unembed.T[attribute : attribute + 1], "attribute embedding", [f"a{attribute}"],
+            built.blocks)
+plt.show()
 
 # %% [markdown]
 # ## Exact on every query, over the grid

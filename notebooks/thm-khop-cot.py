@@ -54,9 +54,11 @@ import torch
 from IPython.display import Markdown, display
 
 from geofact.constructions import chain_of_thought, embedding_precomputation, key_value_memory
+from geofact.constructions.cot import cot_layout, neighbourhood_embeddings, next_step_mlp, path_head
 from geofact.codes import n_bits
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
 from geofact.task import KHopTask
 
 page = Page("thm-khop-cot")
@@ -92,6 +94,58 @@ emitted, _ = cot_small.model.generate(q.tokens.to(cot_small.device), small.k + 1
 for prompt, out, chain in zip(q.tokens.tolist(), emitted.tolist(), q.chain.tolist()):
     words = [f"s{prompt[0]}"] + [f"r{t - small.N}" for t in prompt[1:]]
     print(f"prompt {' '.join(words):<16} emits {' '.join(f's{t}' for t in out):<16} true path {' '.join(f's{t}' for t in chain)}")
+
+# %% [markdown]
+# ## The construction beside the proof
+#
+# **Embeddings.** "The subject embedding stores only its 1-hop neighbourhood": the bits of
+# $g_1(s), \dots, g_R(s)$ beside its own, so that emitting a subject token is a discrete memory fetch.
+
+# %%
+show_source(cot_layout)
+show_source(neighbourhood_embeddings)
+
+# %% [markdown]
+# **Attention.** The position-only query $Q_{pos} = e_0e_k^\top + \sum_l e_le_{k+l}^\top$, built from
+# the relay head of {doc}`thm-khop-no-cot`:
+
+# %%
+show_source(path_head)
+
+# %% [markdown]
+# **MLP.** "Neuron $(r, j)$ passes hop bit $(r, j)$ when the fetched relation is $r$", gated to the
+# generation positions, plus the copy of $s_0$ at position $k$ and the erasure of the current subject:
+
+# %%
+show_source(next_step_mlp)
+
+# %% [markdown]
+# The weights for $N = 6$, $R = 3$, $k = 3$ are in {numref}`fig-khop-cot-weights`, and the residual
+# stream of the whole generated sequence in {numref}`fig-khop-cot-stream`.
+
+# %% mystnb={"figure": {"caption": "Theorem 4.4's weights for $N = 6$, $R = 3$, $k = 3$ ($d = 19$): token embeddings (flag, subject bits, relation bits, the 1-hop neighbourhood), the head's position routing $W_Q W_K^\\top$ (query position $k + l$ reads position $l$), and the MLP's input weights and outputs (selectors $(r, j)$, the copy of $s_0$, the erasure).", "name": "fig-khop-cot-weights"}}
+tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
+cot_head, cot_mlp = cot_small.model.layers[0].heads[0], cot_small.model.layers[0].mlp
+cot_pos = cot_small.blocks["position"]
+fig, axes = subplots(4, 1, width=3.6, height=3.6)
+draw_matrix(axes[0, 0], cot_small.model.embed, "token embeddings", tokens, cot_small.blocks)
+draw_matrix(axes[0, 1], (cot_head.W_Q @ cot_head.W_K.T)[cot_pos, cot_pos], "$W_Q W_K^T$ (positions)",
+            [f"q{i}" for i in range(2 * small.k + 1)], [f"k{i}" for i in range(2 * small.k + 1)])
+draw_matrix(axes[0, 2], cot_mlp.weights[0].T, "MLP in", None, cot_small.blocks)
+draw_matrix(axes[0, 3], cot_mlp.weights[1], "MLP out", None, cot_small.blocks)
+plt.show()
+
+# %% mystnb={"figure": {"caption": "The residual stream of one query's whole sequence (prompt $s_0, r_1, r_2, r_3$, then the emitted $s_0, s_1, s_2$ fed back; rows: positions), before and after the layer. At position $k$ and at each emitted token the subject block ends as $2\\,\\mathrm{bin}(\\text{next}) - 1$, which the unembedding reads.", "name": "fig-khop-cot-stream"}}
+one = q.tokens[:1].to(cot_small.device)
+emitted_one, _ = cot_small.model.generate(one, small.k + 1)
+sequence = torch.cat([one, emitted_one[:, :-1]], dim=1)  # what the model reads when it emits the last token
+_, cache = cot_small.model.run_with_cache(sequence)
+labels = [f"s{int(sequence[0, 0])}"] + [f"r{int(t) - small.N}" for t in sequence[0, 1 : small.k + 1]]
+labels += [f"s{int(t)} (emitted)" for t in sequence[0, small.k + 1 :]]
+fig, axes = subplots(2, 1, width=5.0, height=3.2)
+for ax, (title, state) in zip(axes[0], residual_stream(cache)):
+    draw_matrix(ax, state, title, labels, cot_small.blocks)
+plt.show()
 
 # %% [markdown]
 # ## Exact on every query, over the grid

@@ -54,9 +54,22 @@ import numpy as np
 import torch
 
 from geofact.constructions import embedding_precomputation, key_value_memory, key_value_memory_first_token
+from geofact.constructions.khop import (
+    fact_neurons,
+    fetch_relation_head,
+    handoff_head,
+    kv_embeddings,
+    kv_layout,
+    lookup_mlp,
+    subtree_selector_mlp,
+    tree_embeddings,
+    tree_relay_head,
+)
+from geofact.constructions.primitives import binary, hamming_unembedding, relay_head
 from geofact.codes import n_bits
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
 from geofact.task import KHopTask
 
 page = Page("thm-khop-no-cot")
@@ -98,6 +111,103 @@ d_S = n_bits(5)
 tree0 = built.model.embed[0, : 4 * d_S].reshape(4, d_S).int().tolist()
 answers = small.queries().targets[:4].tolist()
 print(f"tree(0) blocks: {tree0}  ->  answers {answers} (bits least significant first)")
+
+# %% [markdown]
+# ## The two constructions beside the proof
+#
+# ### (1) Key-value memory
+#
+# **Embeddings.** "The subject token is $(1; \mathrm{bin}(s_0); 0; e_0)$ and relation token $i$ is
+# $(0; 0; \mathrm{bin}(r_i); e_i)$": a flag, the subject's bits, the relation's bits and a one-hot
+# position.
+
+# %%
+show_source(kv_layout)
+show_source(kv_embeddings)
+
+# %% [markdown]
+# **Attention.** Every layer's one head lets position $q$ read position $q - 1$ and copy its
+# $(\text{flag}; \mathrm{bin}(s))$, with scores $\tau$ against 0 (repair 1); this is the hand-down of
+# repair 2, built from the head every $k$-hop construction shares:
+
+# %%
+show_source(handoff_head)
+show_source(relay_head)
+
+# %% [markdown]
+# **MLP: the lookup table.** "One neuron per fact $(s, r)$ with pre-activation
+# $\text{flag} - \mathrm{Hamming}(\mathrm{bin}\,s) - \mathrm{Hamming}(\mathrm{bin}\,r)$, gated to
+# position $l$ by $2e_l - \mathbf 1$, writing $\mathrm{bin}(g_r(s)) - \mathrm{bin}(s)$": width $NR$.
+
+# %%
+show_source(fact_neurons)
+show_source(lookup_mlp)
+
+# %% [markdown]
+# **Read-out.** The last token's bits against every subject's, with the flag carrying the bias:
+
+# %%
+show_source(hamming_unembedding)
+
+# %% [markdown]
+# ### (2) Embedding pre-computation
+#
+# **Embeddings.** "Store in the subject's embedding the answers of all $R^k$ relation words": the tree,
+# ordered so that the subtree under relation $r_1$ is the $r_1$-th block.
+
+# %%
+show_source(tree_embeddings)
+
+# %% [markdown]
+# **Layer $l$.** The head hands the tree that is left one position down, and "the MLP keeps the
+# branch of relation $r_l$ and erases the other sub-trees":
+
+# %%
+show_source(tree_relay_head)
+show_source(subtree_selector_mlp)
+
+# %% [markdown]
+# Both constructions' weights for $N = 5$, $R = 2$, $k = 2$ are in {numref}`fig-khop-no-cot-weights`,
+# and one query's residual stream, layer by layer, in {numref}`fig-khop-no-cot-stream`: in (1) the
+# subject bits move one position per layer and change to the next hop's; in (2) the tree halves at
+# each layer until the last token holds $\mathrm{bin}(s_2)$.
+
+# %% mystnb={"figure": {"caption": "Theorem 4.3's weights for $N = 5$, $R = 2$, $k = 2$. Top, the key-value memory ($d = 8$): token and position embeddings, layer 1's attention routing $W_Q W_K^\\top$ (row: query position, column: key position, entry $\\tau = 50$ on the predecessor), and layer 1's MLP, one neuron per fact $(s, r)$ (input weights, then what each writes). Bottom, embedding pre-computation ($d = 14$): token embeddings (the subject's tree), and layer 1's MLP input weights and outputs (selectors, then the erasing identities).", "name": "fig-khop-no-cot-weights"}}
+kv = key_value_memory(small, device=device)
+tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
+facts = [f"({s},{r})" for s in range(small.N) for r in range(small.R)]
+fig, axes = subplots(5, 2, width=3.0, height=3.0)
+kv_head, kv_mlp = kv.model.layers[0].heads[0], kv.model.layers[0].mlp
+kv_pos = kv.blocks["position"]
+draw_matrix(axes[0, 0], kv.model.embed, "(1) token embeddings", tokens, kv.blocks)
+draw_matrix(axes[0, 1], kv.model.pos_embed, "(1) position embeddings", [f"p{i}" for i in range(small.k + 1)], kv.blocks)
+draw_matrix(axes[0, 2], (kv_head.W_Q @ kv_head.W_K.T)[kv_pos, kv_pos], "(1) layer 1: $W_Q W_K^T$",
+            [f"q{i}" for i in range(small.k + 1)], [f"k{i}" for i in range(small.k + 1)])
+draw_matrix(axes[0, 3], kv_mlp.weights[0].T, "(1) layer 1: MLP in", facts, kv.blocks)
+draw_matrix(axes[0, 4], kv_mlp.weights[1], "(1) layer 1: MLP out", facts, kv.blocks)
+emb_mlp = built.model.layers[0].mlp
+draw_matrix(axes[1, 0], built.model.embed, "(2) token embeddings", tokens, built.blocks)
+draw_matrix(axes[1, 1], built.model.pos_embed, "(2) position embeddings", [f"p{i}" for i in range(small.k + 1)],
+            built.blocks)
+draw_matrix(axes[1, 2], built.model.unembed.T, "(2) unembedding", [f"s{i}" for i in range(small.N)], built.blocks)
+draw_matrix(axes[1, 3], emb_mlp.weights[0].T, "(2) layer 1: MLP in", None, built.blocks)
+draw_matrix(axes[1, 4], emb_mlp.weights[1], "(2) layer 1: MLP out", None, built.blocks)
+plt.show()
+
+# %% mystnb={"figure": {"caption": "The residual stream of the query $(s_0; r_1, r_0)$, layer by layer (`Transformer.run_with_cache`; rows: positions). Top, the key-value memory: after layer $l$ position $l$ holds the flag and $\\mathrm{bin}(s_l)$ (earlier positions keep what they read, which nothing reads again; entries below $10^{-6}$ of the largest, such as the softmax's leak $e^{-\\tau}$, are left unwritten). Bottom, embedding pre-computation: after layer $l$ position $l$ holds the subtree of size $R^{k-l} d_S$, and the last token ends with $\\mathrm{bin}(s_2)$ in front.", "name": "fig-khop-no-cot-stream"}}
+stream_q = small.queries()
+word = int(((stream_q.tokens[:, 0] == 0) & (stream_q.tokens[:, 1] == small.N + 1)
+            & (stream_q.tokens[:, 2] == small.N)).nonzero()[0])
+prompt = stream_q.tokens[word : word + 1].to(kv.device)
+positions = ["s0", "r1", "r0"]
+fig, axes = subplots(3, 2, width=3.6, height=1.9)
+for row, c in enumerate((kv, built)):
+    _, cache = c.model.run_with_cache(prompt)
+    for ax, (title, state) in zip(axes[row], residual_stream(cache)):
+        draw_matrix(ax, state, f"({row + 1}) {title}", positions, c.blocks)
+answer = int(stream_q.targets[word])
+print(f"answer s_2 = {answer}, bin(s_2) = {binary(small.N)[answer].int().tolist()} (least significant bit first)")
+plt.show()
 
 # %% [markdown]
 # ## Exact on every query, over the grid
@@ -238,7 +348,11 @@ report.number("tau1_emb_accuracy", literal_acc["embedding"])
 # The proof's active token is the *first* one: at layer $l$ it fetches $r_l$ from position $l$. Its
 # attention is Section 2.2's, $\mathrm{softmax}((W_KX)^\top(W_QX))$, which has **no mask**; Section 2.1
 # trains a **causal** next-token model, under which position 0 sees only itself. Both readings, built
-# (`key_value_memory_first_token`) and scored on every query of one cell, the answer read at position 0:
+# (`key_value_memory_first_token`) and scored on every query of one cell, the answer read at position 0.
+# Its head is the proof's fetch, and the lookup MLP reads the fetched relation from a scratch block:
+
+# %%
+show_source(fetch_relation_head)
 
 # %%
 first_task = KHopTask.random(64, 4, 2, seed=seed)

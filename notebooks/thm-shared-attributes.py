@@ -61,12 +61,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from geofact.codes import construction_codes, lemma_code_length
+from geofact.codes import construction_codes, index_bits, lemma_code_length
 from geofact.constructions import shared_attribute_attention, shared_attribute_hierarchical, shared_attribute_mlp
+from geofact.constructions.shared import (
+    answer_stacks,
+    attention_embeddings,
+    bit_heads,
+    hierarchical_embeddings,
+    mlp_embeddings,
+    relation_head,
+    selector_mlp,
+)
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
 from geofact.task import SharedAttributeTask
-from geofact.transformer import Transformer
 
 page = Page("thm-shared-attributes")
 report = page.report
@@ -96,6 +105,88 @@ for name, build in VERSIONS.items():
     s = c.summary()
     print(f"{name:>12}: d = {s['d_model']}, MLP width {s['mlp_width']}, layers {s['n_layers']}, heads {s['n_heads']}, "
           f"parameters {s['n_params']}; accuracy {c.accuracy(small):.3f}")
+
+# %% [markdown]
+# ## The three constructions beside the proof
+#
+# All three embed subject $i$ as its **answer stack** $(v_{g_1(i)}; \dots; v_{g_R(i)})$, the Lemma G.1
+# codes of its $R$ attributes, one slot of $m$ coordinates per relation; they differ in how the
+# relation token picks slot $j$ out of it.
+
+# %%
+show_source(answer_stacks)
+
+# %% [markdown]
+# ### MLP version
+#
+# "Use uniform attention so that the relation token holds $(\text{stack}_i; j)$; an MLP computes
+# $f_l(j) = 2|j - l|$, zero iff $l = j$, and gates every coordinate $s$ of slot $l$ with
+# $[s - f_l]_+ - [-s - f_l]_+$", which is $s$ for $l = j$ and $0$ otherwise. The relation is one scalar
+# coordinate $j \in \{1..R\}$ of its embedding; the attention is the averaging head of
+# {doc}`thm-disjoint-attributes`, and the selector is three weight matrices:
+
+# %%
+show_source(mlp_embeddings)
+show_source(selector_mlp)
+
+# %% [markdown]
+# ### Attention-only version
+#
+# "Use $R$ heads, one per relation: head $h$ attends to the subject iff the relation is $h$, and copies
+# slot $h$ into slot 1." The key is $\beta$ times a $\pm1$ coordinate that tells the subject from the
+# relation; the query compares the relation code $u_j$ with the head's own $u_h$:
+
+# %%
+show_source(attention_embeddings)
+show_source(relation_head)
+
+# %% [markdown]
+# ### Hierarchical version
+#
+# "Use a BOS token and $\log R$ filter layers of two heads: layer $t$ erases the slots whose bit $t$
+# disagrees with $j$'s." A uniform first layer (the averaging head, scale 3 for the three tokens)
+# copies the stack into the relation token; then each filter layer is:
+
+# %%
+show_source(hierarchical_embeddings)
+show_source(bit_heads)
+
+# %% [markdown]
+# The weights of all three for $N = 5$, $R = 3$ are drawn in {numref}`fig-shared-weights`; the
+# hierarchical version's residual stream, filter layer by filter layer, in
+# {numref}`fig-shared-stream`: slot by slot the stack empties until only slot $j$ is left.
+
+# %% mystnb={"figure": {"caption": "Theorem 4.1's weights for $N = 5$, $R = 3$ ($m = 10$). Top: the MLP version's embeddings and its selector's three weight matrices (rows or columns named by the residual blocks: slots 1-3 and the relation index $j$). Middle: the attention-only version's embeddings and head 2's query and key maps ($u$: relation codes, $\\pm1$: subject/relation flag). Bottom: the hierarchical version's embeddings, layer 1's uniform head copying the stack, and the value-output maps of layer 2's two heads (the first filter layer), which erase the slots whose bit disagrees.", "name": "fig-shared-weights"}}
+tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
+mlp_c, att_c, hier_c = (build(small, seed=seed, device=device) for build in VERSIONS.values())
+fig, axes = subplots(4, 3, width=3.3, height=3.0)
+selector = mlp_c.model.layers[0].mlp.weights
+draw_matrix(axes[0, 0], mlp_c.model.embed, "MLP: embeddings", tokens, mlp_c.blocks)
+draw_matrix(axes[0, 1], selector[0].T, "selector $W_1^T$", None, mlp_c.blocks)
+draw_matrix(axes[0, 2], selector[1].T, "selector $W_2^T$", None, None)
+draw_matrix(axes[0, 3], selector[2], "selector $W_3$", None, mlp_c.blocks)
+head2 = att_c.model.layers[0].heads[1]
+draw_matrix(axes[1, 0], att_c.model.embed, "attention: embeddings", tokens, att_c.blocks)
+draw_matrix(axes[1, 1], head2.W_Q.T, "head 2: $W_Q^T$", ["q"], att_c.blocks)
+draw_matrix(axes[1, 2], head2.W_K.T, "head 2: $W_K^T$", ["k"], att_c.blocks)
+draw_matrix(axes[1, 3], head2.W_V @ head2.W_O, "head 2: $W_V W_O$", att_c.blocks, att_c.blocks)
+filter_heads = hier_c.model.layers[1].heads
+draw_matrix(axes[2, 0], hier_c.model.embed, "hierarchical: embeddings", tokens + ["BOS"], hier_c.blocks)
+draw_matrix(axes[2, 1], hier_c.model.layers[0].heads[0].W_V, "layer 1: $W_V$", hier_c.blocks, hier_c.blocks)
+draw_matrix(axes[2, 2], filter_heads[0].W_V @ filter_heads[0].W_O, "layer 2, head A: $W_V W_O$", hier_c.blocks,
+            hier_c.blocks)
+draw_matrix(axes[2, 3], filter_heads[1].W_V @ filter_heads[1].W_O, "layer 2, head B: $W_V W_O$", hier_c.blocks,
+            hier_c.blocks)
+plt.show()
+
+# %% mystnb={"figure": {"caption": "The hierarchical version's residual stream at the relation token of the query $(s_0, r_2)$, layer by layer (`Transformer.run_with_cache`): layer 1 copies the subject's answer stack in, and each filter layer erases the slots whose bit disagrees with relation 2's bits, until slot 3 (relation 2, counted from 0) alone holds $v_{g_2(0)}$.", "name": "fig-shared-stream"}}
+prompt = hier_c._prompt(torch.tensor([[0, small.N + 2]]))
+_, cache = hier_c.model.run_with_cache(prompt)
+stages = residual_stream(cache)
+fig, axes = subplots(1, len(stages), width=9.0, height=0.95)
+for ax, (title, state) in zip(axes[:, 0], stages):
+    draw_matrix(ax, state[-1:], f"{title} (relation token)", ["r2"], hier_c.blocks)
+plt.show()
 
 # %% [markdown]
 # ## Exact on every query, over the grid
@@ -257,7 +348,7 @@ hq = hier_task.queries()
 m_h = lemma_code_length(hier_task.N, "2")
 rel_h = (hq.tokens[:, 1] - hier_task.N).to(hier.device)  # (queries,)
 n_filter = hier.n_layers - 1
-slot_bits = (torch.arange(hier_task.R)[:, None] >> torch.arange(n_filter)[None, :] & 1).to(hier.device)  # (R, bits)
+slot_bits = torch.as_tensor(index_bits(hier_task.R, n_filter)).to(hier.device)  # (R, bits)
 query_bits = slot_bits[rel_h]  # (queries, bits)
 
 
@@ -267,9 +358,10 @@ def agree(upto: int) -> torch.Tensor:
 
 
 lemma_ok, written_hypothesis_ok = [], []
+_, hier_cache = hier.model.run_with_cache(hier._prompt(hq.tokens))
 for ell in range(1, n_filter + 1):
-    partial = Transformer(hier.model.embed, hier.model.layers[: 1 + ell], hier.model.unembed)
-    stack = partial.residual(hier._prompt(hq.tokens))[:, -1, : hier_task.R * m_h].reshape(len(hq), hier_task.R, m_h)
+    after = hier_cache[f"blocks.{ell}.resid_post"]  # (queries, seq, d): after filter layer ell
+    stack = after[:, -1, : hier_task.R * m_h].reshape(len(hq), hier_task.R, m_h)
     alive = stack.abs().sum(-1) > 1e-6  # (queries, R): which slots survive layer ell
     lemma_ok.append(bool((alive == agree(ell)).all()))
     if ell < n_filter:  # the induction step's hypothesis for the next layer, as written: bits 1..ell+1

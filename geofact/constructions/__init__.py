@@ -2,7 +2,10 @@
 
 Each function takes a task (and, for k-hop, the task carries k) and returns a `Construction` with
 `predict`, `evaluate`/`accuracy(task)` and the built `d_model`, `mlp_width`, `n_layers`, `n_heads`,
-`n_params` beside the paper's `formulas`.
+`n_params` beside the paper's `formulas`, and `blocks`, the residual stream's coordinates named as
+the proof names them. Each module splits its construction into the proof's stages (embeddings,
+heads, MLPs, read-out) as public functions, so a page can show each one under the paragraph it
+implements; `primitives` holds what several proofs share.
 
 | function | paper |
 |---|---|
