@@ -1,7 +1,8 @@
 """What `geofact run` tells the code a page runs, as environment variables.
 
 The publishing side (`geofact.pipeline`) sets these; the science side reads them. Neither imports the
-other: this module is the whole interface between them.
+other: this module, with the thread count of `geofact.device` (THREADS_ENV) and the page count of
+`geofact.processes` (PAGES_AT_ONCE_ENV), is the whole interface between them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,26 @@
-"""Records on disk: plain JSON types for them, and writes that a killed process never leaves half done."""
+"""Every record geofact keeps on disk, behind one key scheme and one way to read and write.
+
+A record is a JSON file (schema, config, result, provenance) named by `record_key` of what determines
+it, with its tensors, if any, in an NPZ beside it. Writes are atomic, so a killed process never leaves
+half a record, and work resumes from the records it finds.
+
+| record | where (under the cache root) | key content |
+|---|---|---|
+| trained run | `<key>.json`, `<key>.npz`, `<key>-step<t>.npz` | the run's config |
+| group training state | `groups/<key>.json` + `.npz` | the group's run keys and settings |
+| MLP-freeze transfer | `transfer/<key>.json` | the transfer's config |
+| analysis of a run's state | `analyses/<name>/<run key>-<state>-<key>.json` | the parameters and the analysis code |
+| trainer benchmark | `bench/<key>.json` | the benchmark's shapes |
+| real-LM probe | `real-lm-probing/<model>/<category>.<relation>.<key>.json` | the probe's config and the category's content |
+| corpus LM | `corpus-lm/corpus-lm-<key>.json` + `.npz` | the LM's config and its categories' content |
+
+The cache root is `.geofact/runs/` of the checkout unless a page is given another (`Page.cache`).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
 import os
@@ -9,6 +28,31 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from geofact.settings import RECORDS_ONLY_ENV, records_only
+
+KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collision among the millions of records a sweep makes
+# Probe and corpus-LM records were once named by the same sha256 cut at 12 digits; `keyed` renames them.
+LEGACY_KEY_LENGTHS = (12,)
+SEEN: dict[str, set[str]] = {"device": set(), "git_commit": set()}  # where the records this process read were made
+
+
+def record_key(content: Any) -> str:
+    """The cache key of a record: sha256 of the canonical JSON (sorted keys) of what determines it."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
+
+
+def keyed(path: Path, key: str) -> Path:
+    """`path`, whose name holds `key`; a record cached under the older, shorter cut of the same key is
+    renamed to it first, so that nothing computed before the one key scheme is computed again."""
+    path = Path(path)
+    if not path.exists():
+        for length in LEGACY_KEY_LENGTHS:
+            legacy = path.with_name(path.name.replace(key, key[:length]))
+            if legacy.exists():
+                legacy.replace(path)
+                break
+    return path
 
 
 def to_jsonable(value: Any) -> Any:
@@ -47,3 +91,49 @@ def write_atomically(path: Path, write: Callable[[Any], None] | bytes, sync: boo
 def write_json(path: Path, record: dict) -> None:
     """Write a JSON record atomically."""
     write_atomically(Path(path), (json.dumps(record, indent=1) + "\n").encode())
+
+
+def write_arrays(path: Path, arrays: dict[str, np.ndarray], compress: bool = True, sync: bool = False) -> None:
+    """Write named arrays as an NPZ atomically (no pickles: plain arrays only)."""
+    buffer = io.BytesIO()
+    (np.savez_compressed if compress else np.savez)(buffer, **arrays)
+    write_atomically(Path(path), buffer.getvalue(), sync=sync)
+
+
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The named arrays of an NPZ written by `write_arrays`."""
+    with np.load(path, allow_pickle=False) as z:
+        return {name: z[name] for name in z.files}
+
+
+def note_origin(record: dict) -> dict:
+    """Remember where a record read by this process was made (its device and commit), for the page's
+    provenance (`geofact.pipeline.runner` reads `SEEN` at the end of a page); returns the record."""
+    origin = record.get("provenance") or {}
+    for field in SEEN:
+        if origin.get(field):
+            SEEN[field].add(str(origin[field]))
+    return record
+
+
+def read_record(path: Path, schema: str, config: dict) -> dict | None:
+    """A cached record written by `write_json` (None when absent; its origin noted, `note_origin`); an
+    error if it holds another schema or config."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    if record.get("schema") != schema or record["config"] != config:
+        raise ValueError(f"{path} does not hold a {schema} record of this config; delete it to recompute")
+    return note_origin(record)
+
+
+class RecordMissing(RuntimeError):
+    """Records-only execution needed work that is not among the records (training, or a model's weights)."""
+
+
+def refuse_in_records_only(what: str) -> None:
+    """Raise RecordMissing in records-only execution: `what` would need training or weights."""
+    if records_only():
+        raise RecordMissing(f"{what} is not among the records, and {RECORDS_ONLY_ENV} forbids computing it here: "
+                            f"compute it where the weights are (e.g. the GPU node) and `geofact pack` again")

@@ -102,7 +102,7 @@ from geofact.nl.probing import (
 )
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
-from geofact.training.sweep import refuse_in_records_only
+from geofact.store import refuse_in_records_only
 
 page = Page("exp-real-lm-probing", cache_dir)
 report = page.report

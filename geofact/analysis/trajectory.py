@@ -21,7 +21,6 @@ from __future__ import annotations
 import dis
 import hashlib
 import inspect
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -32,9 +31,9 @@ import torch
 import geofact
 from geofact.analysis.trained import TrainedModel
 from geofact.progress import progress
-from geofact.store import to_jsonable, write_json
+from geofact.store import read_record, record_key, to_jsonable, write_json
 from geofact.training.grid import CapacityGrid
-from geofact.training.sweep import provenance, read_json, run_sweep
+from geofact.training.sweep import provenance, run_sweep
 
 SCHEMA = "geofact.analysis.state/1"
 
@@ -101,7 +100,7 @@ def analysis_code_hash(analyse: Callable) -> str:
 
 def analysis_path(cache_dir: Path, name: str, config, step: int | None, params: dict, code: str) -> Path:
     """Where one state's analysis record lives: by analysis, run, state and (parameters, code)."""
-    digest = hashlib.sha256(json.dumps({"params": params, "code": code}, sort_keys=True).encode()).hexdigest()[:16]
+    digest = record_key({"params": params, "code": code})
     state = "final" if step is None else f"step{step}"
     return Path(cache_dir) / "analyses" / name / f"{config.key()}-{state}-{digest}.json"
 
@@ -112,7 +111,7 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
     (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) and cached."""
     code = analysis_code_hash(analyse)
     path = analysis_path(cache_dir, name, config, step, params, code)
-    record = read_json(path, SCHEMA, config.as_dict())
+    record = read_record(path, SCHEMA, config.as_dict())
     if record is None:
         model = TrainedModel.load(cache_dir, config, step)
         accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()

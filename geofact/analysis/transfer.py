@@ -22,8 +22,6 @@ trained table back?). control and random start from the same random embeddings.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +30,16 @@ import torch
 from geofact.analysis.readout import linear_readout
 from geofact.analysis.trained import TARGETS, Target, TrainedModel
 from geofact.device import resolve_device
-from geofact.store import write_json
+from geofact.store import read_record, record_key, write_json
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import INIT_STD
-from geofact.training.sweep import default_group_size, provenance, read_json, run_sweep, stack_chunks
+from geofact.training.sweep import (
+    default_group_size,
+    provenance,
+    run_sweep,
+    stack_chunks,
+)
 from geofact.training.trainer import train_group
 
 SCHEMA = "geofact.analysis.transfer/2"
@@ -83,7 +86,7 @@ class TransferConfig:
         return {**dataclasses.asdict(self), "base": self.base.as_dict()}
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return record_key(self.as_dict())
 
     def retrain_config(self, condition: str) -> TrainConfig:
         """The run that retrains the subject embeddings under `condition` (no early stop: full curves)."""
@@ -137,7 +140,7 @@ def transfer_path(cache_dir: Path, config: TransferConfig) -> Path:
 
 
 def load_transfer(cache_dir: Path, config: TransferConfig) -> dict | None:
-    return read_json(transfer_path(cache_dir, config), SCHEMA, config.as_dict())
+    return read_record(transfer_path(cache_dir, config), SCHEMA, config.as_dict())
 
 
 def run_transfers(configs: list[TransferConfig], cache_dir: Path, device: str | torch.device = "cpu",

@@ -13,7 +13,6 @@ token per entity: every subject and every answer string is a single token howeve
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -27,9 +26,16 @@ import torch.nn.functional as F
 from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
 from geofact.nl.probe import ProbeConfig, probe_and_score, unit_rows
 from geofact.progress import progress
-from geofact.store import write_json
+from geofact.store import (
+    keyed,
+    read_arrays,
+    record_key,
+    refuse_in_records_only,
+    write_arrays,
+    write_json,
+)
 from geofact.training.optim import fused_adamw
-from geofact.training.sweep import provenance, refuse_in_records_only
+from geofact.training.sweep import provenance
 
 WORD = re.compile(r"\w+|[^\w\s]")
 PAD, BOS = "<pad>", "<bos>"
@@ -230,9 +236,7 @@ def subject_mean_states(model: OneLayerLM, examples: list[Example], vocab: Vocab
 def config_key(config: CorpusLMConfig, corpus: Corpus) -> str:
     """The cache key: the config and the contents of the categories it trains on (not the whole corpus,
     so a category added to the corpus leaves the trained LMs valid)."""
-    blob = json.dumps({**config.as_dict(), "categories_digest": corpus.categories_digest(config.categories)},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return record_key({**config.as_dict(), "categories_digest": corpus.categories_digest(config.categories)})
 
 
 def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
@@ -241,18 +245,17 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
     vocab, examples = prepare(corpus, config)
     key = config_key(config, corpus)
     cache_dir = Path(cache_dir)
-    weights, record_path = cache_dir / f"corpus-lm-{key}.npz", cache_dir / f"corpus-lm-{key}.json"
+    weights, record_path = keyed(cache_dir / f"corpus-lm-{key}.npz", key), keyed(cache_dir / f"corpus-lm-{key}.json", key)
     max_len = max(len(e.ids) for e in examples)
     if weights.exists() and record_path.exists():
         record = json.loads(record_path.read_text())
         model = OneLayerLM(len(vocab), max_len, config.d, config.mlp_ratio)
-        with np.load(weights) as z:
-            model.load_state_dict({k: torch.from_numpy(z[k]) for k in z.files})
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in read_arrays(weights).items()})
         return model.eval(), vocab, examples, record
     refuse_in_records_only(f"the corpus LM {key} (its weights)")
     model, log = train_corpus_lm(examples, vocab, config, device)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(weights, **{k: v.numpy() for k, v in model.state_dict().items()})
+    write_arrays(weights, {k: v.numpy() for k, v in model.state_dict().items()})
     record = {"schema": "geofact.nl.corpus_lm/1", "config": config.as_dict(), "corpus_digest": corpus.digest,
               "categories_digest": corpus.categories_digest(config.categories), "vocab_size": len(vocab),
               "n_sentences": len(examples), "max_len": max_len, **log,

@@ -11,8 +11,6 @@ category added to the corpus leaves the others' results valid.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
 from pathlib import Path
@@ -24,8 +22,8 @@ from geofact.nl.corpus import Corpus, facts, render, template_for_run
 from geofact.nl.lm import LoadedLM
 from geofact.nl.probe import ProbeConfig, chance_metrics, probe_and_score, unit_rows
 from geofact.nl.states import encode, subject_states
-from geofact.store import write_json
-from geofact.training.sweep import provenance, read_json
+from geofact.store import keyed, read_record, record_key, write_json
+from geofact.training.sweep import provenance
 
 SCHEMA = "geofact.nl.probe/1"
 
@@ -42,8 +40,8 @@ def run_config(lm: LoadedLM, corpus: Corpus, category: str, relation: str, mode:
 
 
 def result_path(cache_dir: Path, config: dict) -> Path:
-    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    return Path(cache_dir) / _slug(config["model"]) / f"{config['category']}.{config['relation']}.{key}.json"
+    key = record_key(config)
+    return keyed(Path(cache_dir) / _slug(config["model"]) / f"{config['category']}.{config['relation']}.{key}.json", key)
 
 
 def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path, relations: list[str] | None = None,
@@ -59,7 +57,7 @@ def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path,
         raise ValueError(f"max_entities must be >= 10 (or None for all), got {max_entities}")
     configs = {r: {**run_config(lm, corpus, category, r, mode, probe, template_seed), "max_entities": max_entities}
                for r in chosen}
-    records = {r: read_json(result_path(cache_dir, c), SCHEMA, c) for r, c in configs.items()}
+    records = {r: read_record(result_path(cache_dir, c), SCHEMA, c) for r, c in configs.items()}
     todo = [r for r in chosen if records[r] is None]
     if todo:
         started = time.perf_counter()

@@ -52,7 +52,7 @@ from geofact.training.cluster import make_executor
 PROBE_TAG = "geofact-probe"
 PROBE_SOURCE = (  # the geofact modules the kernel imported, and where the cached records it read were made
     "import json as _json, sys as _sys\n"
-    "_seen = getattr(_sys.modules.get('geofact.training.sweep'), 'SEEN', {})\n"
+    "_seen = getattr(_sys.modules.get('geofact.store'), 'SEEN', {})\n"
     "print(_json.dumps({'modules': sorted(m for m in _sys.modules if m == 'geofact' or m.startswith('geofact.')),\n"
     "                   'records': {k: sorted(v) for k, v in _seen.items()}}))"
 )

@@ -15,8 +15,6 @@ exp-capacity page runs it on the device that trained the page (`recorded_benchma
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -27,10 +25,16 @@ import torch
 from geofact.device import configure_cpu, describe_device, resolve_device
 from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.settings import records_only
-from geofact.store import to_jsonable, write_json
+from geofact.store import (
+    read_record,
+    record_key,
+    refuse_in_records_only,
+    to_jsonable,
+    write_json,
+)
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
-from geofact.training.sweep import default_group_size, provenance, read_json, refuse_in_records_only
+from geofact.training.sweep import default_group_size, provenance
 from geofact.training.trainer import train_group
 
 
@@ -143,10 +147,10 @@ def recorded_benchmark(cache_dir: Path, device: str | torch.device = "cpu", **sh
     from records alone (`geofact run --records-only`, after `geofact unpack`) shows the timing of the
     machine that trained, not of the one rendering; there it reads the record instead of measuring."""
     config = to_jsonable(shapes)
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+    digest = record_key(config)
     path = Path(cache_dir) / "bench" / f"{digest}.json"
     if records_only():
-        record = read_json(path, RECORD_SCHEMA, config)
+        record = read_record(path, RECORD_SCHEMA, config)
         if record is None:
             refuse_in_records_only(f"the benchmark at {config}")
         return record["result"]

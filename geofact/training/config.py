@@ -9,11 +9,11 @@ entries per step, to size stacks) and `schema` (the name of its cached record).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar, Literal
+
+from geofact.store import record_key
 
 Attention = Literal["uniform", "learned"]
 MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.training.data)
@@ -56,7 +56,7 @@ class _Run:
 
     def key(self) -> str:
         """Stable id of the run: sha256 of its JSON (the cache file name)."""
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return record_key(self.as_dict())
 
     def _check_model_and_optimiser(self) -> None:
         """The fields both kinds of run have: entities, relations, model and optimiser."""

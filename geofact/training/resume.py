@@ -23,8 +23,6 @@ deleted once the group's records are written.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import time
 from dataclasses import dataclass, field
@@ -34,7 +32,7 @@ import numpy as np
 import torch
 
 from geofact.settings import past_deadline
-from geofact.store import write_atomically
+from geofact.store import read_arrays, record_key, write_arrays, write_atomically
 
 SCHEMA = "geofact.training.group-state/1"
 DEFAULT_EVERY_S = 120.0  # a group's state is written at most this often (and at the deadline)
@@ -68,11 +66,6 @@ def restore_stack(update, tensors: dict[str, torch.Tensor]) -> None:
         buffer.copy_(tensors[name].to(buffer.device))
 
 
-def _digest(keys: list[str], settings: dict) -> str:
-    text = json.dumps({"keys": keys, "settings": settings}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
 class GroupCheckpoint:
     """Where one group of runs (config keys `keys`, trained with `settings`) keeps its state."""
 
@@ -80,7 +73,7 @@ class GroupCheckpoint:
         if every_s < 0:
             raise ValueError(f"every_s must be >= 0 seconds, got {every_s}")
         self.directory, self.keys, self.settings, self.every_s = Path(directory), list(keys), dict(settings), every_s
-        digest = _digest(self.keys, self.settings)
+        digest = record_key({"keys": self.keys, "settings": self.settings})
         self.index, self.state_path = self.directory / f"{digest}.json", self.directory / f"{digest}.npz"
         self._last = time.monotonic()
         self._interval = every_s
@@ -89,11 +82,11 @@ class GroupCheckpoint:
         """The latest state written for this group, or None."""
         if not self.state_path.exists():
             return None
-        with np.load(self.state_path, allow_pickle=False) as z:
-            meta = json.loads(bytes(z["meta"]).decode())
-            if meta.get("schema") != SCHEMA or meta["keys"] != self.keys or meta["settings"] != self.settings:
-                raise ValueError(f"{self.state_path} holds the state of another group; delete it to start that group afresh")
-            arrays = {k: torch.from_numpy(z[k].copy()) for k in z.files if k != "meta"}
+        arrays = read_arrays(self.state_path)
+        meta = json.loads(bytes(arrays.pop("meta")).decode())
+        if meta.get("schema") != SCHEMA or meta["keys"] != self.keys or meta["settings"] != self.settings:
+            raise ValueError(f"{self.state_path} holds the state of another group; delete it to start that group afresh")
+        arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
         weights: dict[str, dict[str, torch.Tensor]] = {}
         for name, value in arrays.items():
             if name.startswith("weights/"):
@@ -119,9 +112,8 @@ class GroupCheckpoint:
         arrays = {f"state/{k}": v.detach().cpu().numpy() for k, v in state.tensors.items()}
         for group, weights in state.weights.items():
             arrays |= {f"weights/{group}/{k}": v.detach().cpu().numpy() for k, v in weights.items()}
-        buffer = io.BytesIO()
-        np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-        write_atomically(self.state_path, buffer.getvalue(), sync=True)
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        write_arrays(self.state_path, arrays, compress=False, sync=True)
         self._last = time.monotonic()
         if self.every_s > 0:
             self._interval = max(self.every_s, (self._last - started) / MAX_OVERHEAD)

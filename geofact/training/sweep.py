@@ -14,7 +14,6 @@ Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing
 import os
@@ -24,7 +23,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 import geofact
@@ -32,40 +30,27 @@ from geofact.device import THREADS_ENV, describe_device, resolve_device
 from geofact.processes import die_with_parent, usable_cores
 from geofact.progress import progress
 from geofact.provenance import git_commit
-from geofact.settings import RECORDS_ONLY_ENV, past_deadline, records_only
-from geofact.store import write_atomically, write_json
+from geofact.settings import past_deadline
+from geofact.store import (
+    read_arrays,
+    read_record,
+    refuse_in_records_only,
+    write_arrays,
+    write_json,
+)
 from geofact.training.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
 from geofact.training.multihop_trainer import train_multihop
-from geofact.training.resume import DEFAULT_EVERY_S, BudgetSpent, GroupCheckpoint, pending_groups
+from geofact.training.resume import (
+    DEFAULT_EVERY_S,
+    BudgetSpent,
+    GroupCheckpoint,
+    pending_groups,
+)
 from geofact.training.trainer import RunResult, train_group
 
 Config = TrainConfig | MultiHopConfig
-
-SEEN: dict[str, set[str]] = {"device": set(), "git_commit": set()}  # where the records this process read were made
-
-
-class RecordMissing(RuntimeError):
-    """Records-only execution needed work that is not among the records (training, or a model's weights)."""
-
-
-def refuse_in_records_only(what: str) -> None:
-    """Raise RecordMissing in records-only execution: `what` would need training or weights."""
-    if records_only():
-        raise RecordMissing(f"{what} is not among the records, and {RECORDS_ONLY_ENV} forbids computing it here: "
-                            f"compute it where the weights are (e.g. the GPU node) and `geofact pack` again")
-
-
-def note_origin(record: dict) -> dict:
-    """Remember where a record read by this process was made (its device and commit), for the page's
-    provenance (`geofact.pipeline.runner` reads `SEEN` at the end of a page); returns the record."""
-    origin = record.get("provenance") or {}
-    for field in SEEN:
-        if origin.get(field):
-            SEEN[field].add(str(origin[field]))
-    return record
-
 
 def _trainer(config: Config) -> Callable[..., list]:
     return train_group if isinstance(config, TrainConfig) else train_multihop
@@ -93,7 +78,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     kept = getattr(result, "checkpoints", {})  # multi-hop runs keep none
     if save_weights:
         for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items())]:
-            write_atomically(cache_dir / name, lambda f, w=weights: np.savez_compressed(f, **{k: v.float().numpy() for k, v in w.items()}))
+            write_arrays(cache_dir / name, {k: v.float().numpy() for k, v in weights.items()})
     checkpoints = [{"step": step, "loss": loss, "weights": checkpoint_file(result.config, step) if save_weights else None}
                    for step, loss in sorted(getattr(result, "checkpoint_losses", {}).items())]
     record = {
@@ -109,19 +94,8 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     write_json(result_path(cache_dir, result.config), record)
 
 
-def read_json(path: Path, schema: str, config: dict) -> dict | None:
-    """A cached record written by write_json (None when absent; its origin noted, `note_origin`); an error
-    if it holds another schema or config."""
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    if record.get("schema") != schema or record["config"] != config:
-        raise ValueError(f"{path} does not hold a {schema} record of this config; delete it to recompute")
-    return note_origin(record)
-
-
 def load_result(cache_dir: Path, config: Config) -> dict | None:
-    return read_json(result_path(cache_dir, config), config.schema, config.as_dict())
+    return read_record(result_path(cache_dir, config), config.schema, config.as_dict())
 
 
 def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> dict[str, torch.Tensor]:
@@ -130,8 +104,7 @@ def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> di
     path = Path(cache_dir) / name
     if not path.exists():
         refuse_in_records_only(f"the weights {name} of run {config.key()}")
-    with np.load(path) as z:
-        return {k: torch.from_numpy(z[k]) for k in z.files}
+    return {k: torch.from_numpy(v) for k, v in read_arrays(path).items()}
 
 
 def missing_checkpoints(record: dict, checkpoints: tuple[int, ...]) -> list[int]:

@@ -6,7 +6,7 @@ import pytest
 from geofact.analysis.trajectory import Point, analyse_grid, final_values, train_grid
 from geofact.pipeline.curves import value_at_steps
 from geofact.settings import RECORDS_ONLY_ENV
-from geofact.training.sweep import RecordMissing
+from geofact.store import RecordMissing
 from geofact.training.grid import CapacityGrid
 
 GRID = CapacityGrid(N=16, R_values=[1], d_values=[8], seeds=[0], lr=1e-2, batch_size=16, max_steps=30, checkpoints=[0, 10])
