@@ -298,6 +298,26 @@ def hoeffding_alteration_margin(log_k: float, base: LogBase) -> float:
     return 9 * log_k**2 / (8 * log_k + 2) - (math.log(4) + ln_k)
 
 
+def n_bits(n: int) -> int:
+    """ceil(log2 n): the bits an index in [0, n) needs (0 for n = 1)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def index_bits(n: int, width: int | None = None) -> np.ndarray:
+    """bin(i) in {0,1}^width for every index i in [0, n), least significant bit first: shape (n, width).
+
+    The one index-to-bits map of the package: the k-hop proofs' bin(s), bin(r) (Theorems 4.3, 4.4), the
+    hierarchical construction's relation bits (Theorem 4.1) and `binary_codes` read it. `width`
+    defaults to `n_bits(n)`.
+    """
+    width = n_bits(n) if width is None else width
+    if width < n_bits(n):
+        raise ValueError(f"width must be >= ceil(log2 {n}) = {n_bits(n)} to tell {n} indices apart, got {width}")
+    return ((np.arange(n)[:, None] >> np.arange(width)[None, :]) & 1).astype(np.int8)
+
+
 def binary_codes(k: int) -> np.ndarray:
     """The shortest ±1 codes that are pairwise distinct: the binary expansion of the index, length ceil(log2 k).
 
@@ -305,6 +325,4 @@ def binary_codes(k: int) -> np.ndarray:
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    m = max(1, math.ceil(math.log2(k)))
-    bits = (np.arange(k)[:, None] >> np.arange(m)[None, :]) & 1
-    return (bits * 2 - 1).astype(np.int8)
+    return index_bits(k, max(1, n_bits(k))) * 2 - 1

@@ -66,7 +66,7 @@ from geofact.constructions.khop import (
     tree_relay_head,
 )
 from geofact.constructions.primitives import binary, hamming_unembedding, relay_head
-from geofact.constructions.primitives import n_bits
+from geofact.codes import n_bits
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pipeline.weights import draw_matrix, residual_stream, show_source

@@ -63,7 +63,7 @@ import torch
 
 from geofact.codes import construction_codes, lemma_code_length
 from geofact.constructions import shared_attribute_attention, shared_attribute_hierarchical, shared_attribute_mlp
-from geofact.constructions.primitives import index_bits
+from geofact.codes import index_bits
 from geofact.constructions.shared import (
     answer_stacks,
     attention_embeddings,

@@ -91,3 +91,14 @@ def test_binary_codes_are_shortest_distinct_and_decode():
     assert len(np.unique(c, axis=0)) == 1000
     assert (codes.decode(c.astype(float), c) == np.arange(1000)).all()
 
+
+def test_index_bits_is_the_binary_expansion_least_significant_bit_first():
+    bits = codes.index_bits(100)
+    assert bits.shape == (100, 7) and codes.n_bits(100) == 7
+    assert (bits @ (1 << np.arange(7)) == np.arange(100)).all()  # the expansion, read back
+    assert codes.n_bits(1) == 0 and codes.n_bits(2) == 1 and codes.n_bits(1024) == 10 and codes.n_bits(1025) == 11
+    assert codes.index_bits(5, width=4).shape == (5, 4)
+    with pytest.raises(ValueError, match="width must be >= ceil"):
+        codes.index_bits(5, width=2)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        codes.n_bits(0)

@@ -15,7 +15,7 @@ test_multihop.py checks these formulas against the built constructions.
 
 from __future__ import annotations
 
-from geofact.constructions.primitives import n_bits
+from geofact.codes import n_bits
 
 
 def cot_dimension(N: int, R: int, k: int) -> int:

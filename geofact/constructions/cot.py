@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from geofact.codes import n_bits
 from geofact.constructions.base import Construction
 from geofact.constructions.primitives import (
     binary,
@@ -17,7 +18,6 @@ from geofact.constructions.primitives import (
     gate,
     lay_out,
     mismatch_weights,
-    n_bits,
     position_one_hot,
     relay_head,
 )

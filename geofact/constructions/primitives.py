@@ -11,15 +11,13 @@ Nothing here knows a task.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
 
+from geofact.codes import index_bits
 from geofact.transformer import AttentionHead
 
 __all__ = [
-    "averaging_head", "binary", "check_tau", "gate", "hamming_unembedding", "index_bits", "lay_out", "mismatch_weights", "n_bits",
+    "averaging_head", "binary", "check_tau", "gate", "hamming_unembedding", "lay_out", "mismatch_weights",
     "position_one_hot", "relay_head", "width",
 ]
 
@@ -36,25 +34,6 @@ def averaging_head(d: int, kept: slice, scale: float, dtype: torch.dtype) -> Att
     w_v[outside] = 0
     zeros = torch.zeros(d, 1, dtype=dtype)
     return AttentionHead(zeros, zeros.clone(), w_v, torch.eye(d, dtype=dtype), "uniform")
-
-
-def n_bits(n: int) -> int:
-    """ceil(log2 n): the bits an index in [0, n) needs (0 for n = 1)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    return math.ceil(math.log2(n)) if n > 1 else 0
-
-
-def index_bits(n: int, width: int | None = None) -> np.ndarray:
-    """bin(i) in {0,1}^width for every index i in [0, n), least significant bit first: shape (n, width).
-
-    The index-to-bits map of every construction: the k-hop proofs' bin(s), bin(r) (Theorems 4.3, 4.4)
-    and the hierarchical construction's relation bits (Theorem 4.1). `width` defaults to `n_bits(n)`.
-    """
-    width = n_bits(n) if width is None else width
-    if width < n_bits(n):
-        raise ValueError(f"width must be >= ceil(log2 {n}) = {n_bits(n)} to tell {n} indices apart, got {width}")
-    return ((np.arange(n)[:, None] >> np.arange(width)[None, :]) & 1).astype(np.int8)
 
 
 def binary(n: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:

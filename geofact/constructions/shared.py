@@ -18,9 +18,9 @@ import math
 
 import torch
 
-from geofact.codes import construction_codes, lemma_code_length
+from geofact.codes import construction_codes, index_bits, lemma_code_length
 from geofact.constructions.base import Construction
-from geofact.constructions.primitives import averaging_head, index_bits, lay_out
+from geofact.constructions.primitives import averaging_head, lay_out
 from geofact.device import resolve_device
 from geofact.task import SharedAttributeTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from geofact.constructions.cot import chain_of_thought
-from geofact.constructions.primitives import n_bits
+from geofact.codes import n_bits
 from geofact.task import KHopTask
 
 SIZES = [(2, 1, 1), (3, 2, 2), (5, 3, 3), (7, 2, 4), (16, 4, 2), (100, 5, 3), (1024, 8, 4)]

@@ -1,12 +1,13 @@
 import pytest
 import torch
 
+from geofact.codes import n_bits
 from geofact.constructions.khop import (
     embedding_precomputation,
     key_value_memory,
     key_value_memory_first_token,
 )
-from geofact.constructions.primitives import binary, n_bits
+from geofact.constructions.primitives import binary
 from geofact.task import KHopTask
 
 # odd sizes, every k the issue asks for, R = 1 (no relation bits) and a power of two

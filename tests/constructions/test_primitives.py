@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 import torch
 
@@ -8,9 +7,7 @@ from geofact.constructions.primitives import (
     check_tau,
     gate,
     hamming_unembedding,
-    index_bits,
     lay_out,
-    n_bits,
     relay_head,
 )
 
@@ -84,14 +81,3 @@ def test_named_blocks_tile_the_residual_stream(construction):
     stops = [block.stop for block in construction.blocks.values()]
     assert starts[0] == 0 and stops[-1] == construction.d_model and starts[1:] == stops[:-1]
 
-
-def test_index_bits_is_the_binary_expansion_least_significant_bit_first():
-    bits = index_bits(100)
-    assert bits.shape == (100, 7) and n_bits(100) == 7
-    assert (bits @ (1 << np.arange(7)) == np.arange(100)).all()  # the expansion, read back
-    assert n_bits(1) == 0 and n_bits(2) == 1 and n_bits(1024) == 10 and n_bits(1025) == 11
-    assert index_bits(5, width=4).shape == (5, 4)
-    with pytest.raises(ValueError, match="width must be >= ceil"):
-        index_bits(5, width=2)
-    with pytest.raises(ValueError, match="n must be >= 1"):
-        n_bits(0)
