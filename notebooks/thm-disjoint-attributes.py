@@ -134,7 +134,7 @@ show_source(attribute_unembedding)
 # %% mystnb={"figure": {"caption": "Theorem F.1's weights for $N = 4$, $R = 2$ ($d = 12$): token embeddings (subject codes $v$, relation codes $u$), the head's value-output map $W_V W_O = 2\,\mathrm{diag}(I_{m_N}, 0)$, and the attribute unembedding (columns: attribute $rN + a$).", "name": "fig-disjoint-weights"}}
 tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
 head = built.model.layers[0].heads[0]
-fig, axes = subplots(3, 1, width=3.6, height=3.4)
+fig, axes = subplots(3, 1, width=3.4, height=3.4)
 draw_matrix(axes[0, 0], built.model.embed, "embeddings", tokens, built.blocks)
 draw_matrix(axes[0, 1], head.W_V @ head.W_O, "$W_V W_O$", built.blocks, built.blocks)
 draw_matrix(axes[0, 2], built.model.unembed.T, "unembedding", [f"a{a}" for a in range(small.n_attributes)], built.blocks)
@@ -145,7 +145,7 @@ query = int(((q.tokens[:, 0] == 1) & (q.tokens[:, 1] == small.N + 1)).nonzero()[
 prompt = q.tokens[query : query + 1].to(built.device)
 _, cache = built.model.run_with_cache(prompt)
 stages = residual_stream(cache)
-fig, axes = subplots(len(stages) + 1, 1, width=3.6, height=2.2)
+fig, axes = subplots(len(stages) + 1, 1, width=3.4, height=2.2)
 for ax, (title, state) in zip(axes[0], stages):
     draw_matrix(ax, state, title, [f"s{int(prompt[0, 0])}", f"r{int(prompt[0, 1]) - small.N}"], built.blocks)
 attribute = int(q.targets[query])

@@ -123,16 +123,16 @@ show_source(next_step_mlp)
 # The weights for $N = 6$, $R = 3$, $k = 3$ are in {numref}`fig-khop-cot-weights`, and the residual
 # stream of the whole generated sequence in {numref}`fig-khop-cot-stream`.
 
-# %% mystnb={"figure": {"caption": "Theorem 4.4's weights for $N = 6$, $R = 3$, $k = 3$ ($d = 19$): token embeddings (flag, subject bits, relation bits, the 1-hop neighbourhood), the head's position routing $W_Q W_K^\\top$ (query position $k + l$ reads position $l$), and the MLP's input weights and outputs (selectors $(r, j)$, the copy of $s_0$, the erasure).", "name": "fig-khop-cot-weights"}}
+# %% mystnb={"figure": {"caption": "Theorem 4.4's weights for $N = 6$, $R = 3$, $k = 3$ ($d = 22$): token embeddings (flag, subject bits, relation bits, the 1-hop neighbourhood), the head's position routing $W_Q W_K^\\top$ (query position $k + l$ reads position $l$), and the MLP's input weights and outputs (selectors $(r, j)$, the copy of $s_0$, the erasure).", "name": "fig-khop-cot-weights"}}
 tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
 cot_head, cot_mlp = cot_small.model.layers[0].heads[0], cot_small.model.layers[0].mlp
 cot_pos = cot_small.blocks["position"]
-fig, axes = subplots(4, 1, width=3.6, height=3.6)
+fig, axes = subplots(2, 2, width=4.8, height=3.8)
 draw_matrix(axes[0, 0], cot_small.model.embed, "token embeddings", tokens, cot_small.blocks)
 draw_matrix(axes[0, 1], (cot_head.W_Q @ cot_head.W_K.T)[cot_pos, cot_pos], "$W_Q W_K^T$ (positions)",
             [f"q{i}" for i in range(2 * small.k + 1)], [f"k{i}" for i in range(2 * small.k + 1)])
-draw_matrix(axes[0, 2], cot_mlp.weights[0].T, "MLP in", None, cot_small.blocks)
-draw_matrix(axes[0, 3], cot_mlp.weights[1], "MLP out", None, cot_small.blocks)
+draw_matrix(axes[1, 0], cot_mlp.weights[0].T, "MLP in", None, cot_small.blocks)
+draw_matrix(axes[1, 1], cot_mlp.weights[1], "MLP out", None, cot_small.blocks)
 plt.show()
 
 # %% mystnb={"figure": {"caption": "The residual stream of one query's whole sequence (prompt $s_0, r_1, r_2, r_3$, then the emitted $s_0, s_1, s_2$ fed back; rows: positions), before and after the layer. At position $k$ and at each emitted token the subject block ends as $2\\,\\mathrm{bin}(\\text{next}) - 1$, which the unembedding reads.", "name": "fig-khop-cot-stream"}}
@@ -142,8 +142,8 @@ sequence = torch.cat([one, emitted_one[:, :-1]], dim=1)  # what the model reads 
 _, cache = cot_small.model.run_with_cache(sequence)
 labels = [f"s{int(sequence[0, 0])}"] + [f"r{int(t) - small.N}" for t in sequence[0, 1 : small.k + 1]]
 labels += [f"s{int(t)} (emitted)" for t in sequence[0, small.k + 1 :]]
-fig, axes = subplots(2, 1, width=5.0, height=3.2)
-for ax, (title, state) in zip(axes[0], residual_stream(cache)):
+fig, axes = subplots(1, 2, width=9.6, height=3.0)
+for ax, (title, state) in zip(axes[:, 0], residual_stream(cache)):
     draw_matrix(ax, state, title, labels, cot_small.blocks)
 plt.show()
 

@@ -149,6 +149,21 @@ show_source(lookup_mlp)
 # %%
 show_source(hamming_unembedding)
 
+# %% mystnb={"figure": {"caption": "The key-value memory's weights for $N = 5$, $R = 2$, $k = 2$ ($d = 8$): token and position embeddings, layer 1's attention routing $W_Q W_K^\\top$ on the positions (row: query, column: key; $\\tau = 50$ on the predecessor), layer 1's MLP, one neuron per fact $(s, r)$ (its input weights, then what it writes), and the unembedding.", "name": "fig-khop-no-cot-weights-kv"}}
+kv = key_value_memory(small, device=device)
+tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
+facts = [f"({s},{r})" for s in range(small.N) for r in range(small.R)]
+positions_k = [f"p{i}" for i in range(small.k + 1)]
+kv_head, kv_mlp, kv_pos = kv.model.layers[0].heads[0], kv.model.layers[0].mlp, kv.blocks["position"]
+fig, axes = subplots(3, 2, width=3.4, height=3.0)
+draw_matrix(axes[0, 0], kv.model.embed, "token embeddings", tokens, kv.blocks)
+draw_matrix(axes[0, 1], kv.model.pos_embed, "position embeddings", positions_k, kv.blocks)
+draw_matrix(axes[0, 2], (kv_head.W_Q @ kv_head.W_K.T)[kv_pos, kv_pos], "layer 1: $W_Q W_K^T$", positions_k, positions_k)
+draw_matrix(axes[1, 0], kv_mlp.weights[0].T, "layer 1: MLP in", facts, kv.blocks)
+draw_matrix(axes[1, 1], kv_mlp.weights[1], "layer 1: MLP out", facts, kv.blocks)
+draw_matrix(axes[1, 2], kv.model.unembed.T, "unembedding", [f"s{i}" for i in range(small.N)], kv.blocks)
+plt.show()
+
 # %% [markdown]
 # ### (2) Embedding pre-computation
 #
@@ -166,33 +181,22 @@ show_source(tree_embeddings)
 show_source(tree_relay_head)
 show_source(subtree_selector_mlp)
 
-# %% [markdown]
-# Both constructions' weights for $N = 5$, $R = 2$, $k = 2$ are in {numref}`fig-khop-no-cot-weights`,
-# and one query's residual stream, layer by layer, in {numref}`fig-khop-no-cot-stream`: in (1) the
-# subject bits move one position per layer and change to the next hop's; in (2) the tree halves at
-# each layer until the last token holds $\mathrm{bin}(s_2)$.
-
-# %% mystnb={"figure": {"caption": "Theorem 4.3's weights for $N = 5$, $R = 2$, $k = 2$. Top, the key-value memory ($d = 8$): token and position embeddings, layer 1's attention routing $W_Q W_K^\\top$ (row: query position, column: key position, entry $\\tau = 50$ on the predecessor), and layer 1's MLP, one neuron per fact $(s, r)$ (input weights, then what each writes). Bottom, embedding pre-computation ($d = 14$): token embeddings (the subject's tree), and layer 1's MLP input weights and outputs (selectors, then the erasing identities).", "name": "fig-khop-no-cot-weights"}}
-kv = key_value_memory(small, device=device)
-tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
-facts = [f"({s},{r})" for s in range(small.N) for r in range(small.R)]
-fig, axes = subplots(5, 2, width=3.0, height=3.0)
-kv_head, kv_mlp = kv.model.layers[0].heads[0], kv.model.layers[0].mlp
-kv_pos = kv.blocks["position"]
-draw_matrix(axes[0, 0], kv.model.embed, "(1) token embeddings", tokens, kv.blocks)
-draw_matrix(axes[0, 1], kv.model.pos_embed, "(1) position embeddings", [f"p{i}" for i in range(small.k + 1)], kv.blocks)
-draw_matrix(axes[0, 2], (kv_head.W_Q @ kv_head.W_K.T)[kv_pos, kv_pos], "(1) layer 1: $W_Q W_K^T$",
-            [f"q{i}" for i in range(small.k + 1)], [f"k{i}" for i in range(small.k + 1)])
-draw_matrix(axes[0, 3], kv_mlp.weights[0].T, "(1) layer 1: MLP in", facts, kv.blocks)
-draw_matrix(axes[0, 4], kv_mlp.weights[1], "(1) layer 1: MLP out", facts, kv.blocks)
-emb_mlp = built.model.layers[0].mlp
-draw_matrix(axes[1, 0], built.model.embed, "(2) token embeddings", tokens, built.blocks)
-draw_matrix(axes[1, 1], built.model.pos_embed, "(2) position embeddings", [f"p{i}" for i in range(small.k + 1)],
-            built.blocks)
-draw_matrix(axes[1, 2], built.model.unembed.T, "(2) unembedding", [f"s{i}" for i in range(small.N)], built.blocks)
-draw_matrix(axes[1, 3], emb_mlp.weights[0].T, "(2) layer 1: MLP in", None, built.blocks)
-draw_matrix(axes[1, 4], emb_mlp.weights[1], "(2) layer 1: MLP out", None, built.blocks)
+# %% mystnb={"figure": {"caption": "Embedding pre-computation's weights for $N = 5$, $R = 2$, $k = 2$ ($d = 16$): the token embeddings (the subject's tree of its four answers $s_2$, three bits each), position embeddings, the unembedding (the tree's first three coordinates against the position-$k$ coordinate), the input weights of layer 1's and layer 2's MLPs (the selectors of relation $r_l$'s subtree, then the erasing identities), and layer 1's outputs.", "name": "fig-khop-no-cot-weights-tree"}}
+fig, axes = subplots(3, 2, width=3.4, height=3.0)
+draw_matrix(axes[0, 0], built.model.embed, "token embeddings", tokens, built.blocks)
+draw_matrix(axes[0, 1], built.model.pos_embed, "position embeddings", positions_k, built.blocks)
+draw_matrix(axes[0, 2], built.model.unembed.T, "unembedding", [f"s{i}" for i in range(small.N)], built.blocks)
+for col, layer in ((0, 0), (1, 1)):
+    mlp = built.model.layers[layer].mlp
+    draw_matrix(axes[1, col], mlp.weights[0].T, f"layer {layer + 1}: MLP in", None, built.blocks)
+draw_matrix(axes[1, 2], built.model.layers[0].mlp.weights[1], "layer 1: MLP out", None, built.blocks)
 plt.show()
+
+# %% [markdown]
+# One query's residual stream, layer by layer (`Transformer.run_with_cache`), is in
+# {numref}`fig-khop-no-cot-stream`: in (1) the subject bits move one position per layer and change to
+# the next hop's; in (2) the tree halves at each layer until the last token holds
+# $\mathrm{bin}(s_2)$.
 
 # %% mystnb={"figure": {"caption": "The residual stream of the query $(s_0; r_1, r_0)$, layer by layer (`Transformer.run_with_cache`; rows: positions). Top, the key-value memory: after layer $l$ position $l$ holds the flag and $\\mathrm{bin}(s_l)$ (earlier positions keep what they read, which nothing reads again; entries below $10^{-6}$ of the largest, such as the softmax's leak $e^{-\\tau}$, are left unwritten). Bottom, embedding pre-computation: after layer $l$ position $l$ holds the subtree of size $R^{k-l} d_S$, and the last token ends with $\\mathrm{bin}(s_2)$ in front.", "name": "fig-khop-no-cot-stream"}}
 stream_q = small.queries()
@@ -200,7 +204,7 @@ word = int(((stream_q.tokens[:, 0] == 0) & (stream_q.tokens[:, 1] == small.N + 1
             & (stream_q.tokens[:, 2] == small.N)).nonzero()[0])
 prompt = stream_q.tokens[word : word + 1].to(kv.device)
 positions = ["s0", "r1", "r0"]
-fig, axes = subplots(3, 2, width=3.6, height=1.9)
+fig, axes = subplots(3, 2, width=3.4, height=1.9)
 for row, c in enumerate((kv, built)):
     _, cache = c.model.run_with_cache(prompt)
     for ax, (title, state) in zip(axes[row], residual_stream(cache)):

@@ -112,10 +112,13 @@ for name, build in VERSIONS.items():
 #
 # All three embed subject $i$ as its **answer stack** $(v_{g_1(i)}; \dots; v_{g_R(i)})$, the Lemma G.1
 # codes of its $R$ attributes, one slot of $m$ coordinates per relation; they differ in how the
-# relation token picks slot $j$ out of it.
+# relation token picks slot $j$ out of it. Each is drawn below for the small example ($N = 5$, $R = 3$,
+# $m = 10$), rows and columns named by the residual stream's blocks.
 
 # %%
 show_source(answer_stacks)
+tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
+mlp_c, att_c, hier_c = (build(small, seed=seed, device=device) for build in VERSIONS.values())
 
 # %% [markdown]
 # ### MLP version
@@ -124,67 +127,75 @@ show_source(answer_stacks)
 # $f_l(j) = 2|j - l|$, zero iff $l = j$, and gates every coordinate $s$ of slot $l$ with
 # $[s - f_l]_+ - [-s - f_l]_+$", which is $s$ for $l = j$ and $0$ otherwise. The relation is one scalar
 # coordinate $j \in \{1..R\}$ of its embedding; the attention is the averaging head of
-# {doc}`thm-disjoint-attributes`, and the selector is three weight matrices:
+# {doc}`thm-disjoint-attributes`, and the selector is three weight matrices
+# ({numref}`fig-shared-weights-mlp`):
 
 # %%
 show_source(mlp_embeddings)
 show_source(selector_mlp)
+
+# %% mystnb={"figure": {"caption": "The MLP version's weights ($N = 5$, $R = 3$, $d = 31$): the embeddings (slots 1-3, the relation index $j$) and the selector's three weight matrices: hidden layer 1 reads the stack and $j$, hidden layer 2 forms the gates, the output writes the open gate into slot 1.", "name": "fig-shared-weights-mlp"}}
+selector = mlp_c.model.layers[0].mlp.weights
+fig, axes = subplots(2, 2, width=4.6, height=3.4)
+draw_matrix(axes[0, 0], mlp_c.model.embed, "embeddings", tokens, mlp_c.blocks)
+draw_matrix(axes[0, 1], selector[0].T, "selector $W_1^T$ (hidden 1 x residual)", None, mlp_c.blocks)
+draw_matrix(axes[1, 0], selector[1].T, "selector $W_2^T$ (hidden 2 x hidden 1)", None, None)
+draw_matrix(axes[1, 1], selector[2], "selector $W_3$ (hidden 2 x residual)", None, mlp_c.blocks)
+plt.show()
 
 # %% [markdown]
 # ### Attention-only version
 #
 # "Use $R$ heads, one per relation: head $h$ attends to the subject iff the relation is $h$, and copies
 # slot $h$ into slot 1." The key is $\beta$ times a $\pm1$ coordinate that tells the subject from the
-# relation; the query compares the relation code $u_j$ with the head's own $u_h$:
+# relation; the query compares the relation code $u_j$ with the head's own $u_h$
+# ({numref}`fig-shared-weights-attention`):
 
 # %%
 show_source(attention_embeddings)
 show_source(relation_head)
+
+# %% mystnb={"figure": {"caption": "The attention-only version's weights ($N = 5$, $R = 3$): the embeddings (slots, relation codes $u$, the $\\pm1$ subject/relation flag) and head 2's query and key maps and its value-output map, which copies slot 2 into slot 1.", "name": "fig-shared-weights-attention"}}
+head2 = att_c.model.layers[0].heads[1]
+fig, axes = subplots(2, 2, width=4.6, height=3.4)
+draw_matrix(axes[0, 0], att_c.model.embed, "embeddings", tokens, att_c.blocks)
+draw_matrix(axes[0, 1], head2.W_V @ head2.W_O, "head 2: $W_V W_O$", att_c.blocks, att_c.blocks)
+draw_matrix(axes[1, 0], head2.W_Q.T, "head 2: $W_Q^T$", ["q"], att_c.blocks)
+draw_matrix(axes[1, 1], head2.W_K.T, "head 2: $W_K^T$", ["k"], att_c.blocks)
+plt.show()
 
 # %% [markdown]
 # ### Hierarchical version
 #
 # "Use a BOS token and $\log R$ filter layers of two heads: layer $t$ erases the slots whose bit $t$
 # disagrees with $j$'s." A uniform first layer (the averaging head, scale 3 for the three tokens)
-# copies the stack into the relation token; then each filter layer is:
+# copies the stack into the relation token; then each filter layer is
+# ({numref}`fig-shared-weights-hierarchical`):
 
 # %%
 show_source(hierarchical_embeddings)
 show_source(bit_heads)
 
-# %% [markdown]
-# The weights of all three for $N = 5$, $R = 3$ are drawn in {numref}`fig-shared-weights`; the
-# hierarchical version's residual stream, filter layer by filter layer, in
-# {numref}`fig-shared-stream`: slot by slot the stack empties until only slot $j$ is left.
-
-# %% mystnb={"figure": {"caption": "Theorem 4.1's weights for $N = 5$, $R = 3$ ($m = 10$). Top: the MLP version's embeddings and its selector's three weight matrices (rows or columns named by the residual blocks: slots 1-3 and the relation index $j$). Middle: the attention-only version's embeddings and head 2's query and key maps ($u$: relation codes, $\\pm1$: subject/relation flag). Bottom: the hierarchical version's embeddings, layer 1's uniform head copying the stack, and the value-output maps of layer 2's two heads (the first filter layer), which erase the slots whose bit disagrees.", "name": "fig-shared-weights"}}
-tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
-mlp_c, att_c, hier_c = (build(small, seed=seed, device=device) for build in VERSIONS.values())
-fig, axes = subplots(4, 3, width=3.3, height=3.0)
-selector = mlp_c.model.layers[0].mlp.weights
-draw_matrix(axes[0, 0], mlp_c.model.embed, "MLP: embeddings", tokens, mlp_c.blocks)
-draw_matrix(axes[0, 1], selector[0].T, "selector $W_1^T$", None, mlp_c.blocks)
-draw_matrix(axes[0, 2], selector[1].T, "selector $W_2^T$", None, None)
-draw_matrix(axes[0, 3], selector[2], "selector $W_3$", None, mlp_c.blocks)
-head2 = att_c.model.layers[0].heads[1]
-draw_matrix(axes[1, 0], att_c.model.embed, "attention: embeddings", tokens, att_c.blocks)
-draw_matrix(axes[1, 1], head2.W_Q.T, "head 2: $W_Q^T$", ["q"], att_c.blocks)
-draw_matrix(axes[1, 2], head2.W_K.T, "head 2: $W_K^T$", ["k"], att_c.blocks)
-draw_matrix(axes[1, 3], head2.W_V @ head2.W_O, "head 2: $W_V W_O$", att_c.blocks, att_c.blocks)
+# %% mystnb={"figure": {"caption": "The hierarchical version's weights ($N = 5$, $R = 3$): the embeddings (slots, relation bits $b$, the subject/relation flag, the BOS flag), layer 1's uniform head copying the stack, and the value-output maps of layer 2's two heads (the first filter layer), which erase the slots whose bit disagrees.", "name": "fig-shared-weights-hierarchical"}}
 filter_heads = hier_c.model.layers[1].heads
-draw_matrix(axes[2, 0], hier_c.model.embed, "hierarchical: embeddings", tokens + ["BOS"], hier_c.blocks)
-draw_matrix(axes[2, 1], hier_c.model.layers[0].heads[0].W_V, "layer 1: $W_V$", hier_c.blocks, hier_c.blocks)
-draw_matrix(axes[2, 2], filter_heads[0].W_V @ filter_heads[0].W_O, "layer 2, head A: $W_V W_O$", hier_c.blocks,
+fig, axes = subplots(2, 2, width=4.6, height=3.4)
+draw_matrix(axes[0, 0], hier_c.model.embed, "embeddings", tokens + ["BOS"], hier_c.blocks)
+draw_matrix(axes[0, 1], hier_c.model.layers[0].heads[0].W_V, "layer 1: $W_V$", hier_c.blocks, hier_c.blocks)
+draw_matrix(axes[1, 0], filter_heads[0].W_V @ filter_heads[0].W_O, "layer 2, head A: $W_V W_O$", hier_c.blocks,
             hier_c.blocks)
-draw_matrix(axes[2, 3], filter_heads[1].W_V @ filter_heads[1].W_O, "layer 2, head B: $W_V W_O$", hier_c.blocks,
+draw_matrix(axes[1, 1], filter_heads[1].W_V @ filter_heads[1].W_O, "layer 2, head B: $W_V W_O$", hier_c.blocks,
             hier_c.blocks)
 plt.show()
 
-# %% mystnb={"figure": {"caption": "The hierarchical version's residual stream at the relation token of the query $(s_0, r_2)$, layer by layer (`Transformer.run_with_cache`): layer 1 copies the subject's answer stack in, and each filter layer erases the slots whose bit disagrees with relation 2's bits, until slot 3 (relation 2, counted from 0) alone holds $v_{g_2(0)}$.", "name": "fig-shared-stream"}}
+# %% [markdown]
+# Run layer by layer (`Transformer.run_with_cache`, {numref}`fig-shared-stream`), the relation
+# token's stack empties slot by slot until only slot $j$ is left.
+
+# %% mystnb={"figure": {"caption": "The hierarchical version's residual stream at the relation token of the query $(s_0, r_2)$, layer by layer: layer 1 copies the subject's answer stack in, and each filter layer erases the slots whose bit disagrees with relation 2's bits, until slot 3 (relation 2, counted from 0) alone holds $v_{g_2(0)}$.", "name": "fig-shared-stream"}}
 prompt = hier_c._prompt(torch.tensor([[0, small.N + 2]]))
 _, cache = hier_c.model.run_with_cache(prompt)
 stages = residual_stream(cache)
-fig, axes = subplots(1, len(stages), width=9.0, height=0.95)
+fig, axes = subplots(1, len(stages), width=9.0, height=1.0)
 for ax, (title, state) in zip(axes[:, 0], stages):
     draw_matrix(ax, state[-1:], f"{title} (relation token)", ["r2"], hier_c.blocks)
 plt.show()

@@ -17,10 +17,17 @@ COLORS = {
 PAPER_STYLE = {"color": COLORS["paper"], "linestyle": "--", "linewidth": 2}
 
 
+DPI = 110
+# The book shows a figure about 670 px wide (a 1280-px window): a figure at most this wide (inches, at
+# DPI; 1100 px, a few more where labels stick out) is shown at >= 0.58 of its size, so "small" text
+# (legends, ticks: 10.4 pt) reads at >= 9 px. tests/pipeline/test_book_browser.py measures it.
+MAX_FIGURE_WIDTH = 10.0
+
+
 def use_style() -> None:
     mpl.rcParams.update(
         {
-            "figure.dpi": 110,
+            "figure.dpi": DPI,
             "figure.figsize": (6.4, 4.0),
             "figure.constrained_layout.use": True,
             "axes.grid": True,
@@ -46,5 +53,7 @@ def use_style() -> None:
 
 
 def subplots(ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float = 3.6, **kwargs):
-    """plt.subplots sized per panel, so multi-panel figures keep readable panels."""
-    return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
+    """plt.subplots sized per panel, so multi-panel figures keep readable panels; a row of panels wider
+    than MAX_FIGURE_WIDTH is narrowed to fit it (the page would shrink it, and its text, anyway)."""
+    figure_width = min(width * ncols, MAX_FIGURE_WIDTH)
+    return plt.subplots(nrows, ncols, figsize=(figure_width, height * nrows), squeeze=False, **kwargs)

@@ -63,9 +63,8 @@ def draw_matrix(ax, matrix: Any, title: str, rows: Labels = None, cols: Labels =
     if max(values.shape) <= MAX_ANNOTATED:
         for (i, j), value in np.ndenumerate(values):
             if abs(value) >= UNWRITTEN * scale:
-                whole = float(value).is_integer()
-                ax.text(j, i, f"{value:.0f}" if whole else f"{value:.2g}", ha="center", va="center",
-                        fontsize="x-small" if whole else "xx-small",
+                text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2g}"
+                ax.text(j, i, text, ha="center", va="center", fontsize="x-small",
                         color="white" if abs(value) > 0.6 * scale else "black")
 
 

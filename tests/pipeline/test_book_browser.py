@@ -15,6 +15,8 @@ import pytest
 
 pytestmark = pytest.mark.slow
 SKIPPED_PAGES = {"genindex.html", "search.html", "index.html"}  # Sphinx's index and search; index.html only redirects
+WINDOW = {"width": 1280, "height": 800}  # a laptop's browser window at normal zoom: figures shown 688 px wide
+MIN_SHOWN_SCALE = 0.58
 
 
 def chromium() -> str:
@@ -51,6 +53,8 @@ INSPECT = """async () => {
       const caption = figure && figure.querySelector('figcaption');
       return !(caption && caption.textContent.trim() && figure.id);
     }).map(img => img.getAttribute('src')),
+    imageScales: [...main.querySelectorAll('img')].map(img =>
+                   [img.getAttribute('src'), img.naturalWidth ? img.clientWidth / img.naturalWidth : 1]),
     widgetsLoading: [...document.querySelectorAll('.jupyter-widgets, .widget-area')].length
                     + (main.innerText.includes('Loading widget') ? 1 : 0),
   };
@@ -68,7 +72,7 @@ def pages(committed_book: Path) -> dict[str, dict]:
     try:
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-            context = browser.new_context()
+            context = browser.new_context(viewport=WINDOW)
             outside: list[str] = []
 
             def route(r) -> None:
@@ -148,6 +152,14 @@ def test_pages_load_light(pages):
 def test_every_figure_has_a_caption_and_a_name(pages):
     assert sum(p["images"] for p in pages.values()) >= 30
     assert {name: p["uncaptioned"] for name, p in pages.items() if p["uncaptioned"]} == {}
+
+
+def test_figure_text_is_legible_at_normal_zoom(pages):
+    """A figure's "small" text (legends, ticks: 10.4 pt at 110 dpi, 15.9 px in the PNG) must read at
+    >= 9 px, so no figure may be shown below 0.58 of its size (geofact.pipeline.plotting.MAX_FIGURE_WIDTH)."""
+    shrunk = {name: [(src.rsplit("/", 1)[-1], round(scale, 2)) for src, scale in p["imageScales"] if scale < MIN_SHOWN_SCALE]
+              for name, p in pages.items()}
+    assert {name: images for name, images in shrunk.items() if images} == {}
 
 
 def test_every_claim_on_the_status_page_links_to_its_verdict(pages, repo):
