@@ -32,26 +32,41 @@ import numpy as np
 from geofact.settings import RECORDS_ONLY_ENV, records_only
 
 KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collision among the millions of records a sweep makes
-# Probe and corpus-LM records were once named by the same sha256 cut at 12 digits; `keyed` renames them.
-LEGACY_KEY_LENGTHS = (12,)
+# Records once named by the same sha256 cut elsewhere (probes and corpus LMs at 12 digits, group states
+# at 24): `keyed` renames them.
+LEGACY_KEY_LENGTHS = (12, 24)
 SEEN: dict[str, set[str]] = {"device": set(), "git_commit": set()}  # where the records this process read were made
+
+
+def _digest(content: Any) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def record_key(content: Any) -> str:
     """The cache key of a record: sha256 of the canonical JSON (sorted keys) of what determines it."""
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
+    return _digest(content)[:KEY_LENGTH]
 
 
-def keyed(path: Path, key: str) -> Path:
-    """`path`, whose name holds `key`; a record cached under the older, shorter cut of the same key is
-    renamed to it first, so that nothing computed before the one key scheme is computed again."""
-    path = Path(path)
-    if not path.exists():
-        for length in LEGACY_KEY_LENGTHS:
-            legacy = path.with_name(path.name.replace(key, key[:length]))
-            if legacy.exists():
+def keyed(path: Path, content: Any) -> Path:
+    """`path`, whose name holds `record_key(content)`. A record cached under another cut of the same
+    sha256 (`LEGACY_KEY_LENGTHS`) is renamed to it first, so that nothing computed before the one key
+    scheme is computed again; where the tree is read-only the legacy file is read where it lies."""
+    path, digest = Path(path), _digest(content)
+    key = digest[:KEY_LENGTH]
+    if key not in path.name:
+        raise ValueError(f"{path.name} is not named by its record key {key}")
+    if path.exists():
+        return path
+    for length in LEGACY_KEY_LENGTHS:
+        legacy = path.with_name(path.name.replace(key, digest[:length]))
+        if legacy.exists():
+            try:
                 legacy.replace(path)
-                break
+            except FileNotFoundError:  # another process renamed it first
+                pass
+            except OSError:
+                return legacy
+            break
     return path
 
 

@@ -193,7 +193,8 @@ class Transformer:
 
         Names follow TransformerLens's hook points without their `hook_` prefix (its
         `blocks.0.hook_resid_post` is `blocks.0.resid_post` here), and attention patterns are kept per
-        head: `embed` (token + position embedding); for each layer i `blocks.i.attn.pattern.h`
+        head: `embed` (token + position embedding, TransformerLens's `blocks.0.hook_resid_pre`; its own
+        `hook_embed` is the token embedding alone); for each layer i `blocks.i.attn.pattern.h`
         (batch, seq_q, seq_k) for head h, `blocks.i.attn_out`, `blocks.i.resid_mid` (after attention),
         `blocks.i.mlp_out` and `blocks.i.resid_post`, each (batch, seq, d) unless said otherwise;
         states a layer lacks (no heads, no MLP) are absent."""

@@ -131,7 +131,7 @@ show_source(attribute_unembedding)
 # {numref}`fig-disjoint-stream`: after the layer the relation token holds exactly the attribute's
 # embedding, the last row.
 
-# %% mystnb={"figure": {"caption": "Theorem F.1's weights for $N = 4$, $R = 2$ ($d = 12$): token embeddings (subject codes $v$, relation codes $u$), the head's value-output map $W_V W_O = 2\,\mathrm{diag}(I_{m_N}, 0)$, and the attribute unembedding (columns: attribute $rN + a$).", "name": "fig-disjoint-weights"}}
+# %% mystnb={"figure": {"caption": "Theorem F.1's weights for $N = 4$, $R = 2$ ($d = 12$): token embeddings (subject codes $v$, relation codes $u$), the head's value-output map $W_V W_O = 2\,\mathrm{diag}(I_{m_N}, 0)$, and the attribute unembedding, transposed (rows: attribute $rN + a$).", "name": "fig-disjoint-weights"}}
 tokens = [f"s{i}" for i in range(small.N)] + [f"r{j}" for j in range(small.R)]
 head = built.model.layers[0].heads[0]
 fig, axes = subplots(3, 1, width=3.4, height=3.4)

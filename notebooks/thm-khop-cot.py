@@ -53,9 +53,18 @@ import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-from geofact.constructions import chain_of_thought, embedding_precomputation, key_value_memory
-from geofact.constructions.cot import cot_layout, neighbourhood_embeddings, next_step_mlp, path_head
 from geofact.codes import n_bits
+from geofact.constructions import (
+    chain_of_thought,
+    embedding_precomputation,
+    key_value_memory,
+)
+from geofact.constructions.cot import (
+    cot_layout,
+    neighbourhood_embeddings,
+    next_step_mlp,
+    path_head,
+)
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pipeline.weights import draw_matrix, residual_stream, show_source

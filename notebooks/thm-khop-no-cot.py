@@ -53,7 +53,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from geofact.constructions import embedding_precomputation, key_value_memory, key_value_memory_first_token
+from geofact.codes import n_bits
+from geofact.constructions import (
+    embedding_precomputation,
+    key_value_memory,
+    key_value_memory_first_token,
+)
 from geofact.constructions.khop import (
     fact_neurons,
     fetch_relation_head,
@@ -65,8 +70,12 @@ from geofact.constructions.khop import (
     tree_embeddings,
     tree_relay_head,
 )
-from geofact.constructions.primitives import binary, hamming_unembedding, relay_head
-from geofact.codes import n_bits
+from geofact.constructions.primitives import (
+    binary,
+    hamming_unembedding,
+    predecessor_head,
+    relay_head,
+)
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
@@ -132,6 +141,7 @@ show_source(kv_embeddings)
 
 # %%
 show_source(handoff_head)
+show_source(predecessor_head)
 show_source(relay_head)
 
 # %% [markdown]

@@ -61,9 +61,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from geofact.codes import construction_codes, lemma_code_length
-from geofact.constructions import shared_attribute_attention, shared_attribute_hierarchical, shared_attribute_mlp
-from geofact.codes import index_bits
+from geofact.codes import construction_codes, index_bits, lemma_code_length
+from geofact.constructions import (
+    shared_attribute_attention,
+    shared_attribute_hierarchical,
+    shared_attribute_mlp,
+)
 from geofact.constructions.shared import (
     answer_stacks,
     attention_embeddings,

@@ -14,13 +14,19 @@ def test_record_key_is_sha256_of_the_canonical_json_cut_at_16():
     assert store.record_key({"a": 1}) != store.record_key({"a": 2})
 
 
-def test_keyed_renames_a_record_cached_under_the_shorter_legacy_key(tmp_path):
-    key = store.record_key({"probe": 1})
-    legacy = tmp_path / f"cat.rel.{key[:12]}.json"
-    legacy.write_text("{}")
-    path = store.keyed(tmp_path / f"cat.rel.{key}.json", key)
-    assert path.exists() and not legacy.exists() and path.name == f"cat.rel.{key}.json"
-    assert not store.keyed(tmp_path / f"other.{key}.npz", key).exists()  # nothing to adopt: stays absent
+def test_keyed_renames_a_record_cached_under_a_legacy_cut_of_its_key(tmp_path):
+    content = {"probe": 1}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    key = store.record_key(content)
+    for length in store.LEGACY_KEY_LENGTHS:  # 12 digits (probes, corpus LMs), 24 (group states)
+        legacy = tmp_path / f"cat.rel.{digest[:length]}.json"
+        legacy.write_text("{}")
+        path = store.keyed(tmp_path / f"cat.rel.{key}.json", content)
+        assert path.exists() and not legacy.exists() and path.name == f"cat.rel.{key}.json"
+        path.unlink()
+    assert not store.keyed(tmp_path / f"other.{key}.npz", content).exists()  # nothing to adopt: stays absent
+    with pytest.raises(ValueError, match="not named by its record key"):
+        store.keyed(tmp_path / "wrong-name.json", content)
 
 
 def test_arrays_round_trip_without_pickles(tmp_path):

@@ -20,6 +20,7 @@ from geofact.constructions.primitives import (
     mismatch_weights,
     position_one_hot,
     relay_head,
+    width,
 )
 from geofact.device import resolve_device
 from geofact.task import KHopTask
@@ -64,7 +65,7 @@ def next_step_mlp(blocks: dict[str, slice], R: int, k: int, dtype: torch.dtype) 
       bin(s) at generation positions (the proof's "last layer zeroes out").
     """
     S, Rb, hop, pos = blocks["bin(s)"], blocks["bin(r)"], blocks["hop"], blocks["position"]
-    d, d_S = pos.stop, S.stop - S.start
+    d, d_S = pos.stop, width(S)
     w_gen, b_gen = gate(d, pos, list(range(k + 1, 2 * k + 1)), dtype)
     w_first, b_first = gate(d, pos, [k], dtype)
     w_r, b_r = mismatch_weights(binary(R, dtype))

@@ -38,6 +38,7 @@ from geofact.constructions.primitives import (
     lay_out,
     mismatch_weights,
     position_one_hot,
+    predecessor_head,
     relay_head,
     width,
 )
@@ -51,7 +52,8 @@ from geofact.transformer import MLP, AttentionHead, Layer, Transformer
 def kv_layout(N: int, R: int, k: int, scratch: bool = False) -> dict[str, slice]:
     """[flag | bin(s) (d_S) | bin(r) (d_R) | (scratch (d_R)) | position one-hot (k + 1)].
 
-    The proof's D = 1 + d_S + 2 d_R + k has the scratch block; the last-token layout does without it.
+    With the scratch block this is the proof's D = 1 + d_S + 2 d_R + k plus one position coordinate
+    (k + 1 tokens need k + 1); the last-token layout does without the scratch block.
     """
     d_S, d_R = n_bits(N), n_bits(R)
     return lay_out([("flag", 1), ("bin(s)", d_S), ("bin(r)", d_R)] + [("scratch", d_R)] * scratch
@@ -120,9 +122,8 @@ def lookup_mlp(task: KHopTask, blocks: dict[str, slice], relation: str, position
 def handoff_head(blocks: dict[str, slice], k: int, tau: float, dtype: torch.dtype) -> AttentionHead:
     """Every position q >= 1 reads position q - 1 and copies its (flag; bin(s)): the running subject is
     handed one token down the prompt per layer (the repair of the proof's first-token layout)."""
-    chain = [(q, q - 1) for q in range(1, k + 1)]
     carried = slice(blocks["flag"].start, blocks["bin(s)"].stop)
-    return relay_head(blocks["position"].stop, blocks["position"], chain, tau, carried, dtype)
+    return predecessor_head(blocks["position"].stop, blocks["position"], k, tau, carried, dtype)
 
 
 def fetch_relation_head(blocks: dict[str, slice], layer: int, tau: float, causal: bool,
@@ -236,8 +237,7 @@ def subtree_sizes(N: int, R: int, k: int, layer: int) -> tuple[int, int]:
 def tree_relay_head(blocks: dict[str, slice], k: int, v_in: int, tau: float, dtype: torch.dtype) -> AttentionHead:
     """Every position q >= 1 reads position q - 1 and copies the front V_{l-1} coordinates of the tree
     block: the tree that is left after the previous layers' choices."""
-    chain = [(q, q - 1) for q in range(1, k + 1)]
-    return relay_head(blocks["position"].stop, blocks["position"], chain, tau, slice(0, v_in), dtype)
+    return predecessor_head(blocks["position"].stop, blocks["position"], k, tau, slice(0, v_in), dtype)
 
 
 def subtree_selector_mlp(blocks: dict[str, slice], R: int, layer: int, v_in: int, v_out: int,

@@ -18,7 +18,7 @@ from geofact.transformer import AttentionHead
 
 __all__ = [
     "averaging_head", "binary", "check_tau", "gate", "hamming_unembedding", "lay_out", "mismatch_weights",
-    "position_one_hot", "relay_head", "width",
+    "position_one_hot", "predecessor_head", "relay_head", "width",
 ]
 
 
@@ -66,6 +66,11 @@ def relay_head(d: int, positions: slice, targets: list[tuple[int, int]], tau: fl
     w_v = torch.zeros(d, width(value), dtype=dtype)
     w_v[value, :] = torch.eye(width(value), dtype=dtype)
     return AttentionHead(w_q, w_k, w_v, w_v.T.clone(), "softmax")
+
+
+def predecessor_head(d: int, positions: slice, k: int, tau: float, value: slice, dtype: torch.dtype) -> AttentionHead:
+    """The relay head in which every position q = 1..k reads position q - 1 (copying coordinates `value`)."""
+    return relay_head(d, positions, [(q, q - 1) for q in range(1, k + 1)], tau, value, dtype)
 
 
 def gate(d: int, positions: slice, active: list[int], dtype: torch.dtype) -> tuple[torch.Tensor, float]:

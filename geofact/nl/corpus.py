@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import yaml
+
+from geofact.store import record_key
 
 DATA_DIR = Path(__file__).parent / "data"
 FIELD_KINDS = ("text", "year", "integer", "century", "choice", "country", "language")
@@ -76,7 +77,7 @@ class Category:
         """sha256 of this category's relations (kinds, templates) and facts: what a cached probe or LM
         trained on it depends on, so adding another category keeps its caches valid."""
         content = {"relations": {n: vars(r) for n, r in self.relations.items()}, "entities": self.entities}
-        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+        return record_key(content)
 
 
 @dataclass(frozen=True)

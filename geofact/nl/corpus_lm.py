@@ -13,7 +13,6 @@ token per entity: every subject and every answer string is a single token howeve
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,7 @@ from geofact.progress import progress
 from geofact.store import (
     keyed,
     read_arrays,
+    read_record,
     record_key,
     refuse_in_records_only,
     write_arrays,
@@ -37,6 +37,7 @@ from geofact.store import (
 from geofact.training.optim import fused_adamw
 from geofact.training.sweep import provenance
 
+RECORD_SCHEMA = "geofact.nl.corpus_lm/1"
 WORD = re.compile(r"\w+|[^\w\s]")
 PAD, BOS = "<pad>", "<bos>"
 
@@ -233,10 +234,15 @@ def subject_mean_states(model: OneLayerLM, examples: list[Example], vocab: Vocab
     return torch.cat(out)
 
 
+def key_content(config: CorpusLMConfig, corpus: Corpus) -> dict:
+    """What the cached LM depends on: the config and the contents of the categories it trains on (not the
+    whole corpus, so a category added to the corpus leaves the trained LMs valid)."""
+    return {**config.as_dict(), "categories_digest": corpus.categories_digest(config.categories)}
+
+
 def config_key(config: CorpusLMConfig, corpus: Corpus) -> str:
-    """The cache key: the config and the contents of the categories it trains on (not the whole corpus,
-    so a category added to the corpus leaves the trained LMs valid)."""
-    return record_key({**config.as_dict(), "categories_digest": corpus.categories_digest(config.categories)})
+    """The cache key of the LM (`geofact.store.record_key` of `key_content`)."""
+    return record_key(key_content(config, corpus))
 
 
 def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
@@ -245,10 +251,11 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
     vocab, examples = prepare(corpus, config)
     key = config_key(config, corpus)
     cache_dir = Path(cache_dir)
-    weights, record_path = keyed(cache_dir / f"corpus-lm-{key}.npz", key), keyed(cache_dir / f"corpus-lm-{key}.json", key)
+    content = key_content(config, corpus)
+    weights, record_path = (keyed(cache_dir / f"corpus-lm-{key}{suffix}", content) for suffix in (".npz", ".json"))
     max_len = max(len(e.ids) for e in examples)
     if weights.exists() and record_path.exists():
-        record = json.loads(record_path.read_text())
+        record = read_record(record_path, RECORD_SCHEMA, config.as_dict())
         model = OneLayerLM(len(vocab), max_len, config.d, config.mlp_ratio)
         model.load_state_dict({k: torch.from_numpy(v) for k, v in read_arrays(weights).items()})
         return model.eval(), vocab, examples, record
@@ -256,7 +263,7 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
     model, log = train_corpus_lm(examples, vocab, config, device)
     cache_dir.mkdir(parents=True, exist_ok=True)
     write_arrays(weights, {k: v.numpy() for k, v in model.state_dict().items()})
-    record = {"schema": "geofact.nl.corpus_lm/1", "config": config.as_dict(), "corpus_digest": corpus.digest,
+    record = {"schema": RECORD_SCHEMA, "config": config.as_dict(), "corpus_digest": corpus.digest,
               "categories_digest": corpus.categories_digest(config.categories), "vocab_size": len(vocab),
               "n_sentences": len(examples), "max_len": max_len, **log,
               "provenance": provenance(torch.device(device))}

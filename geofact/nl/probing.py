@@ -40,8 +40,8 @@ def run_config(lm: LoadedLM, corpus: Corpus, category: str, relation: str, mode:
 
 
 def result_path(cache_dir: Path, config: dict) -> Path:
-    key = record_key(config)
-    return keyed(Path(cache_dir) / _slug(config["model"]) / f"{config['category']}.{config['relation']}.{key}.json", key)
+    name = f"{config['category']}.{config['relation']}.{record_key(config)}.json"
+    return keyed(Path(cache_dir) / _slug(config["model"]) / name, config)
 
 
 def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path, relations: list[str] | None = None,

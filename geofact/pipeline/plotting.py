@@ -35,8 +35,8 @@ def use_style() -> None:
             "axes.spines.top": False,
             "axes.spines.right": False,
             # Sizes relative to font.size: a two-panel figure is about 10 in wide and the page shows it
-            # about 700 px wide, so 12.5 pt text reads at about 12 px and "small" (legends, ticks,
-            # heatmap numbers) at about 10 px.
+            # about 670 px wide, so 12.5 pt text reads at about 11 px and "small" (legends, ticks,
+            # heatmap numbers) at about 9.5 px.
             "font.size": 12.5,
             "axes.titlesize": "medium",
             "axes.labelsize": "medium",

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from geofact.settings import past_deadline
-from geofact.store import read_arrays, record_key, write_arrays, write_atomically
+from geofact.store import keyed, read_arrays, record_key, write_arrays, write_atomically
 
 SCHEMA = "geofact.training.group-state/1"
 DEFAULT_EVERY_S = 120.0  # a group's state is written at most this often (and at the deadline)
@@ -73,8 +73,9 @@ class GroupCheckpoint:
         if every_s < 0:
             raise ValueError(f"every_s must be >= 0 seconds, got {every_s}")
         self.directory, self.keys, self.settings, self.every_s = Path(directory), list(keys), dict(settings), every_s
-        digest = record_key({"keys": self.keys, "settings": self.settings})
-        self.index, self.state_path = self.directory / f"{digest}.json", self.directory / f"{digest}.npz"
+        content = {"keys": self.keys, "settings": self.settings}
+        key = record_key(content)
+        self.index, self.state_path = (keyed(self.directory / f"{key}{suffix}", content) for suffix in (".json", ".npz"))
         self._last = time.monotonic()
         self._interval = every_s
 

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 SKIPPED_PAGES = {"genindex.html", "search.html", "index.html"}  # Sphinx's index and search; index.html only redirects
-WINDOW = {"width": 1280, "height": 800}  # a laptop's browser window at normal zoom: figures shown 688 px wide
+WINDOW = {"width": 1280, "height": 800}  # a laptop's browser window at normal zoom: figures shown about 670 px wide
 MIN_SHOWN_SCALE = 0.58
 
 

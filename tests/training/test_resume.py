@@ -158,3 +158,24 @@ def test_a_slow_state_write_spaces_the_next_ones_out(tmp_path, monkeypatch):
     state = resume.GroupState(step=64, alive=[0], tensors={}, meta={}, seconds=1.0)
     checkpoint.save(state)  # took 30 s: the next write waits 30 / 5% = 600 s rather than 120
     assert not checkpoint.due() and checkpoint.due()
+
+
+def test_a_state_written_under_the_old_24_digit_name_is_found_and_cleared(tmp_path):
+    """Group states were once named by sha256 cut at 24 digits (geofact.store.LEGACY_KEY_LENGTHS): a group
+    interrupted then resumes from its state instead of starting over and orphaning the old files."""
+    import hashlib
+
+    keys, settings = ["run-a", "run-b"], {"group_size": 2}
+    writer = GroupCheckpoint(tmp_path, keys, settings)
+    writer.save(resume_module.GroupState(step=128, alive=[1], tensors={}, meta={"lr": 0.01}, seconds=2.0))
+    old = hashlib.sha256(json.dumps({"keys": keys, "settings": settings}, sort_keys=True).encode()).hexdigest()[:24]
+    for path in (writer.index, writer.state_path):
+        path.rename(path.with_name(old + path.suffix))
+    assert resume_module.pending_groups(tmp_path) == [(keys, settings)]
+
+    reader = GroupCheckpoint(tmp_path, keys, settings)
+    state = reader.load()
+    assert state.step == 128 and state.alive == [1] and state.meta == {"lr": 0.01}
+    reader.clear()
+    assert list(tmp_path.iterdir()) == []
+
