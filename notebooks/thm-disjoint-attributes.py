@@ -101,7 +101,7 @@ print(f"final state == attribute embedding for all {len(q)} queries: {bool(torch
 # %% [markdown]
 # ### The proof, paragraph by paragraph
 #
-# **Embeddings.** "Embed subject $i$ as $(v_i; 0)$ and relation $j$ as $(0; u_j)$", with
+# **Embeddings.** The proof embeds subject $i$ as $x_i = (v_i; 0)$ and relation $j$ as $r_j = (0; u_j)$, with
 # $v_i \in \{\pm1\}^{m_N}$ and $u_j \in \{\pm1\}^{m_R}$ the codes of Lemma G.1
 # (`geofact.codes.construction_codes`):
 
@@ -109,8 +109,9 @@ print(f"final state == attribute embedding for all {len(q)} queries: {bool(torch
 show_source(disjoint_embeddings)
 
 # %% [markdown]
-# **Attention.** "A single head attending uniformly to the subject and the relation token outputs
-# $(x_i + r_j)/2$; the value matrix $W_V = 2I$ undoes the average." With the residual stream of
+# **Attention.** In the proof's words: "In the self-attention layer, we use uniform attention and set
+# $W_V = 2 \cdot I_d$. Now, the output of the self-attention layer will be the sum of the two tokens
+# divided by $2$." With the residual stream of
 # Section 2.2 the relation block must not be added twice (choice 2 above), so the head keeps only the
 # subject block unless the literal matrix is asked for:
 
@@ -118,7 +119,7 @@ show_source(disjoint_embeddings)
 show_source(averaging_head)
 
 # %% [markdown]
-# **Read-out.** "Embed the attribute $g_j(i)$ as $(v_i; u_j)$" and decode by the largest inner
+# **Read-out.** The attribute $g_j(i)$ is represented by $(v_i; u_j)$, and the answer is decoded by the largest inner
 # product: the state at the relation token is that embedding itself, so it scores $m_N + m_R$ and
 # every other attribute at most $m_N + m_R - 2$.
 

@@ -107,7 +107,7 @@ for prompt, out, chain in zip(q.tokens.tolist(), emitted.tolist(), q.chain.tolis
 # %% [markdown]
 # ## The construction beside the proof
 #
-# **Embeddings.** "The subject embedding stores only its 1-hop neighbourhood": the bits of
+# **Embeddings.** The subject embedding stores only its 1-hop neighbourhood: the bits of
 # $g_1(s), \dots, g_R(s)$ beside its own, so that emitting a subject token is a discrete memory fetch.
 
 # %%
@@ -122,7 +122,7 @@ show_source(neighbourhood_embeddings)
 show_source(path_head)
 
 # %% [markdown]
-# **MLP.** "Neuron $(r, j)$ passes hop bit $(r, j)$ when the fetched relation is $r$", gated to the
+# **MLP.** Neuron $(r, j)$ passes hop bit $(r, j)$ when the fetched relation is $r$, gated to the
 # generation positions, plus the copy of $s_0$ at position $k$ and the erasure of the current subject:
 
 # %%

@@ -126,8 +126,8 @@ print(f"tree(0) blocks: {tree0}  ->  answers {answers} (bits least significant f
 #
 # ### (1) Key-value memory
 #
-# **Embeddings.** "The subject token is $(1; \mathrm{bin}(s_0); 0; e_0)$ and relation token $i$ is
-# $(0; 0; \mathrm{bin}(r_i); e_i)$": a flag, the subject's bits, the relation's bits and a one-hot
+# **Embeddings.** The subject token is $(1; \mathrm{bin}(s_0); 0; e_0)$ and relation token $i$ is
+# $(0; 0; \mathrm{bin}(r_i); e_i)$: a flag, the subject's bits, the relation's bits and a one-hot
 # position.
 
 # %%
@@ -145,9 +145,9 @@ show_source(predecessor_head)
 show_source(relay_head)
 
 # %% [markdown]
-# **MLP: the lookup table.** "One neuron per fact $(s, r)$ with pre-activation
+# **MLP: the lookup table.** One neuron per fact $(s, r)$ with pre-activation
 # $\text{flag} - \mathrm{Hamming}(\mathrm{bin}\,s) - \mathrm{Hamming}(\mathrm{bin}\,r)$, gated to
-# position $l$ by $2e_l - \mathbf 1$, writing $\mathrm{bin}(g_r(s)) - \mathrm{bin}(s)$": width $NR$.
+# position $l$ by the proof's $2e_l - \mathbf 1$, writing $\mathrm{bin}(g_r(s)) - \mathrm{bin}(s)$: width $NR$.
 
 # %%
 show_source(fact_neurons)
@@ -177,15 +177,15 @@ plt.show()
 # %% [markdown]
 # ### (2) Embedding pre-computation
 #
-# **Embeddings.** "Store in the subject's embedding the answers of all $R^k$ relation words": the tree,
+# **Embeddings.** The subject's embedding stores the answers of all $R^k$ relation words: the tree,
 # ordered so that the subtree under relation $r_1$ is the $r_1$-th block.
 
 # %%
 show_source(tree_embeddings)
 
 # %% [markdown]
-# **Layer $l$.** The head hands the tree that is left one position down, and "the MLP keeps the
-# branch of relation $r_l$ and erases the other sub-trees":
+# **Layer $l$.** The head hands the tree that is left one position down, and the MLP keeps the
+# branch of relation $r_l$ and erases the other sub-trees:
 
 # %%
 show_source(tree_relay_head)

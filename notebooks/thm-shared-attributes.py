@@ -126,9 +126,9 @@ mlp_c, att_c, hier_c = (build(small, seed=seed, device=device) for build in VERS
 # %% [markdown]
 # ### MLP version
 #
-# "Use uniform attention so that the relation token holds $(\text{stack}_i; j)$; an MLP computes
+# Uniform attention brings the relation token to $(\text{stack}_i; j)$; an MLP computes
 # $f_l(j) = 2|j - l|$, zero iff $l = j$, and gates every coordinate $s$ of slot $l$ with
-# $[s - f_l]_+ - [-s - f_l]_+$", which is $s$ for $l = j$ and $0$ otherwise. The relation is one scalar
+# $[s - f_l]_+ - [-s - f_l]_+$, which is $s$ for $l = j$ and $0$ otherwise. The relation is one scalar
 # coordinate $j \in \{1..R\}$ of its embedding; the attention is the averaging head of
 # {doc}`thm-disjoint-attributes`, and the selector is three weight matrices
 # ({numref}`fig-shared-weights-mlp`):
@@ -149,8 +149,8 @@ plt.show()
 # %% [markdown]
 # ### Attention-only version
 #
-# "Use $R$ heads, one per relation: head $h$ attends to the subject iff the relation is $h$, and copies
-# slot $h$ into slot 1." The key is $\beta$ times a $\pm1$ coordinate that tells the subject from the
+# $R$ heads, one per relation: head $h$ attends to the subject iff the relation is $h$, and copies
+# slot $h$ into slot 1. The key is $\beta$ times a $\pm1$ coordinate that tells the subject from the
 # relation; the query compares the relation code $u_j$ with the head's own $u_h$
 # ({numref}`fig-shared-weights-attention`):
 
@@ -170,8 +170,8 @@ plt.show()
 # %% [markdown]
 # ### Hierarchical version
 #
-# "Use a BOS token and $\log R$ filter layers of two heads: layer $t$ erases the slots whose bit $t$
-# disagrees with $j$'s." A uniform first layer (the averaging head, scale 3 for the three tokens)
+# A BOS token and $\log R$ filter layers of two heads: layer $t$ erases the slots whose bit $t$
+# disagrees with $j$'s. A uniform first layer (the averaging head, scale 3 for the three tokens)
 # copies the stack into the relation token; then each filter layer is
 # ({numref}`fig-shared-weights-hierarchical`):
 
