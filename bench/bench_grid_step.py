@@ -8,7 +8,7 @@ Timed on `--threads` threads (a sweep worker has one):
 
     step        a whole train_group step (no stop rule in reach), in model-steps/s and as the
                 matmul FLOP/s it achieves against the float32 matmul peak measured here
-    sampler     batch_indices for one step (drawn in blocks of BATCH_BLOCK steps, as the trainer does)
+    sampler     the batches of one step (drawn a block of DEFAULT_BLOCK_STEPS steps at a time, as the trainer does)
     optimiser   StackedAdamW.step (torch's fused kernel on each run's trained columns) against the
                 same update as a loop of one torch.optim.AdamW per run (the plain loop's optimiser)
 """
@@ -27,8 +27,9 @@ from bench_sweep_workers import cpu_model  # this folder is on sys.path when a s
 from geofact.device import THREADS_ENV, configure_cpu
 from geofact.training.benchmark import matmul_peak, step_flops
 from geofact.training.config import TrainConfig
-from geofact.training.data import batch_indices, facts
-from geofact.training.trainer import BATCH_BLOCK, StackedUpdates, stack_params, train_group
+from geofact.training.data import FactSampler, facts
+from geofact.training.stack import StackedUpdates, stack_params
+from geofact.training.trainer import DEFAULT_BLOCK_STEPS, train_group
 
 R_VALUES = (2, 4, 8, 16)
 
@@ -50,11 +51,11 @@ def seconds(fn, repeats: int) -> float:
 
 
 def sampler_seconds(configs: list[TrainConfig]) -> float:
-    """Per step: one block of BATCH_BLOCK steps' batches for the whole stack, divided by the block."""
-    n_facts = torch.tensor([len(facts(c.N, c.R, c.bijection_seed)) for c in configs])
-    seeds = torch.tensor([c.seed for c in configs])
-    block = range(0, BATCH_BLOCK)
-    return seconds(lambda: batch_indices(seeds, block, n_facts, configs[0].batch_size, int(n_facts.max())), 5) / BATCH_BLOCK
+    """Per step: one block of DEFAULT_BLOCK_STEPS steps' batches for the whole stack, divided by the block."""
+    n_facts = [len(facts(c.N, c.R, c.bijection_seed)) for c in configs]
+    sampler = FactSampler([c.seed for c in configs], n_facts, configs[0].batch_size, max(n_facts))
+    block = range(0, DEFAULT_BLOCK_STEPS)
+    return seconds(lambda: sampler(block), 5) / DEFAULT_BLOCK_STEPS
 
 
 def optimiser_seconds(configs: list[TrainConfig]) -> tuple[float, float]:
@@ -62,8 +63,7 @@ def optimiser_seconds(configs: list[TrainConfig]) -> tuple[float, float]:
     update = StackedUpdates(stack_params(configs, torch.float32), configs, torch.device("cpu"))
     opt = update.opt
     opt.grad.normal_()
-    active = torch.ones(len(configs), dtype=torch.bool)
-    stacked = seconds(lambda: opt.step(active), 50)
+    stacked = seconds(opt.step, 50)
 
     rows = [torch.nn.Parameter(opt.stack.flat[m].clone()) for m in range(len(configs))]
     for row, grad in zip(rows, opt.grad):

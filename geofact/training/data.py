@@ -8,6 +8,9 @@ stay near log R and the 1e-4 early-stopping threshold could never be reached.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 
 from geofact.task import SharedAttributeTask
@@ -19,10 +22,12 @@ INDEX_BITS = 20
 def facts(N: int, R: int, task_seed: int) -> torch.Tensor:
     """All N R facts of SharedAttributeTask.random(N, R, task_seed) as rows (s, r, g_r(s)), subject-major.
 
-    Shape (N R, 3), int64; r is the relation index (its token is N + r).
+    Shape (N R, 3), int64; r is the relation index (its token is N + r). Built with numpy from the
+    task's tables: host data, made the same way under fake tensors (tests/training/test_fake_device.py).
     """
-    q = SharedAttributeTask.random(N, R, task_seed).queries()
-    return torch.stack([q.tokens[:, 0], q.tokens[:, 1] - N, q.targets], dim=1)
+    bijections = SharedAttributeTask.random(N, R, task_seed).bijections  # (R, N)
+    s, r = np.repeat(np.arange(N), R), np.tile(np.arange(R), N)
+    return torch.as_tensor(np.stack([s, r, bijections[r, s]], axis=1).astype(np.int64))
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
@@ -39,25 +44,56 @@ def _mix32(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def batch_indices(seeds: torch.Tensor, steps: int | range, n_facts: torch.Tensor, batch_size: int, n_max: int) -> torch.Tensor:
-    """For each run, `batch_size` distinct fact indices in [0, n_facts) at a step (shape (runs, batch)),
-    or at each of a range of steps (shape (runs, steps, batch): the same batches, drawn in one go).
+class FactSampler:
+    """Batch indices of stacked runs, a block of steps at a time, with no host read of a device value.
 
     Every fact gets the key hash(seed, step, index) with its index in the low bits (keys are unique,
     so the choice has no ties); the batch is the top keys. A run's facts beyond its own n_facts
     (padding when runs with different R are stacked, up to n_max) are never drawn: runs are hashed in
-    groups of equal n_facts, over their own facts only.
+    groups of equal n_facts, over their own facts only. The groups are known from the configs, so
+    their index tensors are made once per stack, not per draw.
     """
-    device = seeds.device
-    step = torch.as_tensor(steps if isinstance(steps, range) else [steps], device=device)
-    seed_hash = _mix32(seeds[:, None, None] * 0x9E3779B1 + 0x632BE5AB)  # (runs, 1, 1)
-    chosen = torch.empty(len(seeds), len(step), batch_size, dtype=torch.long, device=device)
-    for n in n_facts.unique().tolist():
-        if not batch_size <= n <= n_max:
-            raise ValueError(f"every run needs batch_size <= n_facts <= n_max ({batch_size}, {n_max}), got n_facts = {n}")
-        runs = torch.nonzero(n_facts == n).flatten()
-        index = torch.arange(n, device=device)
-        step_hash = _mix32(step[:, None] * 0x85EBCA77 + index[None, :])  # (steps, n)
-        keys = (_mix32(seed_hash[runs] ^ step_hash) << INDEX_BITS) | index  # (runs in group, steps, n)
-        chosen[runs] = keys.topk(batch_size, dim=-1).indices
-    return chosen if isinstance(steps, range) else chosen[:, 0]
+
+    def __init__(self, seeds: Sequence[int], n_facts: Sequence[int], batch_size: int, n_max: int,
+                 device: str | torch.device = "cpu") -> None:
+        if len(seeds) != len(n_facts):
+            raise ValueError(f"seeds and n_facts must have one entry per run, got {len(seeds)} and {len(n_facts)}")
+        for n in n_facts:
+            if not batch_size <= n <= n_max:
+                raise ValueError(f"every run needs batch_size <= n_facts <= n_max ({batch_size}, {n_max}), got n_facts = {n}")
+        self.seeds, self.n_facts = [int(s) for s in seeds], [int(n) for n in n_facts]
+        self.batch_size, self.device = batch_size, torch.device(device)
+        seed = torch.tensor(self.seeds, dtype=torch.long, device=self.device)
+        self.seed_hash = _mix32(seed[:, None, None] * 0x9E3779B1 + 0x632BE5AB)  # (runs, 1, 1)
+        sizes = sorted(set(self.n_facts))
+        self.groups = [(n, None if len(sizes) == 1 else
+                        torch.tensor([i for i, x in enumerate(self.n_facts) if x == n], device=self.device),
+                        torch.arange(n, device=self.device)) for n in sizes]
+
+    def keep(self, runs: Sequence[int]) -> FactSampler:
+        """The sampler of the runs at these positions only."""
+        return FactSampler([self.seeds[i] for i in runs], [self.n_facts[i] for i in runs], self.batch_size,
+                           max(self.n_facts), self.device)
+
+    def __call__(self, steps: range) -> torch.Tensor:
+        """Fact indices (runs, len(steps), batch_size) of every run at each of these steps."""
+        step = torch.arange(steps.start, steps.stop, device=self.device)
+        chosen = torch.empty(len(self.seeds), len(step), self.batch_size, dtype=torch.long, device=self.device)
+        for n, runs, index in self.groups:
+            step_hash = _mix32(step[:, None] * 0x85EBCA77 + index[None, :])  # (steps, n)
+            seed_hash = self.seed_hash if runs is None else self.seed_hash[runs]
+            keys = (_mix32(seed_hash ^ step_hash) << INDEX_BITS) | index  # (runs in group, steps, n)
+            top = keys.topk(self.batch_size, dim=-1).indices
+            if runs is None:
+                return top
+            chosen[runs] = top
+        return chosen
+
+
+def batch_indices(seeds: Sequence[int], steps: int | range, n_facts: Sequence[int], batch_size: int, n_max: int,
+                  device: str | torch.device = "cpu") -> torch.Tensor:
+    """For each run, `batch_size` distinct fact indices in [0, n_facts) at a step (shape (runs, batch)),
+    or at each of a range of steps (shape (runs, steps, batch): the same batches, drawn in one go).
+    See FactSampler."""
+    sampler = FactSampler(seeds, n_facts, batch_size, n_max, device)
+    return sampler(steps) if isinstance(steps, range) else sampler(range(steps, steps + 1))[:, 0]

@@ -22,7 +22,7 @@ from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
-from geofact.training.trainer import StackedUpdates, run_weights, stack_params, start_group
+from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
 
@@ -126,7 +126,7 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
         first_step, seconds_before, alive = state.step, state.seconds, list(state.alive)
         if len(alive) < M:
             rows = torch.tensor(alive, device=device)
-            params = update.keep(rows)
+            params = update.keep(alive)
             tables, eval_queries, eval_counts = tables[rows], eval_queries[rows], eval_counts[rows]
             sample.keep(alive)
         restore_stack(update, state.tensors)
@@ -186,10 +186,10 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
         active = torch.ones(len(alive), dtype=torch.bool)
         active[stopped] = False
         going = torch.nonzero(active).flatten().tolist()
-        update(losses, active.to(device))
+        update(update.gradients(losses))
         if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
             rows = torch.tensor(going, device=device)
-            params = update.keep(rows)
+            params = update.keep(going)
             tables, eval_queries, eval_counts = tables[rows], eval_queries[rows], eval_counts[rows]
             sample.keep(going)
             alive = [alive[i] for i in going]

@@ -3,20 +3,26 @@
 Every run's tensors live in one (M, P) buffer (`FlatStack`): the optimiser and the clipping are a
 handful of whole-buffer operations per step whatever the number of tensors, which is what a step of
 a small model costs (bench/bench_trainer.py: the per-tensor loop was most of a d = 16 step on a CPU).
-Each run keeps its own step count, learning rate and clipping norm; an entry a run does not train
-(a frozen tensor, frozen embeddings) has a zero in the run's mask, so its gradient, moments and
-weight decay are zero and it never moves, exactly as if it were not in that run's optimiser.
+Each run keeps its own step count, learning rate and clipping norm; the entries a run does not train
+(a frozen tensor, frozen embeddings) are outside its column ranges, so they get no moments and no
+weight decay and never move, exactly as if they were not in that run's optimiser.
+
+Nothing here reads a device value on the host: which run trains what is known from the configs, so a
+step can run inside a block of steps that the host does not watch (geofact.training.trainer).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
 BETAS = (0.9, 0.999)
 EPS = 1e-8
 FUSED_DEVICES = ("cpu", "cuda")  # where torch.optim.AdamW has a fused kernel
+
+Ranges = list[tuple[int, int]]  # column ranges [a, b) of a run's row
 
 
 def fused_adamw(params, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -39,27 +45,39 @@ class FlatStack:
         first = next(iter(tensors.values()))
         self.M = first.shape[0]
         self.shapes = {k: tuple(v.shape[1:]) for k, v in tensors.items()}
-        self.flat = torch.cat([v.detach().reshape(self.M, -1) for v in tensors.values()], dim=1)  # (M, P)
-        self.views = self._views()
-
-    def _views(self) -> dict[str, torch.Tensor]:
-        views, start = {}, 0
+        self.spans: dict[str, tuple[int, int]] = {}
+        start = 0
         for k, shape in self.shapes.items():
-            n = math.prod(shape)
-            views[k] = self.flat[:, start : start + n].view(self.M, *shape).requires_grad_()
-            start += n
-        return views
+            self.spans[k] = (start, start + math.prod(shape))
+            start += math.prod(shape)
+        self.flat = torch.cat([v.detach().reshape(self.M, -1) for v in tensors.values()], dim=1)  # (M, P)
+        self.views = self.unflatten(self.flat, leaves=True)
+
+    def unflatten(self, buffer: torch.Tensor, leaves: bool = False) -> dict[str, torch.Tensor]:
+        """{name: (rows, *shape)} views of a buffer laid out as `flat` (rows, P); as autograd leaves if asked."""
+        views = {k: buffer[:, a:b].view(buffer.shape[0], *self.shapes[k]) for k, (a, b) in self.spans.items()}
+        return {k: v.requires_grad_() for k, v in views.items()} if leaves else views
+
+    def column_ranges(self, names: Sequence[str]) -> Ranges:
+        """The maximal column ranges [a, b) covered by the tensors `names`."""
+        merged: Ranges = []
+        for a, b in sorted(self.spans[k] for k in names):
+            if merged and merged[-1][1] == a:
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        return merged
 
     def columns(self, values: dict[str, torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
         """(M, P) from per-tensor values broadcastable to (M, numel): a mask or a gradient (written into `out` if given)."""
         parts = [values[k].reshape(self.M, -1).expand(self.M, math.prod(s)) for k, s in self.shapes.items()]
         return torch.cat(parts, dim=1) if out is None else torch.cat(parts, dim=1, out=out)
 
-    def keep(self, runs: torch.Tensor) -> None:
-        """Keep only the runs at indices `runs` (a new buffer; views made afresh)."""
-        self.flat = self.flat[runs]
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only the runs at indices `rows` (a device index tensor; a new buffer, views made afresh)."""
+        self.flat = self.flat[rows]
         self.M = self.flat.shape[0]
-        self.views = self._views()
+        self.views = self.unflatten(self.flat, leaves=True)
 
 
 def clip_grad_norms_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
@@ -69,57 +87,51 @@ def clip_grad_norms_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
     return norms
 
 
-def column_ranges(trained: torch.Tensor) -> list[tuple[int, int]]:
-    """The maximal runs [a, b) of nonzero entries of a 1-D mask."""
-    on = torch.cat([torch.zeros(1, dtype=torch.bool), trained.bool().cpu(), torch.zeros(1, dtype=torch.bool)])
-    edges = torch.nonzero(on[1:] != on[:-1]).flatten().tolist()
-    return list(zip(edges[::2], edges[1::2]))
-
-
 class StackedAdamW:
-    """AdamW on a FlatStack's buffer: lr (M,) per run, `mask` (M, P) 1 where a run trains an entry.
+    """AdamW on a FlatStack's buffer: a learning rate per run, and per run the column `ranges` it trains.
 
     Each run's trained entries are a few contiguous column ranges of its row (all of it, or all but
     the frozen entity embeddings); those ranges, as views of the buffer, of `grad` and of the moments,
     go to torch's fused AdamW kernel, one call per learning rate, which reads and writes each entry
     once. The unfused update took about 14 passes over the (M, P) buffer, 25% of a d = 96 step on a
     CPU. Entries outside the ranges are never touched: no moments, no weight decay.
+
+    Every run in the stack steps: a run that has stopped is dropped from the stack (`keep`) at the
+    end of its block of steps, and its weights at the stop were kept before (geofact.training.trainer).
     """
 
-    def __init__(self, stack: FlatStack, lr: torch.Tensor, weight_decay: float, mask: torch.Tensor) -> None:
+    def __init__(self, stack: FlatStack, lr: Sequence[float], weight_decay: float, ranges: Sequence[Ranges]) -> None:
+        if not len(lr) == len(ranges) == stack.M:
+            raise ValueError(f"lr and ranges must have one entry per run ({stack.M}), got {len(lr)} and {len(ranges)}")
         self.stack, self.weight_decay = stack, weight_decay
-        self.lr = [float(x) for x in lr]
+        self.lr, self.ranges = [float(x) for x in lr], [list(r) for r in ranges]
         self.grad = torch.zeros_like(stack.flat)  # (M, P): the caller writes each step's gradient here
         self.m = torch.zeros_like(stack.flat)
         self.v = torch.zeros_like(stack.flat)
         self.t = torch.zeros(len(self.lr), dtype=torch.float32, device=stack.flat.device)  # the kernel reads float32 steps
-        self.ranges = [column_ranges(row) for row in mask]
-        self.groups = self._groups(range(len(self.lr)))
+        self.groups = self._groups()
 
-    def _groups(self, runs) -> dict[float, tuple[list[torch.Tensor], ...]]:
-        """{lr: (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments for these runs, as views."""
+    def _groups(self) -> dict[float, tuple[list[torch.Tensor], ...]]:
+        """{lr: (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments, as views."""
         groups: dict[float, tuple[list[torch.Tensor], ...]] = {}
-        for run in runs:
-            lists = groups.setdefault(self.lr[run], ([], [], [], [], []))
-            for a, b in self.ranges[run]:
+        for run, (lr, ranges) in enumerate(zip(self.lr, self.ranges)):
+            lists = groups.setdefault(lr, ([], [], [], [], []))
+            for a, b in ranges:
                 for out, buffer in zip(lists, (self.stack.flat, self.grad, self.m, self.v)):
                     out.append(buffer[run, a:b])
                 lists[4].append(self.t[run])
         return groups
 
-    def keep(self, runs: torch.Tensor) -> None:
-        """Keep only the runs at indices `runs` (the others have stopped); call after stack.keep."""
-        index = runs.tolist()
-        self.lr, self.ranges = [self.lr[i] for i in index], [self.ranges[i] for i in index]
-        self.grad, self.t, self.m, self.v = self.grad[runs], self.t[runs], self.m[runs], self.v[runs]
-        self.groups = self._groups(range(len(index)))
+    def keep(self, runs: list[int], rows: torch.Tensor) -> None:
+        """Keep only the runs at positions `runs` (`rows`: the same on the device); call after stack.keep."""
+        self.lr, self.ranges = [self.lr[i] for i in runs], [self.ranges[i] for i in runs]
+        self.grad, self.t, self.m, self.v = self.grad[rows], self.t[rows], self.m[rows], self.v[rows]
+        self.groups = self._groups()
 
     @torch.no_grad()
-    def step(self, active: torch.Tensor) -> None:
-        """One AdamW step from `grad` for the runs in `active` (M,) bool; the others stay bit-identical."""
-        self.t += active.to(self.t.dtype)
-        on = active.tolist()
-        groups = self.groups if all(on) else self._groups([run for run, a in enumerate(on) if a])
-        for lr, (params, grads, m, v, steps) in groups.items():
+    def step(self) -> None:
+        """One AdamW step of every run from `grad`."""
+        self.t += 1
+        for lr, (params, grads, m, v, steps) in self.groups.items():
             torch._fused_adamw_(params, grads, m, v, [], steps, lr=lr, beta1=BETAS[0], beta2=BETAS[1],
                                 weight_decay=self.weight_decay, eps=EPS, amsgrad=False, maximize=False)

@@ -59,11 +59,9 @@ def train_single(config: TrainConfig, device: str | torch.device = "cpu",
     table = facts(config.N, config.R, config.bijection_seed).to(device)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                             weight_decay=config.weight_decay, foreach=False)
-    seed = torch.tensor([config.seed], device=device)
-    n = torch.tensor([len(table)], device=device)
     loss_value = float("nan")
     for step in range(config.max_steps):
-        batch = table[batch_indices(seed, step, n, config.batch_size, len(table))[0]]
+        batch = table[batch_indices([config.seed], step, [len(table)], config.batch_size, len(table), device)[0]]
         loss = F.cross_entropy(model(torch.stack([batch[:, 0], config.N + batch[:, 1]], 1)), batch[:, 2])
         loss_value = float(loss.detach())
         if loss_value < config.loss_threshold:

@@ -56,7 +56,7 @@ class GroupState:
 
 
 def stack_state(update) -> dict[str, torch.Tensor]:
-    """The stacked weights and AdamW state of a `trainer.StackedUpdates`, to save."""
+    """The stacked weights and AdamW state of a `stack.StackedUpdates`, to save."""
     return {"flat": update.stack.flat, "m": update.opt.m, "v": update.opt.v, "t": update.opt.t}
 
 

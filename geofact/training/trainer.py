@@ -1,10 +1,18 @@
 """Train many single-hop runs as one stacked computation (Section 5, Appendix B).
 
-Runs that share `TrainConfig.shape_key()` are stacked: every parameter gets a leading run
-dimension, one forward/backward serves them all, and `StackedAdamW` updates each run as its own
-torch.optim.AdamW would. Runs differ in seed, task seed, R (relation tables are padded), learning
-rate and frozen/trainable; each stops on its own when its loss falls below the threshold.
-`tests/training/test_trainer.py` checks the result against the plain loop of `reference.py`.
+Runs that share `TrainConfig.shape_key()` are stacked (geofact.training.stack): one forward/backward
+serves them all and each run is updated as its own torch.optim.AdamW would. Runs differ in seed, task
+seed, R (relation tables are padded), learning rate and frozen/trainable; each stops on its own at
+the first step whose batch loss is below the threshold.
+
+Training goes in blocks of `block_steps` steps during which the host reads nothing from the device:
+each step's losses, the stop rule, the weights of a run at its stop, the checkpoints and accuracy
+checks stay on the device, and the host reads them once, at the block's end (`geofact.device.to_host`).
+A run that meets the stop rule inside a block has its weights kept at that step; it goes on being
+computed with the others until the block ends (its later steps are discarded) and then leaves the
+stack. The results are those of stopping it at once: the same steps, curves and checkpoints.
+`tests/training/test_trainer.py` checks the result against the plain loop of `reference.py`, and
+`tests/training/test_fake_device.py` that a block makes no host read, under fake tensors.
 """
 
 from __future__ import annotations
@@ -15,12 +23,12 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
-from geofact.device import configure_cpu, resolve_device
+from geofact.device import to_host
 from geofact.training.config import TrainConfig
-from geofact.training.data import batch_indices, facts
-from geofact.training.model import forward, init_params
-from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, column_ranges
+from geofact.training.data import FactSampler, facts
+from geofact.training.model import forward
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
+from geofact.training.stack import StackedUpdates, stack_params, start_group
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -46,99 +54,9 @@ class RunResult:
                 "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
 
 
-BATCH_BLOCK, BATCH_BLOCK_KEYS = 64, 2**22  # batches drawn per block of steps, at most this many hash keys at once
-
-def stack_params(configs: list, dtype: torch.dtype, init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
-    """Every run's seeded initial weights (or `init`'s replacements) stacked along a leading run
-    dimension, relation tables zero-padded to the largest R (CPU tensors; StackedUpdates owns them)."""
-    R_max = max(c.R for c in configs)
-    runs = [init_params(c, dtype=dtype) for c in configs]
-    if init is not None:
-        if len(init) != len(configs):
-            raise ValueError(f"init must give one weight dict per config ({len(configs)}), got {len(init)}")
-        for c, fresh, given in zip(configs, runs, init):
-            for k, v in given.items():
-                if k not in fresh or fresh[k].shape != v.shape:
-                    raise ValueError(f"init[{k!r}] must have shape {tuple(fresh[k].shape) if k in fresh else None} "
-                                     f"for N={c.N}, R={c.R}, d={c.d}; got {tuple(v.shape)}")
-                fresh[k] = v.to(dtype)
-    for p in runs:
-        p["E_rel"] = F.pad(p["E_rel"], (0, 0, 0, R_max - p["E_rel"].shape[0]))
-    return {k: torch.stack([p[k] for p in runs]) for k in runs[0]}
-
-
-def start_group(configs: list, device: str | torch.device, trainer: str) -> torch.device:
-    """Check that the runs can be stacked (equal shape_key()) and ready the device they train on."""
-    if len({c.shape_key() for c in configs}) != 1:
-        raise ValueError(f"{trainer} needs runs with equal {type(configs[0]).__name__}.shape_key(); run_sweep groups them")
-    device = resolve_device(device)
-    if device.type == "cpu":
-        configure_cpu()
-    return device
-
-
-class StackedUpdates:
-    """The stacked runs' weights (`params`: leaves the model reads) and one optimiser step for them:
-    gradients of the summed per-run losses, per-run clipping, per-run AdamW, all on one FlatStack
-    buffer. Tensors no run trains get no gradient; frozen entity embeddings (`frozen_embeddings`) and
-    tensors outside `train_only` are masked per run."""
-
-    def __init__(self, tensors: dict[str, torch.Tensor], configs: list, device: torch.device,
-                 train_only: tuple[str, ...] | None = None) -> None:
-        if train_only is not None and not set(train_only) <= set(tensors):
-            raise ValueError(f"train_only must name parameters among {sorted(tensors)}, got {sorted(train_only)}")
-        M = len(configs)
-        self.stack = FlatStack({k: v.to(device) for k, v in tensors.items()})
-        trainable = {k: torch.full((M,), train_only is None or k in train_only, device=device) for k in tensors}
-        trainable["E_ent"] &= torch.tensor([not c.frozen_embeddings for c in configs], device=device)
-        self.names = [k for k in tensors if bool(trainable[k].any())]
-        dtype = self.stack.flat.dtype
-        mask = self.stack.columns({k: v.to(dtype) for k, v in trainable.items()})  # (M, P)
-        self.untrained = [column_ranges(row == 0) for row in mask]  # per run: the column ranges it does not train
-        self.no_grad = {k: torch.zeros(M, 1, dtype=dtype, device=device) for k in tensors if k not in self.names}
-        self.grad_clip = configs[0].grad_clip
-        lr = torch.tensor([c.lr for c in configs], dtype=dtype, device=device)
-        self.opt = StackedAdamW(self.stack, lr, configs[0].weight_decay, mask)
-
-    @property
-    def params(self) -> dict[str, torch.Tensor]:
-        return self.stack.views
-
-    def keep(self, runs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Drop every run but those at indices `runs` (stopped runs leave the stack); returns the new params."""
-        self.stack.keep(runs)
-        self.untrained = [self.untrained[i] for i in runs.tolist()]
-        self.no_grad = {k: v[runs] for k, v in self.no_grad.items()}
-        self.opt.keep(runs)
-        return self.params
-
-    def __call__(self, losses: torch.Tensor, active: torch.Tensor, grads: dict[str, torch.Tensor] | None = None) -> None:
-        """Update the runs in `active` (M,) bool from their losses (M,), differentiated by autograd,
-        or from `grads` (the gradients of losses.sum(), {name: (M, ...)}) when the caller has them."""
-        if grads is None:
-            params = self.params
-            grads = dict(zip(self.names, torch.autograd.grad(losses.sum(), [params[k] for k in self.names])))
-        grad = self.stack.columns({**{k: grads[k] for k in self.names}, **self.no_grad}, out=self.opt.grad)  # (M, P)
-        for run, ranges in enumerate(self.untrained):  # the clipping norm counts trained entries only
-            for a, b in ranges:
-                grad[run, a:b] = 0
-        clip_grad_norms_(grad, self.grad_clip)
-        self.opt.step(active)
-
-
-@torch.no_grad()
-def accuracy(params: dict[str, torch.Tensor], tables: list[torch.Tensor], N: int, chunk: int = 8192) -> list[float]:
-    """Fraction of each run's own N R facts whose argmax answer is right."""
-    out = []
-    for m, table in enumerate(tables):
-        one = {k: v[m : m + 1] for k, v in params.items()}
-        correct = 0
-        for start in range(0, len(table), chunk):
-            rows = table[start : start + chunk]
-            tokens = torch.stack([rows[:, 0], N + rows[:, 1]], 1)[None]
-            correct += int((forward(one, tokens)[0].argmax(-1) == rows[:, 2]).sum())
-        out.append(correct / len(table))
-    return out
+DEFAULT_BLOCK_STEPS = 64  # steps between host reads
+BATCH_BLOCK_KEYS = 2**22  # hash keys drawn at once by the batch sampler (bounds its memory)
+ACCURACY_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per chunk of an accuracy pass (runs x facts x N)
 
 
 def check_checkpoints(checkpoints, max_steps: int) -> tuple[int, ...]:
@@ -149,19 +67,212 @@ def check_checkpoints(checkpoints, max_steps: int) -> tuple[int, ...]:
     return steps
 
 
-def run_weights(params: dict[str, torch.Tensor], m: int, config: TrainConfig) -> dict[str, torch.Tensor]:
-    """Run m's weights out of a stack (a CPU copy), without its relation padding."""
-    weights = {k: v[m].detach().cpu().clone() for k, v in params.items()}
-    weights["E_rel"] = weights["E_rel"][: config.R]
+@dataclass
+class RunLog:
+    """One run's outcome so far, on the host."""
+
+    steps: int
+    last_loss: float = float("nan")
+    accuracy: float = float("nan")
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    acc_curve: list[tuple[int, float]] = field(default_factory=list)
+    kept: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
+    kept_losses: dict[int, float] = field(default_factory=dict)
+    final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
+
+
+class FactGroup:
+    """The runs still training: their stacked weights and optimiser, facts and batch sampler, and
+    which run sits at each stack position (`alive`). Everything a block of steps reads."""
+
+    def __init__(self, configs: list[TrainConfig], device: torch.device, dtype: torch.dtype,
+                 init: list[dict[str, torch.Tensor]] | None, train_only: tuple[str, ...] | None) -> None:
+        self.configs, self.device = configs, device
+        self.update = StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only)
+        self.by_hand = covers(self.update.params)  # the backward written out (geofact.training.step); else autograd
+        tables = [facts(c.N, c.R, c.bijection_seed) for c in configs]
+        self.n_facts = [len(t) for t in tables]
+        n_max = max(self.n_facts)
+        self.padded = torch.stack([F.pad(t, (0, 0, 0, n_max - len(t))) for t in tables]).to(device)  # (M, n_max, 3)
+        self.sampler = FactSampler([c.seed for c in configs], self.n_facts, configs[0].batch_size, n_max, device)
+        self.alive = list(range(len(configs)))  # stack position i holds run alive[i]
+        self._counts()
+
+    def _counts(self) -> None:
+        self.n_alive = torch.tensor([self.n_facts[m] for m in self.alive], device=self.device)  # (M',)
+        self.rows = torch.arange(len(self.alive), device=self.device)[:, None]
+
+    def keep(self, positions: list[int]) -> None:
+        """Keep the runs at these stack positions; the others leave the stack."""
+        self.update.keep(positions)
+        rows = torch.tensor(positions, dtype=torch.long, device=self.device)
+        self.padded = self.padded[rows]
+        self.sampler = self.sampler.keep(positions)
+        self.alive = [self.alive[i] for i in positions]
+        self._counts()
+
+    def step_batches(self, steps: range) -> list[torch.Tensor]:
+        """Each step's batch (M', B, 3) of facts, drawn a few steps at a time (the sampler's memory is bounded)."""
+        per_draw = max(1, BATCH_BLOCK_KEYS // (len(self.alive) * self.padded.shape[1]))
+        batches = []
+        for start in range(steps.start, steps.stop, per_draw):
+            drawn = self.sampler(range(start, min(start + per_draw, steps.stop)))  # (M', steps, B)
+            batches += [self.padded[self.rows, drawn[:, i]] for i in range(drawn.shape[1])]
+        return batches
+
+    def correct(self, params: dict[str, torch.Tensor]) -> torch.Tensor:
+        """How many of its own facts each run at a stack position answers by argmax (M',), on the device."""
+        return correct_counts(params, self.padded, self.n_alive, self.configs[0].N)
+
+    def losses_and_grads(self, batch: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Each run's loss (M',) on its batch (M', B, 3), and the gradients of their sum."""
+        params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
+        tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
+        if self.by_hand:
+            return loss_and_grads(params, tokens, batch[..., 2])  # (M',), {name: (M', ...)}
+        logits = forward(params, tokens)  # (M', B, N)
+        losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
+        return losses.detach(), self.update.gradients(losses)
+
+
+@torch.no_grad()
+def correct_counts(params: dict[str, torch.Tensor], padded: torch.Tensor, n_facts: torch.Tensor, N: int) -> torch.Tensor:
+    """How many of its facts (padded (M, n_max, 3), the first n_facts[m] real) each stacked run answers
+    by argmax: (M,), on the device, over all runs at once in chunks of facts."""
+    M, device = padded.shape[0], padded.device
+    chunk = max(1, ACCURACY_LOGITS["cpu" if device.type == "cpu" else "other"] // (M * N))
+    total = torch.zeros(M, dtype=torch.long, device=device)
+    for start in range(0, padded.shape[1], chunk):
+        rows = padded[:, start : start + chunk]  # (M, c, 3)
+        tokens = torch.stack([rows[..., 0], N + rows[..., 1]], dim=2)
+        right = forward(params, tokens).argmax(-1) == rows[..., 2]
+        valid = torch.arange(start, start + rows.shape[1], device=device) < n_facts[:, None]
+        total += (right & valid).sum(1)
+    return total
+
+
+@dataclass
+class Block:
+    """What a block of steps left on the device, for the host to read once."""
+
+    steps: range
+    losses: torch.Tensor  # (M', steps): each step's batch loss
+    stop_at: torch.Tensor  # (M',): the step a run met the stop rule, or max_steps
+    at_stop: torch.Tensor  # (M', P): the weights of a run at its stop (rows of runs that did not stop: anything)
+    kept: dict[int, torch.Tensor]  # step -> (M', P) weights at that checkpoint step
+    correct: dict[int, torch.Tensor]  # step -> (M',) facts answered right before that step's update
+
+
+def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int | None) -> Block:
+    """Train `steps` with no host read: the stop rule, kept weights and accuracy checks on the device."""
+    threshold, max_steps = group.configs[0].loss_threshold, group.configs[0].max_steps
+    flat = group.update.stack.flat
+    M = len(group.alive)
+    losses = torch.empty(M, len(steps), dtype=flat.dtype, device=flat.device)
+    stop_at = torch.full((M,), max_steps, dtype=torch.long, device=flat.device)
+    running = torch.ones(M, dtype=torch.bool, device=flat.device)
+    at_stop = torch.empty_like(flat)
+    kept, correct = {}, {}
+    for i, (step, batch) in enumerate(zip(steps, group.step_batches(steps))):
+        if eval_every is not None and step % eval_every == 0:
+            correct[step] = group.correct(group.update.params)
+        if step in keep:
+            kept[step] = flat.clone()
+        losses[:, i], grads = group.losses_and_grads(batch)
+        now = running & (losses[:, i] < threshold)
+        stop_at = torch.where(now, step, stop_at)
+        at_stop = torch.where(now[:, None], flat, at_stop)  # before this step's update: a run stopping here keeps these
+        running &= ~now
+        group.update(grads)
+    return Block(steps, losses, stop_at, at_stop, kept, correct)
+
+
+def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: int) -> list[int]:
+    """Read a block's record on the host (one read) into the runs' logs; the stack positions of the runs that stopped."""
+    max_steps = group.configs[0].max_steps
+    kept_steps, eval_steps = list(block.kept), list(block.correct)
+    losses, stop_at, *counts = to_host(block.losses, block.stop_at, *block.correct.values())
+    stopped = []
+    for i, m in enumerate(group.alive):
+        log, stop = logs[m], int(stop_at[i])
+        seen = [(step, float(losses[i, j])) for j, step in enumerate(block.steps) if step <= stop]  # losses of the steps it took
+        log.last_loss = seen[-1][1]
+        log.curve += [(step, loss) for step, loss in seen if step % log_every == 0]
+        for step in kept_steps:
+            if step <= stop:  # a run that stopped before a checkpoint step has no weights there
+                log.kept[step] = run_weights_of(group, block.kept[step], i)
+                log.kept_losses[step] = float(losses[i, step - block.steps.start])
+        log.acc_curve += [(step, int(c[i]) / group.n_facts[m]) for step, c in zip(eval_steps, counts) if step <= stop]
+        if stop < max_steps:
+            log.steps = stop
+            stopped.append(i)
+    return stopped
+
+
+def run_weights_of(group: FactGroup, buffer: torch.Tensor, i: int) -> dict[str, torch.Tensor]:
+    """The weights of the run at stack position i in a buffer laid out as the stack's (a CPU copy, without
+    its relation padding)."""
+    views = group.update.stack.unflatten(buffer[i : i + 1])
+    weights = {k: v[0].detach().cpu().clone() for k, v in views.items()}
+    weights["E_rel"] = weights["E_rel"][: group.configs[group.alive[i]].R]
     return weights
+
+
+def finish(group: FactGroup, logs: list[RunLog], positions: list[int], buffer: torch.Tensor, accuracy: bool,
+           curve: bool) -> None:
+    """Keep the final weights of the runs at these stack positions (their rows of `buffer`), with their
+    accuracy over all their facts when asked (and on the accuracy curve, unless it is there at that step)."""
+    for i in positions:
+        logs[group.alive[i]].final = run_weights_of(group, buffer, i)
+    if not (positions and accuracy):
+        return
+    rows = torch.tensor(positions, dtype=torch.long, device=group.device)
+    weights = {k: v[rows] for k, v in group.update.stack.unflatten(buffer).items()}
+    (counts,) = to_host(correct_counts(weights, group.padded[rows], group.n_alive[rows], group.configs[0].N))
+    for i, c in zip(positions, counts):
+        log = logs[group.alive[i]]
+        log.accuracy = int(c) / group.n_facts[group.alive[i]]
+        if curve and (not log.acc_curve or log.acc_curve[-1][0] != log.steps):
+            log.acc_curve.append((log.steps, log.accuracy))
+
+
+def group_state(group: FactGroup, logs: list[RunLog], step: int, seconds: float) -> GroupState:
+    """The group's whole state at the start of `step` (a block boundary), to write and resume from."""
+    weights = {f"final/{m}": log.final for m, log in enumerate(logs) if log.final is not None}
+    weights |= {f"kept/{m}/{t}": w for m, log in enumerate(logs) for t, w in log.kept.items()}
+    tensors = {**stack_state(group.update), "steps": torch.tensor([log.steps for log in logs]),
+               "last_loss": torch.tensor([log.last_loss for log in logs], dtype=torch.float64)}
+    meta = {"curves": [log.curve for log in logs], "acc_curves": [log.acc_curve for log in logs],
+            "accs": [log.accuracy for log in logs],
+            "kept_losses": [{str(t): x for t, x in log.kept_losses.items()} for log in logs]}
+    return GroupState(step=step, alive=list(group.alive), tensors=tensors, meta=meta, seconds=seconds, weights=weights)
+
+
+def resume_group(group: FactGroup, logs: list[RunLog], state: GroupState) -> None:
+    """Put a written state back: the same stack, bit for bit, and the runs' logs so far."""
+    if len(state.alive) < len(group.alive):
+        group.keep(list(state.alive))  # a fresh group's positions are its runs
+    restore_stack(group.update, state.tensors)
+    for m, log in enumerate(logs):
+        log.steps, log.last_loss = int(state.tensors["steps"][m]), float(state.tensors["last_loss"][m])
+        log.curve = [(int(t), x) for t, x in state.meta["curves"][m]]
+        log.acc_curve = [(int(t), x) for t, x in state.meta["acc_curves"][m]]
+        log.accuracy = state.meta["accs"][m]
+        log.kept_losses = {int(t): x for t, x in state.meta["kept_losses"][m].items()}
+    for name, weights in state.weights.items():  # "final/m" and "kept/m/step"
+        kind, m, *at = name.split("/")
+        if kind == "final":
+            logs[int(m)].final = weights
+        else:
+            logs[int(m)].kept[int(at[0])] = weights
 
 
 def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
                 progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True,
                 init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None,
                 eval_every: int | None = None, checkpoints: tuple[int, ...] = (),
-                checkpoint: GroupCheckpoint | None = None) -> list[RunResult]:
-    """Train runs with one shape key together. `progress` (a tqdm) is advanced by steps.
+                checkpoint: GroupCheckpoint | None = None, block_steps: int = DEFAULT_BLOCK_STEPS) -> list[RunResult]:
+    """Train runs with one shape key together. `progress` (a tqdm) is advanced by run-steps.
 
     `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
     use it to time training alone. `init` (one dict per run) replaces the seeded initial weights it
@@ -175,137 +286,41 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     none at t: its final weights are its last state). Batches depend on (seed, step) alone, so a
     checkpoint is the state of the very run that continues to the stop rule, not of a shorter one.
 
+    `block_steps`: steps between host reads (see the module docstring); the results do not depend on it.
     `checkpoint` (geofact.training.resume) makes the group resumable: it starts from the state written
     there, if any, writes its state every `checkpoint.every_s` seconds at a block boundary, and past
     the deadline of a time budget writes it and raises `BudgetSpent`. The results are those of an
     uninterrupted group; `seconds` adds up the training time behind them.
     """
-    if eval_every is not None and eval_every < 1:
-        raise ValueError(f"eval_every must be >= 1 (or None), got {eval_every}")
+    if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 1):
+        raise ValueError(f"eval_every must be an integer >= 1 (or None), got {eval_every!r}")
+    if not isinstance(block_steps, int) or block_steps < 1:
+        raise ValueError(f"block_steps must be an integer >= 1, got {block_steps!r}")
     device = start_group(configs, device, "train_group")
     keep = set(check_checkpoints(checkpoints, configs[0].max_steps))
-    start = time.perf_counter()
-    first = configs[0]
-    M, N, B = len(configs), first.N, first.batch_size
-    update = StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only)
-    params = update.params
-    by_hand = covers(params)  # the backward written out (geofact.training.step); else autograd
-    tables = [facts(c.N, c.R, c.bijection_seed).to(device) for c in configs]
-    n_facts = torch.tensor([len(t) for t in tables], device=device)
-    n_max = int(n_facts.max())
-    padded = torch.stack([F.pad(t, (0, 0, 0, n_max - len(t))) for t in tables])  # (M, n_max, 3)
-    seeds = torch.tensor([c.seed for c in configs], device=device)
-    run_index = torch.arange(M, device=device)[:, None]
-
-    block = max(1, min(BATCH_BLOCK, BATCH_BLOCK_KEYS // (M * n_max)))
-    block_start = block_end = 0
-    alive = list(range(M))  # the runs still in the stack: stack position i holds run alive[i]
-    steps = torch.full((M,), first.max_steps, dtype=torch.long)
-    last_loss = torch.full((M,), float("nan"), dtype=torch.float64)
-    curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
-    acc_curves: list[list[tuple[int, float]]] = [[] for _ in range(M)]
-    kept: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in range(M)]
-    kept_losses: list[dict[int, float]] = [{} for _ in range(M)]
-    final: dict[int, dict[str, torch.Tensor]] = {}  # run -> weights at its stop
-    accs = [float("nan")] * M
-    first_step, seconds_before = 0, 0.0
+    started, max_steps = time.perf_counter(), configs[0].max_steps
+    group = FactGroup(configs, device, dtype, init, train_only)
+    logs = [RunLog(steps=max_steps) for _ in configs]
     state = checkpoint.load() if checkpoint is not None else None
-    if state is not None:  # continue where the group was checkpointed: the same stack, bit for bit
-        first_step, seconds_before, alive = state.step, state.seconds, list(state.alive)
-        if len(alive) < M:
-            rows = torch.tensor(alive, device=device)
-            params = update.keep(rows)
-            padded, n_facts, seeds = padded[rows], n_facts[rows], seeds[rows]
-            run_index = torch.arange(len(alive), device=device)[:, None]
-        restore_stack(update, state.tensors)
-        steps.copy_(state.tensors["steps"])
-        last_loss.copy_(state.tensors["last_loss"])
-        curves = [[(int(t), x) for t, x in c] for c in state.meta["curves"]]
-        acc_curves = [[(int(t), x) for t, x in c] for c in state.meta["acc_curves"]]
-        kept_losses = [{int(t): x for t, x in d.items()} for d in state.meta["kept_losses"]]
-        accs = list(state.meta["accs"])
-        for name, weights in state.weights.items():  # "final/m" and "kept/m/step"
-            kind, m, *at = name.split("/")
-            if kind == "final":
-                final[int(m)] = weights
-            else:
-                kept[int(m)][int(at[0])] = weights
-        block_start = block_end = first_step
-
-    def group_state(step: int) -> GroupState:
-        weights = {f"final/{m}": w for m, w in final.items()}
-        weights |= {f"kept/{m}/{t}": w for m, by_step in enumerate(kept) for t, w in by_step.items()}
-        return GroupState(
-            step=step, alive=list(alive), tensors={**stack_state(update), "steps": steps, "last_loss": last_loss},
-            meta={"curves": curves, "acc_curves": acc_curves, "accs": accs,
-                  "kept_losses": [{str(t): x for t, x in d.items()} for d in kept_losses]},
-            seconds=seconds_before + time.perf_counter() - start, weights=weights)
-
-    def accuracy_at(positions: list[int]) -> list[float]:
-        """Accuracy over all its facts of the run at each of these stack positions."""
-        stacked = {k: v.detach()[positions] for k, v in params.items()}
-        return accuracy(stacked, [tables[alive[i]] for i in positions], N)
-
-    def finish(positions: list[int], updates: int) -> None:
-        """Keep the final weights (and accuracy) of the runs at these stack positions."""
-        runs = [alive[i] for i in positions]
-        if eval_every is not None or evaluate:
-            for m, a in zip(runs, accuracy_at(positions)):
-                accs[m] = a
-                if eval_every is not None and (not acc_curves[m] or acc_curves[m][-1][0] != updates):
-                    acc_curves[m].append((updates, a))
-        for i, m in zip(positions, runs):
-            final[m] = run_weights(params, i, configs[m])
-
-    for step in range(first_step, first.max_steps):
-        if checkpoint is not None and step == block_end and step > first_step and checkpoint.due():
-            checkpoint.save_or_stop(group_state(step), first.max_steps, M)  # at a block boundary, where batches are drawn afresh
-        if eval_every is not None and step % eval_every == 0:
-            for m, a in zip(alive, accuracy_at(list(range(len(alive))))):
-                acc_curves[m].append((step, a))
-        if step == block_end:  # draw the next block of steps' batches at once: a step of a small model is mostly fixed costs
-            block_start, block_end = step, min(step + block, first.max_steps)
-            drawn = batch_indices(seeds, range(block_start, block_end), n_facts, B, n_max)  # (M', steps, B)
-        batch = padded[run_index, drawn[:, step - block_start]]  # (M', B, 3)
-        tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
-        if by_hand:
-            losses, grads = loss_and_grads(params, tokens, batch[..., 2])  # (M',), {name: (M', ...)}
-        else:
-            logits = forward(params, tokens)  # (M', B, N)
-            losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(len(alive), B).mean(1)
-            grads = None
-        loss_cpu = losses.detach().cpu()
-        last_loss[alive] = loss_cpu.double()
-        if step % log_every == 0:
-            for m, loss in zip(alive, loss_cpu.tolist()):
-                curves[m].append((step, loss))
-        if step in keep:
-            for i, m in enumerate(alive):
-                kept[m][step] = run_weights(params, i, configs[m])
-                kept_losses[m][step] = float(loss_cpu[i])
-        done = loss_cpu < first.loss_threshold
-        stopped = torch.nonzero(done).flatten().tolist()
-        if stopped:
-            steps[[alive[i] for i in stopped]] = step
-            finish(stopped, step)
-            if len(stopped) == len(alive):
-                alive = []
-                break
-        update(losses, ~done.to(device), grads)
-        if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
-            going = torch.nonzero(~done).flatten()
-            rows = going.to(device)
-            params = update.keep(rows)
-            padded, n_facts, seeds, drawn = padded[rows], n_facts[rows], seeds[rows], drawn[rows]
-            alive = [alive[i] for i in going.tolist()]
-            run_index = torch.arange(len(alive), device=device)[:, None]
+    step, seconds_before = (state.step, state.seconds) if state is not None else (0, 0.0)
+    if state is not None:  # continue where the group was checkpointed
+        resume_group(group, logs, state)
+    first_step, measure = step, evaluate or eval_every is not None
+    while step < max_steps and group.alive:
+        if checkpoint is not None and step > first_step and checkpoint.due():
+            seconds = seconds_before + time.perf_counter() - started
+            checkpoint.save_or_stop(group_state(group, logs, step, seconds), max_steps, len(configs))
+        block = train_block(group, range(step, min(step + block_steps, max_steps)), keep, eval_every)
+        stopped = read_block(block, group, logs, log_every)
+        finish(group, logs, stopped, block.at_stop, measure, eval_every is not None)
         if progress is not None:
-            progress.update(len(alive))
-    if alive:
-        finish(list(range(len(alive))), first.max_steps)
-    seconds = seconds_before + time.perf_counter() - start
-    results = []
-    for m, c in enumerate(configs):
-        results.append(RunResult(c, int(steps[m]), float(last_loss[m]), accs[m], int(steps[m]) < c.max_steps,
-                                 curves[m], acc_curves[m], seconds, final[m], kept[m], kept_losses[m]))
-    return results
+            progress.update(sum(min(logs[m].steps, block.steps.stop) - step for m in group.alive))
+        if len(stopped) == len(group.alive):
+            group.alive = []  # every run has stopped: nothing reads the stack again
+        elif stopped:  # stopped runs leave the stack, so the runs that go on pay nothing for them
+            group.keep([i for i in range(len(group.alive)) if i not in stopped])
+        step = block.steps.stop
+    finish(group, logs, list(range(len(group.alive))), group.update.stack.flat, measure, eval_every is not None)
+    seconds = seconds_before + time.perf_counter() - started
+    return [RunResult(c, log.steps, log.last_loss, log.accuracy, log.steps < c.max_steps, log.curve, log.acc_curve,
+                      seconds, log.final, log.kept, log.kept_losses) for c, log in zip(configs, logs)]

@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, column_ranges, fused_adamw
+from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_, fused_adamw
 
 
 def _tensors(M: int) -> dict[str, torch.Tensor]:
@@ -18,6 +19,7 @@ def test_views_are_the_buffer_and_keep_drops_runs():
     assert torch.equal(stack.views["b"].detach(), _tensors(3)["b"] + 1.0)
     stack.keep(torch.tensor([0, 2]))
     assert torch.equal(stack.views["a"].detach(), _tensors(3)["a"][[0, 2]] + 1.0)
+    assert torch.equal(stack.unflatten(stack.flat)["b"], stack.views["b"].detach())
 
 
 def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entries_never_move():
@@ -26,7 +28,8 @@ def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entri
     stack = FlatStack(start)
     trains_b = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)  # run 1 keeps "b" frozen
     mask = stack.columns({"a": torch.ones(M, 1, dtype=torch.float64), "b": trains_b[:, None]})
-    opt = StackedAdamW(stack, torch.tensor(lrs, dtype=torch.float64), 0.1, mask)
+    ranges = [stack.column_ranges(["a", "b"] if trains_b[m] else ["a"]) for m in range(M)]
+    opt = StackedAdamW(stack, lrs, 0.1, ranges)
     references = []
     for m in range(M):
         leaves = {k: v[m].clone().requires_grad_() for k, v in start.items()}
@@ -38,7 +41,7 @@ def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entri
         grads = torch.autograd.grad(loss, list(stack.views.values()))
         grad = stack.columns(dict(zip(stack.views, grads)), out=opt.grad).mul_(mask)
         clip_grad_norms_(grad, 1.0)  # the loss is steep: clipping is on at every step
-        opt.step(torch.ones(M, dtype=torch.bool))
+        opt.step()
         for m, (leaves, trained, ref) in enumerate(references):
             ref.zero_grad()
             ((torch.cat([leaves["a"].reshape(-1), leaves["b"].reshape(-1)]) - float(step)) ** 2 * 10).sum().backward()
@@ -50,15 +53,25 @@ def test_each_run_is_updated_as_torch_adamw_with_clipping_would_and_masked_entri
     assert torch.equal(stack.views["b"][1].detach(), start["b"][1])  # bit-identical, no weight decay
 
 
-def test_an_inactive_run_is_left_bit_identical():
-    stack = FlatStack(_tensors(2))
-    opt = StackedAdamW(stack, torch.tensor([1e-2, 1e-2], dtype=torch.float64), 0.1, torch.ones(2, 17, dtype=torch.float64))
+def test_a_run_left_out_of_the_stack_takes_its_state_with_it():
+    stack = FlatStack(_tensors(3))
+    opt = StackedAdamW(stack, [1e-2, 2e-2, 3e-2], 0.1, [stack.column_ranges(["a", "b"])] * 3)
     opt.grad.fill_(1.0)
-    opt.step(torch.tensor([True, True]))
-    before = stack.flat[1].clone()
-    opt.step(torch.tensor([True, False]))
-    assert torch.equal(stack.flat[1], before)
-    assert not torch.equal(stack.flat[0], _tensors(2)["a"][0].reshape(-1))
+    opt.step()
+    moments = opt.m[[0, 2]].clone()
+    stack.keep(torch.tensor([0, 2]))
+    opt.keep([0, 2], torch.tensor([0, 2]))
+    assert opt.lr == [1e-2, 3e-2] and torch.equal(opt.m, moments) and opt.t.tolist() == [1.0, 1.0]
+    before = stack.flat.clone()
+    opt.grad.fill_(1.0)
+    opt.step()  # the kernel's views follow the new buffers
+    assert not torch.equal(stack.flat, before) and opt.t.tolist() == [2.0, 2.0]
+
+
+def test_stacked_adamw_needs_a_rate_and_ranges_per_run():
+    stack = FlatStack(_tensors(2))
+    with pytest.raises(ValueError, match="one entry per run"):
+        StackedAdamW(stack, [1e-2], 0.1, [[(0, 17)]] * 2)
 
 
 def test_fused_adamw_steps_as_the_plain_adamw():
@@ -79,7 +92,8 @@ def test_fused_adamw_steps_as_the_plain_adamw():
         torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
 
 
-def test_column_ranges_are_the_maximal_runs_of_nonzero_entries():
-    assert column_ranges(torch.tensor([0, 1, 1, 0, 1])) == [(1, 3), (4, 5)]
-    assert column_ranges(torch.tensor([1.0, 1.0])) == [(0, 2)]
-    assert column_ranges(torch.zeros(3)) == []
+def test_column_ranges_merge_adjacent_tensors():
+    stack = FlatStack({"a": torch.zeros(2, 3), "b": torch.zeros(2, 2), "c": torch.zeros(2, 4)})
+    assert stack.column_ranges(["c", "a", "b"]) == [(0, 9)]
+    assert stack.column_ranges(["a", "c"]) == [(0, 3), (5, 9)]
+    assert stack.column_ranges([]) == []

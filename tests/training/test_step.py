@@ -5,7 +5,7 @@ from torch.nn import functional as F
 from geofact.training.config import TrainConfig
 from geofact.training.model import forward
 from geofact.training.step import covers, loss_and_grads
-from geofact.training.trainer import stack_params
+from geofact.training.stack import stack_params
 
 
 def _stack(**overrides) -> list[TrainConfig]:

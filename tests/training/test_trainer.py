@@ -98,7 +98,7 @@ def test_accuracy_curve_starts_before_training_and_ends_at_the_final_accuracy():
     assert result.steps == 25 and steps == [0, 10, 20, 25]
     assert train_group([early], eval_every=10)[0].stopped_early  # the early stop still fires
     assert train_group([full])[0].accuracy_curve == []
-    with pytest.raises(ValueError, match="eval_every must be >= 1"):
+    with pytest.raises(ValueError, match="eval_every must be an integer >= 1"):
         train_group([full], eval_every=0)
 
 
@@ -121,3 +121,21 @@ def test_checkpoints_stop_with_the_run_and_reject_steps_outside_it():
     assert r.stopped_early and sorted(r.checkpoints) == [0]  # stopped before step 399: its last state is the final one
     with pytest.raises(ValueError, match=r"checkpoints must be integer steps in \[0, max_steps=400\)"):
         train_group([easy], checkpoints=(400,))
+
+
+def test_the_block_length_changes_when_the_host_reads_not_the_results():
+    """Runs stop inside blocks (masked until the block ends), checkpoints and accuracy checks fall
+    inside and on block edges: every block length gives the results of stopping each run at once."""
+    configs = [TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=120, lr=lr, loss_threshold=0.05, seed=s)
+               for s, lr in enumerate([5e-2, 1e-4, 3e-2])]
+    runs = {k: train_group(configs, block_steps=k, eval_every=9, checkpoints=(0, 7, 40, 64)) for k in (1, 7, 64)}
+    assert runs[1][0].stopped_early and not runs[1][1].stopped_early  # the case the test is about
+    for k in (7, 64):
+        for a, b in zip(runs[1], runs[k]):
+            assert (a.steps, a.final_loss, a.accuracy, a.loss_curve, a.accuracy_curve, a.checkpoint_losses) == \
+                   (b.steps, b.final_loss, b.accuracy, b.loss_curve, b.accuracy_curve, b.checkpoint_losses)
+            assert all(torch.equal(a.params[n], b.params[n]) for n in a.params)
+            assert a.checkpoints.keys() == b.checkpoints.keys()
+            assert all(torch.equal(a.checkpoints[t][n], b.checkpoints[t][n]) for t in a.checkpoints for n in a.params)
+    with pytest.raises(ValueError, match="block_steps must be an integer >= 1"):
+        train_group(configs, block_steps=0)

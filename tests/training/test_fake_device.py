@@ -1,0 +1,82 @@
+"""CUDA's terms, checked on a CPU: the trainers under torch's FakeTensorMode on the data-less 'meta' device.
+
+Fake tensors carry shapes, dtypes and devices but no values, so any host read of a device value
+(`.item()`, `.tolist()`, `bool(t)`, `nonzero`) raises `DataDependentOutputException`, and an op mixing a
+tensor left on the CPU with one on the device raises `FakeTensorDeviceMismatchError`: a whole block of
+steps that runs here makes no host read and leaves nothing on the CPU by mistake, as code that must
+run on a GPU the first time must not. The trainers' one sanctioned read, `geofact.device.to_host` at a
+block's end, is answered here with values of the test's choosing (`host_reads`), and counted.
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+
+from geofact.device import host_reads, resolve_device
+from geofact.training.config import TrainConfig
+from geofact.training.trainer import train_group
+
+
+class Reads:
+    """Answers `to_host` for fake tensors: losses of 1 (no run meets the stop rule) and, for integer
+    tensors, `fill`; `stops` {call: (position, step)} makes the run at a stack position stop at a step."""
+
+    def __init__(self, fill: int, stops: dict[int, tuple[int, int]] | None = None) -> None:
+        self.fill, self.stops, self.calls = fill, stops or {}, []
+
+    def __call__(self, tensors):
+        self.calls.append([tuple(t.shape) for t in tensors])
+        out = [np.full(tuple(t.shape), 1.0 if t.dtype.is_floating_point else self.fill,
+                       dtype=np.float64 if t.dtype.is_floating_point else np.int64) for t in tensors]
+        if len(self.calls) - 1 in self.stops:
+            position, step = self.stops[len(self.calls) - 1]
+            out[1][position] = step  # the block's stop steps come second, after its losses
+        return tuple(out)
+
+
+def configs(max_steps: int, **over) -> list[TrainConfig]:
+    kw = dict(N=64, d=16, batch_size=32, max_steps=max_steps, loss_threshold=1e-4, **over)
+    return [TrainConfig(R=2, seed=0, **kw), TrainConfig(R=4, seed=1, frozen_embeddings=True, lr=3e-3, **kw),
+            TrainConfig(R=4, seed=2, **kw)]
+
+
+def test_meta_is_refused_outside_fake_mode_and_accepted_in_it():
+    with pytest.raises(ValueError, match="FakeTensorMode"):
+        resolve_device("meta")
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        assert resolve_device("meta").type == "meta"
+
+
+def test_fake_mode_refuses_host_reads_and_mixed_devices():
+    """The two refusals the tests below rely on."""
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.ones(3, device="meta")
+        with pytest.raises(DataDependentOutputException):
+            bool((x > 0).any())
+        with pytest.raises(Exception, match="device"):
+            x + torch.ones(3)
+
+
+@pytest.mark.parametrize("attention", ["uniform", "learned"])
+def test_a_single_hop_group_trains_whole_blocks_on_the_device_reading_once_per_block(attention):
+    reads = Reads(fill=10**6)  # stop steps past max_steps: nobody stops
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(12, attention=attention, learned_positions=attention == "learned"),
+                              device="meta", block_steps=5, eval_every=4, checkpoints=(0, 6), evaluate=True)
+    blocks = [call for call in reads.calls if len(call) >= 2]
+    assert len(blocks) == 3  # steps 0-4, 5-9, 10-11: one read each
+    assert blocks[0] == [(3, 5), (3,), (3,), (3,)]  # losses, stop steps, accuracy checks at steps 0 and 4
+    assert len(reads.calls) == 4  # and the final accuracy of the runs that reached max_steps
+    assert [r.steps for r in results] == [12, 12, 12] and set(results[0].checkpoints) == {0, 6}
+    assert [t for t, _ in results[0].accuracy_curve] == [0, 4, 8, 12]
+
+
+def test_a_run_that_stops_inside_a_block_leaves_the_stack_at_its_end_without_a_host_read():
+    reads = Reads(fill=10**6, stops={0: (1, 3)})  # the run at stack position 1 stops at step 3
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(12), device="meta", block_steps=5, checkpoints=(4,))
+    assert [r.steps for r in results] == [12, 3, 12] and results[1].stopped_early
+    assert 4 not in results[1].checkpoints and 4 in results[0].checkpoints  # no weights after its stop
+    later = [call for call in reads.calls if len(call) >= 2][1:]
+    assert later and all(call[0][0] == 2 for call in later)  # two runs left in the stack
