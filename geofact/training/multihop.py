@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from geofact.device import to_host
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.data import _mix32
@@ -95,18 +96,20 @@ def _draw(task: KHopTask, size: int, seed: int) -> torch.Tensor:
     return torch.cat([q.tokens[:, :1], q.tokens[:, 1:] - task.N], dim=1)[order]
 
 
-def _hashes(seeds: torch.Tensor, step: int, batch_size: int, width: int, salt: int) -> torch.Tensor:
-    """32-bit hashes (M, batch, width) of (seed, step, slot, salt): the same for a run alone or stacked."""
+def _hashes(seeds: torch.Tensor, steps: range, batch_size: int, width: int, salt: int) -> torch.Tensor:
+    """32-bit hashes (M, steps, batch, width) of (seed, step, slot, salt): the same for a run alone or stacked."""
     slot = torch.arange(batch_size * width, device=seeds.device).view(1, batch_size, width)
-    seed_hash = _mix32(seeds * 0x9E3779B1 + 0x632BE5AB + salt * 0x27D4EB2F)[:, None, None]
+    step = torch.arange(steps.start, steps.stop, device=seeds.device)[:, None, None]
+    seed_hash = _mix32(seeds * 0x9E3779B1 + 0x632BE5AB + salt * 0x27D4EB2F)[:, None, None, None]
     return _mix32(seed_hash ^ _mix32(step * 0x85EBCA77 + slot))
 
 
 class BatchSampler:
-    """Training queries (M, B, k + 1) for stacked runs, a function of (run, step) alone.
+    """Training queries (M, steps, B, k + 1) for stacked runs, a function of (run, step) alone.
 
     `counts` (M,) pool sizes and `pools` (M, P_max, k + 1) zero-padded in pool mode; `held_out`
-    (M, E_max) eval ids (-1 padding) to redraw in fresh held-out mode.
+    (M, E_max) eval ids (-1 padding) to redraw in fresh held-out mode. Only the held-out redraws read
+    the device on the host (whether a clash is left, once per round for a whole draw of steps).
     """
 
     def __init__(self, configs: list[MultiHopConfig], sets: list[QuerySets], device: torch.device) -> None:
@@ -137,26 +140,27 @@ class BatchSampler:
             self.ids = [self.ids[m] for m in runs]
             self._shift_ids()
 
-    def __call__(self, step: int) -> torch.Tensor:
+    def __call__(self, steps: range) -> torch.Tensor:
         B = self.batch_size
         if self.pools is not None:
-            index = _hashes(self.seeds, step, B, 1, 0)[..., 0] % self.counts[:, None]  # (M, B)
-            return self.pools[torch.arange(len(self.seeds), device=index.device)[:, None], index]
-        queries = self._fresh(step, 0)
+            index = _hashes(self.seeds, steps, B, 1, 0)[..., 0] % self.counts[:, None, None]  # (M, steps, B)
+            return self.pools[torch.arange(len(self.seeds), device=index.device)[:, None, None], index]
+        queries = self._fresh(steps, 0)
         if self.held_out is None:
             return queries
-        run = torch.arange(len(self.seeds), device=queries.device)[:, None]
+        run = torch.arange(len(self.seeds), device=queries.device)[:, None, None]
         for salt in range(1, MAX_REDRAWS + 1):
-            clash = torch.isin(query_ids(queries, self.R[:, None]) + run * self.space, self.held_out)  # (M, B)
-            if not bool(clash.any()):
+            clash = torch.isin(query_ids(queries, self.R[:, None, None]) + run * self.space, self.held_out)  # (M, steps, B)
+            (left,) = to_host(clash.any())
+            if not left:
                 return queries
-            queries = torch.where(clash[..., None], self._fresh(step, salt), queries)
+            queries = torch.where(clash[..., None], self._fresh(steps, salt), queries)
         raise RuntimeError("held-out redraws did not clear the eval set (is it most of the query space?)")
 
-    def _fresh(self, step: int, salt: int) -> torch.Tensor:
-        h = _hashes(self.seeds, step, self.batch_size, self.k + 1, salt)  # (M, B, k + 1)
+    def _fresh(self, steps: range, salt: int) -> torch.Tensor:
+        h = _hashes(self.seeds, steps, self.batch_size, self.k + 1, salt)  # (M, steps, B, k + 1)
         modulus = torch.cat([torch.full_like(self.R[:, None], self.N), self.R[:, None].expand(-1, self.k)], dim=1)
-        return h % modulus[:, None, :]
+        return h % modulus[:, None, None, :]
 
 
 def _pad(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
+from geofact.device import to_host
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
@@ -25,6 +26,7 @@ from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, 
 from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
+SAMPLE_KEYS = 2**24  # query tokens drawn at once by the batch sampler (bounds its memory)
 
 
 @dataclass
@@ -93,115 +95,174 @@ def evaluate(p: dict[str, torch.Tensor], tables: torch.Tensor, queries: torch.Te
     return correct.double() / counts[:, None]
 
 
+class QueryGroup:
+    """The multi-hop runs still training: stacked weights and optimiser, bijection tables, eval sets
+    and batch sampler, and which run sits at each stack position (`alive`)."""
+
+    def __init__(self, configs: list[MultiHopConfig], device: torch.device, dtype: torch.dtype) -> None:
+        self.configs, self.device = configs, device
+        self.sets = [query_sets(c) for c in configs]
+        self.tables = _pad([torch.as_tensor(s.task.bijections) for s in self.sets], device)  # (M, R_max, N)
+        self.eval_queries = _pad([s.eval for s in self.sets], device)  # (M, E_max, k + 1)
+        self.eval_counts = torch.tensor([len(s.eval) for s in self.sets], device=device)
+        self.sample = BatchSampler(configs, self.sets, device)
+        self.update = StackedUpdates(stack_params(configs, dtype), configs, device)
+        self.alive = list(range(len(configs)))  # stack position i holds run alive[i]
+
+    def keep(self, positions: list[int]) -> None:
+        """Keep the runs at these stack positions; the others leave the stack."""
+        self.update.keep(positions)
+        rows = torch.tensor(positions, dtype=torch.long, device=self.device)
+        self.tables, self.eval_queries, self.eval_counts = self.tables[rows], self.eval_queries[rows], self.eval_counts[rows]
+        self.sample.keep(positions)
+        self.alive = [self.alive[i] for i in positions]
+
+    def accuracy(self) -> torch.Tensor:
+        """Each run's per-output accuracy (M', outputs) by greedy generation on its eval set, on the device."""
+        first = self.configs[0]
+        chunk = max(1, EVAL_LOGITS["cpu" if self.device.type == "cpu" else "other"] // (len(self.alive) * first.N))
+        params = {n: v.detach() for n, v in self.update.params.items()}
+        return evaluate(params, self.tables, self.eval_queries, self.eval_counts, first.cot, chunk)
+
+    def losses_and_grads(self, queries: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Each run's teacher-forced loss (M',) on its queries (M', B, k + 1), and the gradients of their sum."""
+        first = self.configs[0]
+        M, B, T = len(self.alive), first.batch_size, first.n_targets
+        tokens, targets = sequences(walk(self.tables, queries).flatten(0, 1), queries[..., 1:].flatten(0, 1), first.N, first.cot)
+        targets = targets.view(M, B, -1)[:, :, -T:]  # (M', B, T): every later position carries a target
+        logits = target_logits(self.update.params, tokens.view(M, B, -1), T)  # (M', B T, N)
+        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
+        return losses.detach(), self.update.gradients(losses)
+
+
+@dataclass
+class HopLog:
+    """One multi-hop run's outcome so far, on the host."""
+
+    steps: int
+    reason: str | None = None
+    last_loss: float = float("nan")
+    streak: int = 0
+    final: list[float] | None = None  # per-output eval accuracy at the last check
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    acc_curve: list[tuple[int, float]] = field(default_factory=list)
+    weights: dict[str, torch.Tensor] | None = None  # at its stop (or at max_steps)
+
+
+def check(group: QueryGroup, logs: list[HopLog], step: int, accuracy: torch.Tensor, losses: torch.Tensor | None,
+          previous: torch.Tensor) -> list[int]:
+    """The check at `step`, on the host (one read): eval accuracy, the loss rule, each run's last loss.
+    `losses` are this step's (None at max_steps, where no step follows), `previous` the step before's.
+    Returns the stack positions of the runs that stop, after keeping their weights."""
+    first = group.configs[0]
+    acc, *rest = to_host(accuracy, previous, *([] if losses is None else [losses]))
+    before, now = rest[0], (rest[1] if losses is not None else None)
+    stopped = []
+    for i, m in enumerate(group.alive):
+        log = logs[m]
+        log.final = acc[i].tolist()
+        log.acc_curve.append((step, log.final[-1]))
+        if log.final[-1] >= first.target_accuracy:
+            log.reason, log.last_loss = "accuracy", float(before[i])
+        elif now is None:
+            log.last_loss = float(before[i])
+        else:
+            log.last_loss = float(now[i])
+            log.loss_curve.append((step, log.last_loss))
+            log.streak = log.streak + 1 if log.last_loss < first.loss_threshold else 0
+            if log.streak >= first.patience:
+                log.reason = "loss"
+        if log.reason is not None:
+            log.steps = step
+            log.weights = run_weights(group.update.params, i, group.configs[m])
+            stopped.append(i)
+    return stopped
+
+
+def hop_state(group: QueryGroup, logs: list[HopLog], step: int, seconds: float) -> GroupState:
+    """The group's whole state at the start of `step` (a check, made on resume), to write and resume from."""
+    meta = {"steps": [log.steps for log in logs], "reasons": [log.reason for log in logs],
+            "last_loss": [log.last_loss for log in logs], "streak": [log.streak for log in logs],
+            "final": [log.final for log in logs], "loss_curves": [log.loss_curve for log in logs],
+            "acc_curves": [log.acc_curve for log in logs]}
+    return GroupState(step=step, alive=list(group.alive), tensors=stack_state(group.update), seconds=seconds, meta=meta,
+                      weights={f"final/{m}": log.weights for m, log in enumerate(logs) if log.weights is not None})
+
+
+def resume_hops(group: QueryGroup, logs: list[HopLog], state: GroupState) -> None:
+    """Put a written state back: the same stack, bit for bit, and the runs' logs so far."""
+    if len(state.alive) < len(group.alive):
+        group.keep(list(state.alive))  # a fresh group's positions are its runs
+    restore_stack(group.update, state.tensors)
+    book = state.meta
+    for m, log in enumerate(logs):
+        log.steps, log.reason, log.last_loss = book["steps"][m], book["reasons"][m], book["last_loss"][m]
+        log.streak, log.final = book["streak"][m], book["final"][m]
+        log.loss_curve = [(int(t), x) for t, x in book["loss_curves"][m]]
+        log.acc_curve = [(int(t), x) for t, x in book["acc_curves"][m]]
+    for name, weights in state.weights.items():  # "final/m": the weights of a run that stopped
+        logs[int(name.split("/")[1])].weights = weights
+
+
+def train_block(group: QueryGroup, logs: list[HopLog], steps: range) -> None:
+    """The check at steps.start and the steps up to the next check; the check's read is the block's only
+    host read (besides the held-out sampler's redraws, when it draws). Runs that stop at the check
+    leave the stack."""
+    accuracy, previous = group.accuracy(), group.previous
+    losses, grads = group.losses_and_grads(group.sample(range(steps.start, steps.start + 1))[:, 0])
+    stopped = check(group, logs, steps.start, accuracy, losses, previous)
+    going = [i for i in range(len(group.alive)) if i not in stopped]
+    if not going:
+        group.alive = []  # every run has stopped: nothing reads the stack again
+        return
+    group.update(grads)  # the stopping runs' weights were kept at the check, before this update
+    if stopped:  # they leave the stack, so the runs that go on pay nothing for them
+        group.keep(going)
+        losses = losses[torch.tensor(going, dtype=torch.long, device=group.device)]
+    group.previous = losses
+    per_draw = max(1, SAMPLE_KEYS // (len(group.alive) * group.configs[0].batch_size * (group.configs[0].k + 1)))
+    for start in range(steps.start + 1, steps.stop, per_draw):
+        drawn = group.sample(range(start, min(start + per_draw, steps.stop)))  # (M', steps, B, k + 1)
+        for queries in drawn.unbind(1):
+            group.previous, grads = group.losses_and_grads(queries)
+            group.update(grads)
+
+
 def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "cpu", progress=None,
                    dtype: torch.dtype = torch.float32, checkpoint: GroupCheckpoint | None = None) -> list[MultiHopResult]:
     """Train runs with one MultiHopConfig.shape_key() together; `progress` (a tqdm) advances by run-steps.
 
-    `checkpoint` makes the group resumable, as in `trainer.train_group`: its state is written at an
-    accuracy check every `checkpoint.every_s` seconds (and past a time budget's deadline, which then
-    raises `BudgetSpent`), and a group that finds a state continues from it to the same results."""
+    Training goes from check to check (every `check_every` steps): the check's accuracy and losses are
+    the one host read of the block of steps that follows it, and the runs that stop there leave the stack.
+    `checkpoint` makes the group resumable, as in `trainer.train_group`: its state is written at a
+    check every `checkpoint.every_s` seconds (and past a time budget's deadline, which then raises
+    `BudgetSpent`), and a group that finds a state continues from it to the same results."""
     device = start_group(configs, device, "train_multihop")
-    start = time.perf_counter()
-    first = configs[0]
-    M, N, B, T = len(configs), first.N, first.batch_size, first.n_targets
-    sets = [query_sets(c) for c in configs]
-    tables = _pad([torch.as_tensor(s.task.bijections) for s in sets], device)  # (M, R_max, N)
-    eval_queries = _pad([s.eval for s in sets], device)  # (M, E_max, k + 1)
-    eval_counts = torch.tensor([len(s.eval) for s in sets], device=device)
-    chunk = max(1, EVAL_LOGITS["cpu" if device.type == "cpu" else "other"] // (M * N))
-    sample = BatchSampler(configs, sets, device)
-    update = StackedUpdates(stack_params(configs, dtype), configs, device)
-    params = update.params
-
-    alive = list(range(M))  # the runs still in the stack: stack position i holds run alive[i]
-    steps, reasons = [first.max_steps] * M, [None] * M
-    last_loss, streak = [float("nan")] * M, [0] * M
-    final: list = [None] * M
-    weights: list = [None] * M  # run -> weights at its stop
-    loss_curves = [[] for _ in range(M)]
-    acc_curves = [[] for _ in range(M)]
-    first_step, seconds_before = 0, 0.0
+    started, first = time.perf_counter(), configs[0]
+    group = QueryGroup(configs, device, dtype)
+    logs = [HopLog(steps=first.max_steps) for _ in configs]
     state = checkpoint.load() if checkpoint is not None else None
+    step, seconds_before = (state.step, state.seconds) if state is not None else (0, 0.0)
     if state is not None:  # continue where the group was checkpointed: the same stack, bit for bit
-        first_step, seconds_before, alive = state.step, state.seconds, list(state.alive)
-        if len(alive) < M:
-            rows = torch.tensor(alive, device=device)
-            params = update.keep(alive)
-            tables, eval_queries, eval_counts = tables[rows], eval_queries[rows], eval_counts[rows]
-            sample.keep(alive)
-        restore_stack(update, state.tensors)
-        book = state.meta
-        steps, reasons, last_loss, streak, final = book["steps"], book["reasons"], book["last_loss"], book["streak"], book["final"]
-        loss_curves = [[(int(t), x) for t, x in c] for c in book["loss_curves"]]
-        acc_curves = [[(int(t), x) for t, x in c] for c in book["acc_curves"]]
-        for name, w in state.weights.items():  # "final/m": the weights of a run that stopped
-            weights[int(name.split("/")[1])] = w
-
-    def group_state(step: int) -> GroupState:
-        return GroupState(
-            step=step, alive=list(alive), tensors=stack_state(update), seconds=seconds_before + time.perf_counter() - start,
-            meta={"steps": steps, "reasons": reasons, "last_loss": last_loss, "streak": streak, "final": final,
-                  "loss_curves": loss_curves, "acc_curves": acc_curves},
-            weights={f"final/{m}": w for m, w in enumerate(weights) if w is not None})
-
-    for step in range(first_step, first.max_steps + 1):
-        if checkpoint is not None and step % first.check_every == 0 and step > first_step and checkpoint.due():
-            checkpoint.save_or_stop(group_state(step), first.max_steps, M)  # before this step's accuracy check, made on resume
-        stopped: list[int] = []  # stack positions of the runs that stop at this step
-
-        def stop(i: int, reason: str) -> None:
-            m = alive[i]
-            steps[m], reasons[m] = step, reason
-            weights[m] = run_weights(params, i, configs[m])
-            stopped.append(i)
-
-        check = step % first.check_every == 0 or step == first.max_steps
-        if check:
-            acc = evaluate({n: v.detach() for n, v in params.items()}, tables, eval_queries, eval_counts,
-                           first.cot, chunk).cpu()
-            for i, m in enumerate(alive):
-                final[m] = acc[i].tolist()
-                acc_curves[m].append((step, final[m][-1]))
-                if final[m][-1] >= first.target_accuracy:
-                    stop(i, "accuracy")
-        if step == first.max_steps or len(stopped) == len(alive):
-            break
-        queries = sample(step)  # (M', B, k + 1)
-        tokens, targets = sequences(walk(tables, queries).flatten(0, 1), queries[..., 1:].flatten(0, 1), N, first.cot)
-        targets = targets.view(len(alive), B, -1)[:, :, -T:]  # (M', B, T): every later position carries a target
-        logits = target_logits(params, tokens.view(len(alive), B, -1), T)  # (M', B T, N)
-        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(len(alive), B * T).mean(1)
-        loss_cpu = losses.detach().cpu().tolist()
-        for i, m in enumerate(alive):
-            if i in stopped:
-                continue
-            last_loss[m] = loss_cpu[i]
-            if check:
-                loss_curves[m].append((step, loss_cpu[i]))
-                streak[m] = streak[m] + 1 if loss_cpu[i] < first.loss_threshold else 0
-                if streak[m] >= first.patience:
-                    stop(i, "loss")
-        if len(stopped) == len(alive):
-            break
-        active = torch.ones(len(alive), dtype=torch.bool)
-        active[stopped] = False
-        going = torch.nonzero(active).flatten().tolist()
-        update(update.gradients(losses))
-        if stopped:  # a stopped run leaves the stack, so the runs that go on pay nothing for it
-            rows = torch.tensor(going, device=device)
-            params = update.keep(going)
-            tables, eval_queries, eval_counts = tables[rows], eval_queries[rows], eval_counts[rows]
-            sample.keep(going)
-            alive = [alive[i] for i in going]
+        resume_hops(group, logs, state)
+    # the loss of the step before each check, for a run that stops there on accuracy (NaN before any step)
+    group.previous = torch.tensor([logs[m].last_loss for m in group.alive], dtype=dtype, device=device)
+    first_step = step
+    while group.alive and step < first.max_steps:
+        if checkpoint is not None and step > first_step and checkpoint.due():
+            seconds = seconds_before + time.perf_counter() - started
+            checkpoint.save_or_stop(hop_state(group, logs, step, seconds), first.max_steps, len(configs))
+        end = min(step + first.check_every, first.max_steps)
+        train_block(group, logs, range(step, end))
         if progress is not None:
-            progress.update(len(alive))
-    for i, m in enumerate(alive):
-        if weights[m] is None:  # trained to max_steps
-            weights[m] = run_weights(params, i, configs[m])
-    seconds = seconds_before + time.perf_counter() - start
-    results = []
-    for m, (c, s) in enumerate(zip(configs, sets)):
-        results.append(MultiHopResult(c, steps[m], last_loss[m], final[m][-1], final[m] if c.cot else None,
-                                      reasons[m], len(s.eval), None if s.pool is None else len(s.pool),
-                                      loss_curves[m], acc_curves[m], seconds, weights[m]))
-    return results
+            progress.update(len(group.alive) * (end - step))
+        step = end
+    if group.alive:  # the last check, at max_steps: no step follows it
+        check(group, logs, first.max_steps, group.accuracy(), None, group.previous)
+    for i, m in enumerate(group.alive):
+        if logs[m].weights is None:  # trained to max_steps
+            logs[m].weights = run_weights(group.update.params, i, configs[m])
+    seconds = seconds_before + time.perf_counter() - started
+    return [MultiHopResult(c, log.steps, log.last_loss, log.final[-1], log.final if c.cot else None, log.reason,
+                           len(s.eval), None if s.pool is None else len(s.pool), log.loss_curve, log.acc_curve,
+                           seconds, log.weights) for c, s, log in zip(configs, group.sets, logs)]

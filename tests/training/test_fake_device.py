@@ -14,12 +14,14 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
 from geofact.device import host_reads, resolve_device
-from geofact.training.config import TrainConfig
+from geofact.training import multihop_trainer
+from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.multihop import query_sets
 from geofact.training.trainer import train_group
 
 
 class Reads:
-    """Answers `to_host` for fake tensors: losses of 1 (no run meets the stop rule) and, for integer
+    """Answers `to_host` for fake tensors: floats of 0.5 (no run meets a loss or accuracy rule) and, for integer
     tensors, `fill`; `stops` {call: (position, step)} makes the run at a stack position stop at a step."""
 
     def __init__(self, fill: int, stops: dict[int, tuple[int, int]] | None = None) -> None:
@@ -27,8 +29,9 @@ class Reads:
 
     def __call__(self, tensors):
         self.calls.append([tuple(t.shape) for t in tensors])
-        out = [np.full(tuple(t.shape), 1.0 if t.dtype.is_floating_point else self.fill,
-                       dtype=np.float64 if t.dtype.is_floating_point else np.int64) for t in tensors]
+        out = [np.zeros(tuple(t.shape), dtype=bool) if t.dtype == torch.bool  # no held-out query left to redraw
+               else np.full(tuple(t.shape), 0.5) if t.dtype.is_floating_point
+               else np.full(tuple(t.shape), self.fill, dtype=np.int64) for t in tensors]
         if len(self.calls) - 1 in self.stops:
             position, step = self.stops[len(self.calls) - 1]
             out[1][position] = step  # the block's stop steps come second, after its losses
@@ -80,3 +83,20 @@ def test_a_run_that_stops_inside_a_block_leaves_the_stack_at_its_end_without_a_h
     assert 4 not in results[1].checkpoints and 4 in results[0].checkpoints  # no weights after its stop
     later = [call for call in reads.calls if len(call) >= 2][1:]
     assert later and all(call[0][0] == 2 for call in later)  # two runs left in the stack
+
+
+@pytest.mark.parametrize("queries", [dict(), dict(train_queries=200), dict(eval_seen=False)])
+def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(queries, monkeypatch):
+    hops = [MultiHopConfig(N=16, R=R, k=2, d=16, batch_size=32, max_steps=25, check_every=10, eval_queries=40,
+                           seed=s, cot=True, **queries) for s, R in [(0, 2), (1, 3)]]
+    sets = {c: query_sets(c) for c in hops}  # host data (the tasks' tables, drawn with numpy), made beforehand
+    monkeypatch.setattr(multihop_trainer, "query_sets", sets.__getitem__)
+    reads = Reads(fill=0)
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = multihop_trainer.train_multihop(hops, device="meta")
+    checks = [call for call in reads.calls if len(call) >= 2]
+    assert [len(call) for call in checks] == [3, 3, 3, 2]  # checks at 0, 10, 20 (accuracy, last and this loss), 25
+    assert checks[0][0] == (2, 2)  # per-hop accuracy of both runs
+    redraws = len(reads.calls) - len(checks)
+    assert redraws == (3 * 2 if not queries.get("eval_seen", True) else 0)  # one clash read per draw, held out only
+    assert [r.steps for r in results] == [25, 25] and all(r.stop_reason is None for r in results)
