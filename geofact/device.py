@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
-import numpy as np
 import torch
 
 from geofact.processes import usable_cores
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """Turn 'cpu', 'cuda', 'cuda:1' or 'mps' into a torch.device, failing clearly when it is absent.
-
-    'meta' (tensors without data) is accepted only under torch's FakeTensorMode: the tests' stand-in
-    for a GPU (`tests/training/test_fake_device.py`), where a host read of a device value or an op
-    mixing devices raises, as code that runs on CUDA the first time must never do.
-    """
+    """Turn 'cpu', 'cuda', 'cuda:1' or 'mps' into a torch.device, failing clearly when it is absent."""
     dev = torch.device(device)
-    if dev.type == "meta":
-        if torch._guards.detect_fake_mode() is None:
-            raise ValueError("device='meta' is the tests' data-less stand-in for a GPU and needs torch's FakeTensorMode; "
-                             "use 'cpu', 'cuda[:i]' or 'mps'")
-    elif dev.type == "cuda":
+    if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError(f"device={str(device)!r} was requested but CUDA is not available on this machine (use device='cpu')")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
@@ -44,31 +32,6 @@ def describe_device(device: str | torch.device) -> str:
     if dev.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(dev)})"
     return dev.type
-
-
-HostReader = Callable[[tuple[torch.Tensor, ...]], tuple[np.ndarray, ...]]
-_reader: HostReader | None = None
-
-
-def to_host(*tensors: torch.Tensor) -> tuple[np.ndarray, ...]:
-    """Copy device values to the host, as numpy arrays: the one way the trainers read their losses,
-    stop steps and accuracies, once per block of steps (a host read waits for the device to finish
-    everything queued, so reading every step would leave a GPU idle between steps)."""
-    if _reader is not None:
-        return _reader(tensors)
-    return tuple(t.detach().cpu().numpy() for t in tensors)
-
-
-@contextmanager
-def host_reads(reader: HostReader) -> Iterator[None]:
-    """Answer `to_host` with `reader` for a while: under fake tensors there are no values to read, so
-    the tests answer with values of their choosing and count the reads."""
-    global _reader
-    previous, _reader = _reader, reader
-    try:
-        yield
-    finally:
-        _reader = previous
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from geofact.device import to_host
+from geofact.host import to_host
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.data import _mix32

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
-from geofact.device import to_host
+from geofact.host import to_host
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from geofact.device import configure_cpu, resolve_device
+from geofact.device import configure_cpu
+from geofact.host import resolve
 from geofact.training.model import init_params
 from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
 
@@ -41,7 +42,7 @@ def start_group(configs: list, device: str | torch.device, trainer: str) -> torc
     """Check that the runs can be stacked (equal shape_key()) and ready the device they train on."""
     if len({c.shape_key() for c in configs}) != 1:
         raise ValueError(f"{trainer} needs runs with equal {type(configs[0]).__name__}.shape_key(); run_sweep groups them")
-    device = resolve_device(device)
+    device = resolve(device)
     if device.type == "cpu":
         configure_cpu()
     return device

@@ -7,7 +7,7 @@ the first step whose batch loss is below the threshold.
 
 Training goes in blocks of `block_steps` steps during which the host reads nothing from the device:
 each step's losses, the stop rule, the weights of a run at its stop, the checkpoints and accuracy
-checks stay on the device, and the host reads them once, at the block's end (`geofact.device.to_host`).
+checks stay on the device, and the host reads them once, at the block's end (`geofact.host.to_host`).
 A run that meets the stop rule inside a block has its weights kept at that step; it goes on being
 computed with the others until the block ends (its later steps are discarded) and then leaves the
 stack. The results are those of stopping it at once: the same steps, curves and checkpoints.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
-from geofact.device import to_host
+from geofact.host import to_host
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.model import forward

@@ -4,7 +4,7 @@ Fake tensors carry shapes, dtypes and devices but no values, so any host read of
 (`.item()`, `.tolist()`, `bool(t)`, `nonzero`) raises `DataDependentOutputException`, and an op mixing a
 tensor left on the CPU with one on the device raises `FakeTensorDeviceMismatchError`: a whole block of
 steps that runs here makes no host read and leaves nothing on the CPU by mistake, as code that must
-run on a GPU the first time must not. The trainers' one sanctioned read, `geofact.device.to_host` at a
+run on a GPU the first time must not. The trainers' one sanctioned read, `geofact.host.to_host` at a
 block's end, is answered here with values of the test's choosing (`host_reads`), and counted.
 """
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
-from geofact.device import host_reads, resolve_device
+from geofact.host import host_reads, resolve
 from geofact.training import multihop_trainer
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.multihop import query_sets
@@ -46,9 +46,9 @@ def configs(max_steps: int, **over) -> list[TrainConfig]:
 
 def test_meta_is_refused_outside_fake_mode_and_accepted_in_it():
     with pytest.raises(ValueError, match="FakeTensorMode"):
-        resolve_device("meta")
+        resolve("meta")
     with FakeTensorMode(allow_non_fake_inputs=True):
-        assert resolve_device("meta").type == "meta"
+        assert resolve("meta").type == "meta"
 
 
 def test_fake_mode_refuses_host_reads_and_mixed_devices():
