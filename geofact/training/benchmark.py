@@ -21,8 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from geofact.device import configure_cpu, describe_device, resolve_device
+from geofact.host import host_reads
 from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.settings import records_only
 from geofact.store import (
@@ -35,7 +37,7 @@ from geofact.store import (
 from geofact.training.config import TrainConfig
 from geofact.training.reference import train_single
 from geofact.training.sweep import default_group_size, provenance
-from geofact.training.trainer import train_group
+from geofact.training.trainer import DEFAULT_BLOCK_STEPS, train_group
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,52 @@ def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20
     return {"device": describe_device(device), "threads": torch.get_num_threads(), "matmul_peak_flops": peak,
             "pages_at_once": int(os.environ.get(PAGES_AT_ONCE_ENV, 1)),
             "N": N, "R": R, "batch_size": batch_size, "rows": [asdict(r) for r in rows]}
+
+
+DATA_DEPENDENT = {"_local_scalar_dense", "nonzero", "_unique2", "unique_consecutive", "masked_select"}  # ops that read values on the host
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the dispatcher ops a computation runs (views apart: they launch no kernel) and the ops whose
+    output depends on tensor values, which on a GPU wait for the device (`.item()`, `nonzero`, ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops, self.views, self.data_dependent = 0, 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.is_view:
+            self.views += 1
+        else:
+            self.ops += 1
+        self.data_dependent += func.overloadpacket.__name__ in DATA_DEPENDENT
+        return func(*args, **(kwargs or {}))
+
+
+def step_ops(device: str | torch.device = "cpu", runs: int = 4, N: int = 512, R: int = 4, d: int = 32,
+             batch_size: int = 1024, block_steps: int = DEFAULT_BLOCK_STEPS) -> dict:
+    """Dispatcher ops, views and host reads per step of a single-hop stack (no stop rule in reach),
+    counted over two blocks of steps minus one (set-up and the final bookkeeping cancel). A host read
+    is a `to_host` call of the trainer or a data-dependent op (`DATA_DEPENDENT`)."""
+    device = resolve_device(device)
+    reads = []
+
+    def counting_read(tensors):
+        reads.append(len(tensors))
+        return tuple(t.detach().cpu().numpy() for t in tensors)
+
+    def count(blocks: int) -> tuple[OpCounter, int]:
+        configs = [TrainConfig(N=N, R=R, d=d, batch_size=batch_size, max_steps=blocks * block_steps, lr=1e-3,
+                               loss_threshold=0.0, seed=s) for s in range(runs)]
+        reads.clear()
+        with host_reads(counting_read), OpCounter() as counter:
+            train_group(configs, device=device, evaluate=False, log_every=10**9, block_steps=block_steps)
+        return counter, len(reads)
+
+    (one, reads_one), (two, reads_two) = count(1), count(2)
+    return {"runs": runs, "N": N, "R": R, "d": d, "batch_size": batch_size, "block_steps": block_steps,
+            "ops_per_step": (two.ops - one.ops) / block_steps, "views_per_step": (two.views - one.views) / block_steps,
+            "syncs_per_step": (reads_two - reads_one + two.data_dependent - one.data_dependent) / block_steps}
 
 
 def peak_fraction(result: dict, row: dict, rate: float) -> float:

@@ -1,6 +1,6 @@
 import pytest
 
-from geofact.training.benchmark import benchmark, format_rows, step_flops
+from geofact.training.benchmark import benchmark, format_rows, step_flops, step_ops
 from geofact.training.config import TrainConfig
 
 
@@ -22,3 +22,9 @@ def test_step_flops_counts_the_unembedding_and_mlp():
 def test_benchmark_rejects_empty_work():
     with pytest.raises(ValueError, match="runs and steps"):
         benchmark("cpu", runs=0)
+
+
+def test_a_step_is_counted_in_ops_and_reads_once_per_block():
+    counted = step_ops(runs=2, N=64, R=2, d=8, batch_size=32, block_steps=4)
+    assert counted["syncs_per_step"] == 1 / 4  # the block's one to_host, nothing data-dependent besides
+    assert 20 < counted["ops_per_step"] < 200 and counted["views_per_step"] > 0
