@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack
 from geofact.pipeline.project import Project
 
 UNFINISHED = 3  # exit status of `geofact run --budget` when pages are left for the next call
@@ -36,11 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
     p_pack = sub.add_parser("pack", help="write the run cache's JSON records and a profile's pages and results to "
-                                         "one .tar.gz, without the weights (to carry off a GPU node)")
-    p_pack.add_argument("archive", type=Path, help="the .tar.gz to write")
+                                         "one .tar.gz, without the weights (to carry off a GPU node), in parts when large")
+    p_pack.add_argument("archive", type=Path, help="the .tar.gz to write (ARCHIVE.part1ofN, ... when in parts)")
     p_pack.add_argument("--profile", default="paper", help="whose results and executed pages to include (default: paper)")
+    p_pack.add_argument("--part-bytes", type=int, default=DEFAULT_PART_BYTES, metavar="N",
+                        help=f"largest file written: a larger archive is split into at most {MAX_PARTS} parts "
+                             f"(default: {DEFAULT_PART_BYTES} = {DEFAULT_PART_BYTES // 2**20} MiB)")
     p_unpack = sub.add_parser("unpack", help="check a `geofact pack` archive and put its files in place")
-    p_unpack.add_argument("archive", type=Path)
+    p_unpack.add_argument("archive", type=Path, nargs="+",
+                          help="the archive, or its parts (all of them, or one with the others beside it)")
     p_unpack.add_argument("--force", action="store_true", help="overwrite files in place whose contents differ")
 
     args = parser.parse_args(argv)
@@ -62,13 +67,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.command in ("pack", "unpack"):
-        from geofact.pipeline.pack import pack, unpack
-
         try:
             if args.command == "pack":
-                done = pack(project, args.archive, args.profile)
-                print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> {done.path} "
-                      f"({done.bytes_out / 2**20:.2f} MiB)")
+                done = pack(project, args.archive, args.profile, args.part_bytes)
+                print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> "
+                      f"{', '.join(str(p) for p in done.paths)} ({done.bytes_out / 2**20:.2f} MiB"
+                      + (f" in {len(done.paths)} parts)" if len(done.paths) > 1 else ")"))
             else:
                 got = unpack(project, args.archive, args.force)
                 made = got.manifest
