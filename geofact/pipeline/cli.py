@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     p_compute.add_argument("notebooks", nargs="*",
                            help="notebook names (default: the training pages, " + ", ".join(DEFAULT_PAGES) + ")")
     p_compute.add_argument("--profile", default="laptop", help="smoke | laptop | paper (default: laptop)")
-    p_compute.add_argument("--device", default="cpu", help="torch device passed to notebooks that declare `device` (default: cpu)")
+    p_compute.add_argument("--device", default="cpu",
+                           help="torch device passed to notebooks that declare `device` (default: cpu)")
     p_compute.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                            help="work for at most this long: no page starts after it, training in flight checkpoints "
                                 "and stops (exit status 3); the same command again resumes")

@@ -1,8 +1,8 @@
 """geofact pack / unpack: JSON records, results and pages travel; weights and in-flight states do not."""
 
 import io
-import random
 import json
+import random
 import tarfile
 
 import nbformat
@@ -101,7 +101,7 @@ def test_a_truncated_archive_is_a_clear_error(tmp_path):
 def bulky(root, n: int = 40) -> Project:
     """A node whose records compress badly (random hex), so that a few KiB of part size makes several parts."""
     rng = random.Random(0)
-    return machine(root, {f".geofact/runs/r{i:02d}.json": json.dumps({"w": "%064x" % rng.getrandbits(256)})
+    return machine(root, {f".geofact/runs/r{i:02d}.json": json.dumps({"w": f"{rng.getrandbits(256):064x}"})
                           for i in range(n)})
 
 
