@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -28,12 +29,23 @@ def module_hashes(modules: list[str]) -> dict[str, str]:
     return out
 
 
-def git_commit(root: Path) -> str:
-    """HEAD commit, with '+dirty' when tracked files other than generated pages/results differ."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+GIT_COMMIT_ENV = "GEOFACT_GIT_COMMIT"  # the commit of a copy without .git (a GPU lease gets the files, not the repository)
 
-    head = git("rev-parse", "HEAD") or "unknown"
+
+def git_commit(root: Path) -> str:
+    """HEAD commit, with '+dirty' when tracked files other than generated pages/results differ.
+
+    Where git names no commit (no .git, as in the working tree sent to a GPU node, or no git at all),
+    $GEOFACT_GIT_COMMIT names it (the lease recipe passes `git rev-parse HEAD` from home), so that the
+    records made there name the home commit; "unknown" without it."""
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        except OSError:  # no git on this machine
+            return ""
+        return done.stdout.strip()
+
+    head = git("rev-parse", "HEAD") or os.environ.get(GIT_COMMIT_ENV, "").strip() or "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!book", ":!results")
     return head + ("+dirty" if dirty else "")
 

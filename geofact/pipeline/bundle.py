@@ -1,4 +1,8 @@
-"""`make bundle`: every wheel a GPU node without a package index needs, in one folder.
+"""`make bundle`: every wheel a GPU node without a package index needs to run `geofact run`, in one folder.
+
+A node that only computes records needs none of it: `geofact compute` (geofact.pipeline.compute) runs
+the pages as scripts with the node's own torch, numpy, scipy, scikit-learn, matplotlib, pyyaml and
+tqdm. The bundle is for a node that executes whole pages, or sweeps as SLURM jobs (submitit).
 
 GPU nodes are often air-gapped, with a site-provided CUDA torch and a newer Python. On a machine with
 the registries, this downloads into one folder the wheels of geofact's GPU side for a chosen Python

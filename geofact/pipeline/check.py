@@ -22,7 +22,7 @@ import yaml
 
 from geofact.pipeline.ledger import load_ledger
 from geofact.pipeline.project import Project
-from geofact.pipeline.runner import expected_parameters
+from geofact.pipeline.script import expected_parameters
 from geofact.pipeline.status import render_status
 from geofact.provenance import module_hashes, sha256_file
 

@@ -1,4 +1,5 @@
-"""Command line: `geofact run`, `geofact check`, `geofact status`, `geofact pack`, `geofact unpack`, `geofact list`."""
+"""Command line: `geofact run`, `geofact compute`, `geofact check`, `geofact status`, `geofact pack`, `geofact unpack`,
+`geofact list`."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute
+from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack
 from geofact.pipeline.project import Project
 
-UNFINISHED = 3  # exit status of `geofact run --budget` when pages are left for the next call
+UNFINISHED = 3  # exit status of `geofact run` / `geofact compute` with --budget when pages are left for the next call
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,15 +35,33 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--records-only", action="store_true",
                        help="execute pages from the cached records alone (after `geofact unpack`): nothing trains and "
                             "no weights are read; a page that would need them is left unfinished (exit status 3)")
+    p_compute = sub.add_parser(
+        "compute", help="run the compute side of pages (training, per-model analyses, the benchmark) into the run "
+                        "cache's records as plain scripts, without Jupyter (a GPU node); pages are rendered later "
+                        "by `geofact run --records-only`")
+    p_compute.add_argument("notebooks", nargs="*",
+                           help="notebook names (default: the training pages, " + ", ".join(DEFAULT_PAGES) + ")")
+    p_compute.add_argument("--profile", default="laptop", help="smoke | laptop | paper (default: laptop)")
+    p_compute.add_argument("--device", default="cpu",
+                           help="torch device passed to notebooks that declare `device` (default: cpu)")
+    p_compute.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                           help="work for at most this long: no page starts after it, training in flight checkpoints "
+                                "and stops (exit status 3); the same command again resumes")
+    p_compute.add_argument("--force", action="store_true",
+                           help="execute pages again that an earlier command finished (.geofact/computed/)")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
     p_pack = sub.add_parser("pack", help="write the run cache's JSON records and a profile's pages and results to "
-                                         "one .tar.gz, without the weights (to carry off a GPU node)")
-    p_pack.add_argument("archive", type=Path, help="the .tar.gz to write")
+                                         "one .tar.gz, without the weights (to carry off a GPU node), in parts when large")
+    p_pack.add_argument("archive", type=Path, help="the .tar.gz to write (ARCHIVE.part1ofN, ... when in parts)")
     p_pack.add_argument("--profile", default="paper", help="whose results and executed pages to include (default: paper)")
+    p_pack.add_argument("--part-bytes", type=int, default=DEFAULT_PART_BYTES, metavar="N",
+                        help=f"largest file written: a larger archive is split into at most {MAX_PARTS} parts "
+                             f"(default: {DEFAULT_PART_BYTES} = {DEFAULT_PART_BYTES // 2**20} MiB)")
     p_unpack = sub.add_parser("unpack", help="check a `geofact pack` archive and put its files in place")
-    p_unpack.add_argument("archive", type=Path)
+    p_unpack.add_argument("archive", type=Path, nargs="+",
+                          help="the archive, or its parts (all of them, or one with the others beside it)")
     p_unpack.add_argument("--force", action="store_true", help="overwrite files in place whose contents differ")
 
     args = parser.parse_args(argv)
@@ -61,14 +82,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"geofact run: error: {exc}", file=sys.stderr)
             return 1
         return 0
+    if args.command == "compute":
+        try:
+            computed = compute(project, args.notebooks, args.profile, args.device, budget=args.budget, force=args.force)
+        except ComputeUnfinished as exc:
+            print(f"geofact compute: {exc}", file=sys.stderr)
+            return UNFINISHED
+        except (ComputeFailed, ValueError, RuntimeError) as exc:
+            print(f"geofact compute: error: {exc}", file=sys.stderr)
+            return 1
+        now = [c for c in computed if not c.skipped]
+        print(f"geofact compute: {len(computed)} page(s) computed, {len(now)} by this command in "
+              f"{sum(c.wall_time_s for c in now):.1f} s; `geofact pack` carries their records home")
+        return 0
     if args.command in ("pack", "unpack"):
-        from geofact.pipeline.pack import pack, unpack
-
         try:
             if args.command == "pack":
-                done = pack(project, args.archive, args.profile)
-                print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> {done.path} "
-                      f"({done.bytes_out / 2**20:.2f} MiB)")
+                done = pack(project, args.archive, args.profile, args.part_bytes)
+                print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> "
+                      f"{', '.join(str(p) for p in done.paths)} ({done.bytes_out / 2**20:.2f} MiB"
+                      + (f" in {len(done.paths)} parts)" if len(done.paths) > 1 else ")"))
             else:
                 got = unpack(project, args.archive, args.force)
                 made = got.manifest

@@ -8,36 +8,55 @@ profile executed there, if any, into one .tar.gz with a manifest (file list and 
 and the device); `unpack` checks it and puts every file in place. There, `geofact run --records-only`
 executes the pages from the records: nothing trains, no weights are needed, and each page's
 provenance names the device and commit its records were made on.
+
+What a GPU lease brings back is limited to a few files of a few MiB each (8 of 16 MiB), so an archive
+larger than `part_bytes` is written as numbered parts, `ARCHIVE.part1of3` ... `ARCHIVE.part3of3`, at
+most MAX_PARTS of them; `unpack` takes the archive, all its parts, or one part (and finds the rest
+beside it). Both run where the node's packages are (no nbformat: a page is read as the JSON it is).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import io
 import json
+import math
+import re
 import tarfile
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import nbformat
-
 from geofact.pipeline.project import Project
-from geofact.provenance import git_commit
 from geofact.store import write_atomically
 
 SCHEMA = "geofact.pack/1"
 MANIFEST = "geofact-pack.json"
 SKIPPED_DIRS = ("groups",)  # states of groups in flight: weights, and only meaningful where they train
+DEFAULT_PART_BYTES = 16 * 2**20  # the largest file a GPU lease brings back
+MAX_PARTS = 8  # the most files it brings back
+PART = re.compile(r"(?P<archive>.+)\.part(?P<index>[1-9][0-9]*)of(?P<count>[1-9][0-9]*)")
 
 
 @dataclass(frozen=True)
 class Packed:
-    path: Path
+    paths: list[Path]  # the archive, or its parts in order
     files: int
     bytes_in: int  # the files' total size
-    bytes_out: int  # the archive's size
+    bytes_out: int  # the archive's size (all parts together)
+
+
+def part_path(archive: Path, index: int, count: int) -> Path:
+    """Part `index` (from 1) of `count` of `archive`."""
+    return archive.with_name(f"{archive.name}.part{index}of{count}")
+
+
+def _siblings(archive: Path) -> list[Path]:
+    """Parts of `archive` already beside it, of any count."""
+    found = archive.parent.glob(f"{glob.escape(archive.name)}.part*of*")
+    return sorted(p for p in found if (m := PART.fullmatch(p.name)) and m["archive"] == archive.name)
 
 
 def _sha256(data: bytes) -> str:
@@ -52,7 +71,7 @@ def pack_members(project: Project, profile: str) -> list[Path]:
                if not set(p.relative_to(project.runs_dir).parts[:-1]) & set(SKIPPED_DIRS)] if project.runs_dir.exists() else []
     results = sorted(project.results_dir.glob(f"{profile}/*.json"))
     pages = [p for p in sorted(project.book_dir.glob("*.ipynb"))
-             if nbformat.read(p, as_version=4).metadata.get("geofact", {}).get("profile") == profile]
+             if json.loads(p.read_bytes()).get("metadata", {}).get("geofact", {}).get("profile") == profile]
     return [p.relative_to(root) for p in records + results + pages]
 
 
@@ -67,8 +86,14 @@ def _made_on(blobs: dict[str, bytes]) -> list[str]:
     return sorted(devices)
 
 
-def pack(project: Project, out: Path, profile: str = "paper") -> Packed:
-    """Write the records, results and pages of `profile` to the archive `out` (see the module docstring)."""
+def pack(project: Project, out: Path, profile: str = "paper", part_bytes: int = DEFAULT_PART_BYTES) -> Packed:
+    """Write the records, results and pages of `profile` to the archive `out`, in parts of at most
+    `part_bytes` when it is larger (see the module docstring). Parts or an archive of an earlier `pack`
+    to the same name are removed, so that what lies beside `out` is one archive."""
+    from geofact.provenance import git_commit  # torch: imported when packing, not for the CLI's help
+
+    if not isinstance(part_bytes, int) or part_bytes < 1:
+        raise ValueError(f"part_bytes must be an integer >= 1, got {part_bytes!r}")
     members = pack_members(project, profile)
     if not members:
         raise ValueError(f"nothing to pack: no records under {project.runs_dir} and no results of profile {profile!r}")
@@ -76,17 +101,57 @@ def pack(project: Project, out: Path, profile: str = "paper") -> Packed:
     manifest = {"schema": SCHEMA, "profile": profile, "created_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "git_commit": git_commit(project.root), "devices": _made_on(data),
                 "files": {name: _sha256(blob) for name, blob in data.items()}}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, blob in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *data.items()]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(blob), int(time.time())
+            tar.addfile(info, io.BytesIO(blob))
+    archive = buffer.getvalue()
+    count = math.ceil(len(archive) / part_bytes)
+    if count > MAX_PARTS:
+        raise ValueError(f"the archive is {len(archive)} bytes ({len(archive) / 2**20:.1f} MiB): more than {MAX_PARTS} "
+                         f"parts of {part_bytes} bytes (part_bytes, --part-bytes); at most {MAX_PARTS} files come back "
+                         f"from a GPU lease")
     out = Path(out)
+    paths = [out] if count == 1 else [part_path(out, i, count) for i in range(1, count + 1)]
+    for stale in {*_siblings(out), out} - set(paths):
+        stale.unlink(missing_ok=True)
+    for i, path in enumerate(paths):
+        write_atomically(path, archive[i * part_bytes:(i + 1) * part_bytes])
+    return Packed(paths, len(data), sum(len(b) for b in data.values()), len(archive))
 
-    def write_tar(f) -> None:
-        with tarfile.open(fileobj=f, mode="w:gz") as tar:
-            for name, blob in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *data.items()]:
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime = len(blob), int(time.time())
-                tar.addfile(info, io.BytesIO(blob))
 
-    write_atomically(out, write_tar)
-    return Packed(out, len(data), sum(len(b) for b in data.values()), out.stat().st_size)
+def read_archive(paths: list[Path]) -> tuple[Path, bytes]:
+    """(the archive's name, its bytes) from what `paths` name: the archive itself; all its parts
+    (ARCHIVE.partIofN, in any order, anywhere); one part, whose siblings are found beside it; or the
+    archive's name where only its parts lie beside it. A missing part is an error naming it."""
+    paths = [Path(p) for p in paths]
+    if len(paths) == 1 and not PART.fullmatch(paths[0].name):
+        archive = paths[0]
+        if archive.exists():
+            return archive, archive.read_bytes()
+        paths = _siblings(archive)[:1]
+        if not paths:
+            raise ValueError(f"{archive}: no such archive, nor parts {archive.name}.partIofN beside it")
+    matches = [PART.fullmatch(p.name) for p in paths]
+    wholes = {(m["archive"], int(m["count"])) if m else None for m in matches}
+    if not paths or None in wholes or len(wholes) != 1:
+        raise ValueError(f"archive must be one archive, or parts of one archive (ARCHIVE.partIofN with the same "
+                         f"ARCHIVE and N), got {[str(p) for p in paths]}")
+    name, count = wholes.pop()
+    if len(paths) == 1:  # one part: the others lie beside it
+        given = {i: part_path(paths[0].with_name(name), i, count) for i in range(1, count + 1)}
+    else:
+        given = {int(m["index"]): p for m, p in zip(matches, paths)}
+    extra = sorted(set(given) - set(range(1, count + 1)))
+    if extra:
+        raise ValueError(f"{name} is in {count} parts: there is no part {extra[0]}of{count}")
+    missing = [f"{name}.part{i}of{count}" for i in range(1, count + 1) if i not in given or not given[i].exists()]
+    if missing:
+        raise ValueError(f"{name} is in {count} parts; missing: {', '.join(missing)} (give every part, or one with "
+                         f"the others beside it)")
+    return paths[0].with_name(name), b"".join(given[i].read_bytes() for i in range(1, count + 1))
 
 
 @dataclass(frozen=True)
@@ -96,12 +161,14 @@ class Unpacked:
     manifest: dict
 
 
-def unpack(project: Project, archive: Path, force: bool = False) -> Unpacked:
-    """Check `archive` (manifest, sha256 of every file, no path outside the project) and put its files in
-    place. Its pages replace those in book/ (which holds the pages of one profile); a record or results
-    file already there with other contents is an error naming it, unless `force`."""
+def unpack(project: Project, archive: Path | list[Path], force: bool = False) -> Unpacked:
+    """Check `archive` (the archive or its parts, see `read_archive`; manifest, sha256 of every file, no
+    path outside the project) and put its files in place. Its pages replace those in book/ (which holds
+    the pages of one profile); a record or results file already there with other contents is an error
+    naming it, unless `force`."""
+    archive, data = read_archive([archive] if isinstance(archive, (str, Path)) else archive)
     try:
-        with tarfile.open(archive, "r:gz") as tar:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             blobs = {}
             for info in tar.getmembers():
                 if not info.isfile():

@@ -3,7 +3,8 @@
 For each notebook the runner
 
 1. reads notebooks/<name>.py (jupytext percent format) and the parameters its `parameters` cell
-   declares, and takes from the profile only those (see `geofact.pipeline.profiles`);
+   declares, and takes from the profile only those (see `geofact.pipeline.profiles`; the same
+   function serves `geofact compute`, geofact.pipeline.script);
 2. executes it with papermill, the kernel told where to write its results (GEOFACT_RESULTS_PATH);
    a final probe cell lists the geofact modules the kernel imported, so that staleness is judged
    on exactly the code the page depends on;
@@ -22,7 +23,6 @@ the pages left unfinished are named, and the same command again resumes them fro
 
 from __future__ import annotations
 
-import ast
 import json
 import multiprocessing
 import os
@@ -44,6 +44,7 @@ from geofact.device import THREADS_ENV, describe_device
 from geofact.pipeline.ledger import Claim, load_ledger
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
+from geofact.pipeline.script import UNFINISHED_ERRORS, expected_parameters, notebook_parameters
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 from geofact.settings import DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, RESULTS_PATH_ENV, past_deadline
@@ -74,9 +75,6 @@ class PageInterrupted(NotebookError):
     records alone, it needed work that is not among them (RecordMissing)."""
 
 
-UNFINISHED_ERRORS = ("BudgetSpent", "RecordMissing")  # exception names that leave a page unfinished, not failed
-
-
 class RunUnfinished(RuntimeError):
     """Pages were left unfinished (see PageInterrupted); the others were executed."""
 
@@ -96,29 +94,6 @@ class RunRecord:
     wall_time_s: float
     page: Path
     results: Path
-
-
-def declared_parameters(nb: nbformat.NotebookNode) -> set[str]:
-    """Names assigned at top level of the cell tagged `parameters` (parsed with ast, comments and all)."""
-    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    if len(cells) != 1:
-        raise NotebookError(f"needs exactly one cell tagged 'parameters', has {len(cells)}")
-    names = set()
-    for node in ast.parse(cells[0].source).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        names |= {t.id for t in targets if isinstance(t, ast.Name)}
-    return names
-
-
-def expected_parameters(
-    project: Project, name: str, profile: str, device: str | None, nb: nbformat.NotebookNode | None = None
-) -> dict[str, Any]:
-    """The parameters `profile` gives notebook `name` (only those its parameters cell declares)."""
-    try:
-        declared = declared_parameters(nb if nb is not None else project.read_notebook(name))
-    except NotebookError as exc:
-        raise NotebookError(f"notebook {name!r} {exc}") from None
-    return load_profile(profile, project.profiles_dir).parameters_for(name, declared, device)
 
 
 def _provenance_markdown(meta: dict[str, Any]) -> str:
@@ -190,7 +165,7 @@ def _pin_kernel(tmp: Path) -> str:
 
 def run_notebook(project: Project, name: str, profile: str, device: str) -> RunRecord:
     nb = project.read_notebook(name)
-    params = expected_parameters(project, name, profile, device, nb)
+    params = expected_parameters(project, name, profile, device)
     nb.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)
     nb.metadata.setdefault("language_info", {"name": "python"})
     nb.cells.append(nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]}))
@@ -324,7 +299,7 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
     """
     def declared(name: str) -> set[str]:
         try:
-            return declared_parameters(project.read_notebook(name))
+            return notebook_parameters(project, name)
         except Exception as exc:  # the pages are planned before any runs: the error must still name one
             raise NotebookError(f"notebook {name!r}: {type(exc).__name__}: {exc}") from exc
 

@@ -2,6 +2,7 @@
 
 import io
 import json
+import random
 import tarfile
 
 import nbformat
@@ -46,19 +47,19 @@ def test_pack_takes_records_results_and_pages_of_the_profile_and_unpack_puts_the
     done = pack(node, tmp_path / "paper.tar.gz", "paper")
     assert done.files == 4 and done.bytes_out > 0
     here = machine(tmp_path / "here", {"book/exp-readout.ipynb": page("laptop")})  # a checkout with the laptop page
-    got = unpack(here, done.path)
+    got = unpack(here, done.paths)
     assert sorted(got.written) == sorted(map(str, pack_members(node, "paper")))  # the page of another profile is replaced
     assert got.manifest["devices"] == ["cuda:0 (NVIDIA H100 80GB HBM3)"]
     for name in got.written:
         assert (here.root / name).read_bytes() == (node.root / name).read_bytes()
     assert not list(here.runs_dir.rglob("*.npz"))
-    again = unpack(here, done.path)
+    again = unpack(here, done.paths)
     assert again.written == [] and len(again.identical) == 4
 
 
 def test_unpack_refuses_clashing_records_unless_forced(tmp_path):
     node = machine(tmp_path / "node", NODE)
-    archive = pack(node, tmp_path / "p.tar.gz", "paper").path
+    archive = pack(node, tmp_path / "p.tar.gz", "paper").paths[0]
     here = machine(tmp_path / "here", {".geofact/runs/abc.json": "{}"})
     with pytest.raises(ValueError, match="differ from those in place.*--force"):
         unpack(here, archive)
@@ -91,7 +92,57 @@ def test_pack_with_nothing_to_pack_is_a_clear_error(tmp_path):
 
 
 def test_a_truncated_archive_is_a_clear_error(tmp_path):
-    archive = pack(machine(tmp_path / "node", NODE), tmp_path / "p.tar.gz", "paper").path
+    archive = pack(machine(tmp_path / "node", NODE), tmp_path / "p.tar.gz", "paper").paths[0]
     (tmp_path / "cut.tar.gz").write_bytes(archive.read_bytes()[:-100])
     with pytest.raises(ValueError, match="not a readable .tar.gz"):
         unpack(Project(tmp_path / "here"), tmp_path / "cut.tar.gz")
+
+
+def bulky(root, n: int = 40) -> Project:
+    """A node whose records compress badly (random hex), so that a few KiB of part size makes several parts."""
+    rng = random.Random(0)
+    return machine(root, {f".geofact/runs/r{i:02d}.json": json.dumps({"w": f"{rng.getrandbits(256):064x}"})
+                          for i in range(n)})
+
+
+def test_an_archive_larger_than_a_part_is_written_in_parts_that_unpack_from_any_of_their_forms(tmp_path):
+    node = bulky(tmp_path / "node")
+    whole = pack(node, tmp_path / "whole" / "a.tar.gz", "paper")
+    assert len(whole.paths) == 1 and whole.paths[0].name == "a.tar.gz"
+    done = pack(node, tmp_path / "out" / "a.tar.gz", "paper", part_bytes=1500)
+    count = len(done.paths)
+    assert 2 <= count <= 8 and [p.name for p in done.paths] == [f"a.tar.gz.part{i}of{count}" for i in range(1, count + 1)]
+    assert all(p.stat().st_size <= 1500 for p in done.paths) and sum(p.stat().st_size for p in done.paths) == done.bytes_out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in done.paths)
+    for given in ([done.paths[0]], [done.paths[-1]], list(reversed(done.paths)), [tmp_path / "out" / "a.tar.gz"]):
+        here = Project(tmp_path / f"here{len(given)}-{given[0].name}")
+        got = unpack(here, given)
+        assert len(got.written) == 40 and (here.runs_dir / "r07.json").read_bytes() == (node.runs_dir / "r07.json").read_bytes()
+
+
+def test_a_missing_part_is_a_clear_error_naming_it(tmp_path):
+    done = pack(bulky(tmp_path / "node"), tmp_path / "out" / "a.tar.gz", "paper", part_bytes=1500)
+    count = len(done.paths)
+    done.paths[1].unlink()
+    with pytest.raises(ValueError, match=f"in {count} parts; missing: a.tar.gz.part2of{count}"):
+        unpack(Project(tmp_path / "here"), done.paths[0])
+    with pytest.raises(ValueError, match=f"missing: a.tar.gz.part2of{count}"):
+        unpack(Project(tmp_path / "here"), [done.paths[0], *done.paths[2:]])
+    with pytest.raises(ValueError, match="parts of one archive"):
+        unpack(Project(tmp_path / "here"), [done.paths[0], tmp_path / "other.tar.gz"])
+    with pytest.raises(ValueError, match="no such archive"):
+        unpack(Project(tmp_path / "here"), tmp_path / "nowhere.tar.gz")
+    assert not (tmp_path / "here").exists()
+
+
+def test_more_than_eight_parts_is_a_clear_error_and_a_repack_replaces_the_parts_before_it(tmp_path):
+    node = bulky(tmp_path / "node")
+    with pytest.raises(ValueError, match="more than 8 parts of 200 bytes"):
+        pack(node, tmp_path / "out" / "a.tar.gz", "paper", part_bytes=200)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    parts = pack(node, tmp_path / "out" / "a.tar.gz", "paper", part_bytes=1500).paths
+    assert len(parts) > 1
+    again = pack(node, tmp_path / "out" / "a.tar.gz", "paper")  # fits in one file now: the parts go
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["a.tar.gz"] == [p.name for p in again.paths]
+    with pytest.raises(ValueError, match="part_bytes must be an integer >= 1, got 0"):
+        pack(node, tmp_path / "out" / "a.tar.gz", "paper", part_bytes=0)

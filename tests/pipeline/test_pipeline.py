@@ -1,16 +1,25 @@
-"""End to end: notebooks -> papermill -> pages -> checker -> strict book build (marked slow)."""
+"""End to end: notebooks -> papermill -> pages -> checker -> strict book build, and a GPU lease rehearsed (marked slow)."""
 
+import importlib.metadata
 import json
 import math
+import os
 import re
 import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from geofact.pipeline.check import check
 from geofact.pipeline.project import Project
 from geofact.pipeline.runner import WIDGET_MIME
+from geofact.provenance import GIT_COMMIT_ENV
 from tests.pipeline.book import build_book, copy_project, geofact
 
 pytestmark = pytest.mark.slow
@@ -164,37 +173,114 @@ def same(a, b) -> bool:
 
 
 THIS_EXECUTION = {"grid_wall_seconds", "wall_seconds"}  # the wall time of the execution itself, not of the training
+TRAINING_SPEED = {"bench", "bench_min_policy_ratio", "bench_max_policy_ratio", "grid_train_seconds", "train_seconds"}
 RECORDED_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"]
+NODE_HAS = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "pyyaml", "tqdm")  # a GPU lease's (transformers aside)
+NODE_LACKS = ("papermill", "jupytext", "nbformat", "ipykernel", "IPython", "myst_nb", "ipywidgets", "submitit")
+LEASE_BUDGET = 20  # seconds per compute command: smoke needs several, as the paper profile needs many 10-minute ones
+LEASE_FILES, LEASE_FILE_BYTES = 8, 16 * 2**20  # what a lease brings back
 
 
-def test_pack_then_unpack_on_a_clean_checkout_executes_the_pages_from_records_without_weights_or_training(smoke, repo, tmp_path):
-    """Issue 16's air-gapped path: compute on one machine, carry the JSON records (no weights), render on another."""
-    archive = tmp_path / "smoke.tar.gz"
-    done = geofact(smoke.root, "pack", str(archive), "--profile", "smoke")
+def requirement_closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions `names` need, theirs included (extras and other platforms' markers left out)."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        dist = importlib.metadata.distribution(todo.pop())
+        key = canonicalize_name(dist.metadata["Name"])
+        if key not in found:
+            found[key] = dist
+            todo += [r.name for r in map(Requirement, dist.requires or []) if not r.marker or r.marker.evaluate({"extra": ""})]
+    return list(found.values())
+
+
+def node_python(root: Path) -> Path:
+    """A virtual environment holding what a GPU lease has and nothing else: no pip, no system site-packages,
+    and in its site-packages symlinks to this interpreter's NODE_HAS and their requirements (each
+    distribution's top-level entries and dist-info). Returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    for dist in requirement_closure(NODE_HAS):
+        assert dist.files is not None, f"{dist.metadata['Name']} lists no files"
+        for top in {f.parts[0] for f in dist.files} - {"..", "__pycache__"}:
+            if not (site / top).exists():
+                (site / top).symlink_to(dist.locate_file(top))
+    return python
+
+
+def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_renders_the_smoke_results_at_home(
+        smoke, repo, tmp_path):
+    """Issue 33: on a bare node (its own packages only, geofact as source, no .git) the training pages compute
+    in commands of a time budget, resumed until done, and `pack` within what a lease brings back; at home the
+    parts unpack and the pages execute from the records alone into the same verdicts and numbers as a direct run."""
+    python = node_python(tmp_path / "venv")
+    home_commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.root, capture_output=True, text=True).stdout.strip()
+    node = copy_project(repo.root, tmp_path / "node")  # the working tree sent in, without .git
+    shutil.copytree(repo.root / "geofact", node.root / "geofact", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(node.root), "PYTHONNOUSERSITE": "1", GIT_COMMIT_ENV: home_commit}
+
+    def on_node(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([python, *args], cwd=node.root, env=env, capture_output=True, text=True, timeout=600)
+
+    probe = on_node("-c", "import importlib, geofact\n"
+                          f"for name in {NODE_LACKS + ('torch', 'numpy', 'yaml', 'sklearn')}:\n"
+                          "    try: importlib.import_module(name); print(name)\n"
+                          "    except ImportError: pass\n"
+                          "print(geofact.__file__)")
+    assert probe.stdout.split() == ["torch", "numpy", "yaml", "sklearn", str(node.root / "geofact" / "__init__.py")], probe.stderr
+
+    walls, status = [], None
+    while status != 0:  # the same command again, as each lease command is, until every page is computed
+        assert len(walls) < 15, f"still unfinished after {len(walls)} commands of {LEASE_BUDGET} s"
+        started = time.perf_counter()
+        done = on_node("-m", "geofact.pipeline.cli", "--root", str(node.root), "compute", "--profile", "smoke",
+                       "--budget", str(LEASE_BUDGET))
+        walls.append(time.perf_counter() - started)
+        status = done.returncode
+        assert status in (0, 3), done.stderr[-3000:]
+        assert walls[-1] < LEASE_BUDGET + 120, walls  # a page overruns the deadline only by what follows its training
+    print(f"compute commands of budget {LEASE_BUDGET} s took " + ", ".join(f"{w:.1f}" for w in walls) + " s")
+    assert len(walls) >= 2
+    assert all(f"] {name}: computed" in done.stdout for name in RECORDED_PAGES)  # in this command or skipped as done
+    assert {p.stem for p in (node.root / ".geofact" / "computed" / "smoke").glob("*.json")} == set(RECORDED_PAGES)
+    assert not (node.root / "results").exists()
+
+    out = tmp_path / "OUT"  # everything in one pack, within a lease's limits
+    done = on_node("-m", "geofact.pipeline.cli", "--root", str(node.root), "pack", str(out / "smoke.tar.gz"), "--profile", "smoke")
     assert done.returncode == 0, done.stderr[-2000:]
-    clean = copy_project(repo.root, tmp_path / "clean")  # as a fresh clone: no run cache, no smoke results
-    done = geofact(clean.root, "unpack", str(archive))
+    sizes = [p.stat().st_size for p in out.iterdir()]
+    assert 1 <= len(sizes) <= LEASE_FILES and max(sizes) <= LEASE_FILE_BYTES
+    parts = tmp_path / "parts"  # a larger archive's parts, as the paper profile's would be
+    done = on_node("-m", "geofact.pipeline.cli", "--root", str(node.root), "pack", str(parts / "smoke.tar.gz"),
+                   "--profile", "smoke", "--part-bytes", str(sum(sizes) // 3 + 1))
+    assert done.returncode == 0 and "in 3 parts" in done.stdout, done.stderr[-2000:]
+
+    clean = copy_project(repo.root, tmp_path / "clean")  # home, as a fresh clone: no run cache, no smoke results
+    done = geofact(clean.root, "unpack", str(parts / "smoke.tar.gz.part1of3"))  # the first part finds the others
     assert done.returncode == 0, done.stderr[-2000:]
+    assert f"made at commit {home_commit[:12]} on cpu (profile smoke)" in done.stdout
     assert not list(clean.runs_dir.rglob("*.npz")) and list(clean.runs_dir.rglob("*.json"))  # records travelled, weights did not
     done = geofact(clean.root, "run", *RECORDED_PAGES, "--profile", "smoke", "--records-only", "--jobs", "2")
     assert done.returncode == 0, done.stderr[-3000:]  # nothing trained: records-only refuses to
     for name in RECORDED_PAGES:
         there, here = (json.loads(p.results("smoke", name).read_text()) for p in (smoke, clean))
         assert here["claims"] == there["claims"], name
-        assert same({k: v for k, v in here["numbers"].items() if k not in THIS_EXECUTION},
-                    {k: v for k, v in there["numbers"].items() if k not in THIS_EXECUTION}), name
-        assert here["provenance"]["records_made_on"]["device"], name
+        assert same({k: v for k, v in here["numbers"].items() if k not in THIS_EXECUTION | TRAINING_SPEED},
+                    {k: v for k, v in there["numbers"].items() if k not in THIS_EXECUTION | TRAINING_SPEED}), name
+        assert here["provenance"]["records_made_on"]["git_commit"] == [home_commit], name  # not the copy's "unknown"
     assert "cached records made on" in clean.page("exp-readout").read_text()
     done = geofact(clean.root, "run", "exp-nl-lm", "--profile", "smoke", "--records-only")
     assert done.returncode == 3 and "unfinished: exp-nl-lm (RecordMissing: the corpus LM" in done.stderr
 
     damaged = tmp_path / "damaged.tar.gz"
-    damaged.write_bytes(archive.read_bytes()[:-200])
+    damaged.write_bytes(next(out.iterdir()).read_bytes()[:-200])
     done = geofact(clean.root, "unpack", str(damaged))
     assert done.returncode == 1 and "geofact unpack: error" in done.stderr
     record = next(p for p in clean.runs_dir.glob("*.json"))
     record.write_text(record.read_text().replace('"steps"', '"steps" ', 1))
-    done = geofact(clean.root, "unpack", str(archive))
+    done = geofact(clean.root, "unpack", *map(str, sorted(parts.iterdir())))  # every part given
     assert done.returncode == 1 and "differ from those in place" in done.stderr and "--force" in done.stderr
 
 

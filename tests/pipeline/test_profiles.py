@@ -1,7 +1,7 @@
 import pytest
 
 from geofact.pipeline.profiles import Profile, load_profile
-from geofact.pipeline.runner import declared_parameters, expected_parameters
+from geofact.pipeline.script import declared_parameters, expected_parameters, notebook_parameters
 
 
 def test_only_declared_parameters_are_passed():
@@ -25,12 +25,8 @@ def test_unknown_profile_lists_the_choices(repo):
 def test_every_profile_fits_every_notebook(repo, profile):
     for name in repo.notebooks():
         params = expected_parameters(repo, name, profile, "cpu")
-        assert set(params) <= declared_parameters(repo.read_notebook(name))
+        assert set(params) <= notebook_parameters(repo, name)
 
 
 def test_declared_parameters_survive_comments_with_equals_signs():
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_code_cell("a = 1  # k = 2, 4\nb: int = 2\nc = [1,\n  2]", metadata={"tags": ["parameters"]}))
-    assert declared_parameters(nb) == {"a", "b", "c"}
+    assert declared_parameters("a = 1  # k = 2, 4\nb: int = 2\nc = [1,\n  2]\nprint(d)") == {"a", "b", "c"}

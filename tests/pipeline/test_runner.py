@@ -5,13 +5,14 @@ import pytest
 
 from geofact.pipeline.project import Project
 
-from geofact.pipeline.runner import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, declared_parameters, plan_units, run
+from geofact.pipeline.runner import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, plan_units, run
+from geofact.pipeline.script import notebook_parameters
 
 
 def test_pages_of_the_capacity_grid_form_one_unit_in_order_and_longer_units_go_first(repo):
     names = repo.notebooks()
     units = plan_units(repo, names, "laptop")
-    grid_pages = [n for n in names if "capacity_grid" in declared_parameters(repo.read_notebook(n))]
+    grid_pages = [n for n in names if "capacity_grid" in notebook_parameters(repo, n)]
     assert "exp-capacity" in grid_pages and len(grid_pages) >= 4
     assert grid_pages in units  # one unit, in the order given: exp-capacity trains the grid first
     assert sorted(n for u in units for n in u) == sorted(names)
