@@ -1,4 +1,4 @@
-"""What `geofact run` and `geofact compute` tell the code a page runs, as environment variables.
+"""What `geofact run` tells the code a page runs, as environment variables.
 
 The publishing side (`geofact.pipeline`) sets these; the science side reads them. Neither imports the
 other: this module, with the thread count of `geofact.device` (THREADS_ENV) and the page count of
@@ -15,20 +15,11 @@ RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # `geofact run --records-only`: pages
 DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
 EXECUTOR_ENV = "GEOFACT_EXECUTOR"  # where sweeps run their groups: "local" or "slurm"
 EXECUTOR_OPTIONS_ENV = "GEOFACT_EXECUTOR_OPTIONS"  # JSON options for that executor
-# `geofact compute`: the page runs as a plain script where there is no Jupyter (a bare GPU node), so it
-# must not reach for IPython, myst-nb or ipywidgets (geofact.pipeline.notebook, geofact.pipeline.report)
-COMPUTE_ONLY_ENV = "GEOFACT_COMPUTE_ONLY"
 
 
 def is_batch_run() -> bool:
-    """True when the notebook is being executed by `geofact run` (which sets the results path) or by
-    `geofact compute`: nobody watches its widgets."""
-    return bool(os.environ.get(RESULTS_PATH_ENV)) or compute_only()
-
-
-def compute_only() -> bool:
-    """True when `geofact compute` executes the page as a script, without Jupyter."""
-    return os.environ.get(COMPUTE_ONLY_ENV, "") not in ("", "0")
+    """True when the notebook is being executed by `geofact run` (which sets the results path)."""
+    return bool(os.environ.get(RESULTS_PATH_ENV))
 
 
 def records_only() -> bool:

@@ -75,10 +75,10 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import Markdown, display
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
 from geofact.pipeline.heatmap import heatmap_panels
-from geofact.pipeline.notebook import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark

@@ -81,6 +81,7 @@ device = "cpu"
 
 import numpy as np
 import torch
+from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
@@ -99,7 +100,6 @@ from geofact.nl.probing import (
     paper_depth_counts,
     probe_category,
 )
-from geofact.pipeline.notebook import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
 from geofact.store import refuse_in_records_only

@@ -51,6 +51,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from IPython.display import Markdown, display
 
 from geofact.codes import n_bits
 from geofact.constructions import (
@@ -64,7 +65,6 @@ from geofact.constructions.cot import (
     next_step_mlp,
     path_head,
 )
-from geofact.pipeline.notebook import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pipeline.weights import draw_matrix, residual_stream, show_source

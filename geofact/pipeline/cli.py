@@ -7,9 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute
-from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack
-from geofact.pipeline.project import Project
+from geofact.pipeline import standins
+
+standins.install()  # a GPU lease has no Jupyter packages: `geofact compute`, `pack` and `unpack` run without them
+
+from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
+from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
+from geofact.pipeline.project import Project  # noqa: E402
 
 UNFINISHED = 3  # exit status of `geofact run` / `geofact compute` with --budget when pages are left for the next call
 

@@ -4,8 +4,8 @@ matplotlib, pyyaml and tqdm and nothing else.
 
 Each page runs as the plain script it is (geofact.pipeline.script), in a fresh interpreter per page,
 from notebooks/ as `geofact run`'s kernels do, with the profile's parameters injected after its
-parameters cell, figures drawn off screen (Agg) and $GEOFACT_COMPUTE_ONLY set, so that the page takes
-text stand-ins for IPython's display and glues nothing (geofact.pipeline.notebook, .report). What it
+parameters cell and figures drawn off screen (Agg); where IPython, myst-nb, jupytext or nbformat are
+not installed, their stand-ins (geofact.pipeline.standins) make its display and glue calls no-ops. What it
 leaves are the records under .geofact/runs/, which `geofact pack` carries home; there `geofact run
 --records-only` executes the pages from them into the book. The claims a page computes are printed as
 a preview and discarded.
@@ -34,7 +34,7 @@ import geofact
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import UNFINISHED_MARK, UNFINISHED_STATUS, expected_parameters
-from geofact.settings import COMPUTE_ONLY_ENV, DEADLINE_ENV, RESULTS_PATH_ENV, past_deadline
+from geofact.settings import DEADLINE_ENV, RESULTS_PATH_ENV, past_deadline
 from geofact.store import record_key, write_json
 
 # The pages with something to compute, in the order they run when none is named: the capacity grid's
@@ -107,12 +107,12 @@ def _stream(proc: subprocess.Popen, echo: BinaryIO) -> bytes:
 
 
 def page_environment(results: Path) -> dict[str, str]:
-    """The environment of a page's interpreter: this one's (the deadline included), compute-only, figures
-    off screen, output unbuffered, results to `results`, and geofact importable from where it is here
+    """The environment of a page's interpreter: this one's (the deadline included), figures off screen,
+    output unbuffered, results to `results` (which also makes widgets one call), and geofact importable from where it is here
     (the page runs in notebooks/, where a relative PYTHONPATH would no longer find it)."""
     here = str(Path(geofact.__file__).resolve().parents[1])
     path = os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])
-    return {**os.environ, COMPUTE_ONLY_ENV: "1", RESULTS_PATH_ENV: str(results), "MPLBACKEND": "Agg",
+    return {**os.environ, RESULTS_PATH_ENV: str(results), "MPLBACKEND": "Agg",
             "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import nbformat
+import jupytext
+import nbformat
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,4 @@ class Project:
         return self.results_dir / profile / f"{name}.json"
 
     def read_notebook(self, name: str) -> nbformat.NotebookNode:
-        """The notebook as Jupyter sees it (jupytext, imported here: `geofact compute` runs where it is not)."""
-        import jupytext
-
         return jupytext.read(self.source(name))

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from geofact.settings import RESULTS_PATH_ENV, compute_only
+from geofact.settings import RESULTS_PATH_ENV
 from geofact.store import to_jsonable
 
 VERDICTS = ("holds", "does not hold")
@@ -36,10 +36,9 @@ class Report:
         self.claims: dict[str, dict[str, Any]] = {}
 
     def number(self, name: str, value: Any, glue: bool = True) -> None:
-        """Record a headline number; with glue=True it is also glued (myst-nb) for use in the prose, except
-        under `geofact compute`, where there is no page (nor myst-nb) to glue into."""
+        """Record a headline number; with glue=True it is also glued (myst-nb) for use in the prose."""
         self.numbers[name] = to_jsonable(value)
-        if glue and not compute_only():
+        if glue:
             from myst_nb import glue as myst_glue  # optional dependency (the `book` extra)
 
             # plain Python values: numpy 2 reprs (np.float64(...)) would not parse in {glue:text}

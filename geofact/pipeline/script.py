@@ -31,10 +31,13 @@ import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from geofact.pipeline import standins
 from geofact.pipeline.profiles import load_profile
-from geofact.pipeline.project import Project
+
+if TYPE_CHECKING:
+    from geofact.pipeline.project import Project
 
 CELL_MARKER = re.compile(r"# %%(?P<header>(?:\s.*)?)")
 CELL_KIND = re.compile(r"\[(?P<kind>markdown|md|raw)\]$")  # the kinds that are not code; after an optional title
@@ -183,6 +186,7 @@ def execute(cells: list[Cell], path: Path) -> None:
 def main(argv: list[str]) -> int:
     """Execute notebook `argv[0]` with the parameters of the JSON `argv[1]` (see the module docstring)."""
     path, params = Path(argv[0]), json.loads(argv[1])
+    standins.install()  # before the page imports anything: where Jupyter's packages are not, their stand-ins
     cells = script_cells(path.read_text(), params)
     try:
         execute(cells, path)

@@ -80,7 +80,7 @@ def source_markdown(fn: Any) -> str:
 
 def show_source(fn: Any) -> None:
     """Display `fn`'s source under the paragraph it implements (rendered as a code block in the book)."""
-    from geofact.pipeline.notebook import Markdown, display
+    from IPython.display import Markdown, display
 
     display(Markdown(source_markdown(fn)))
 

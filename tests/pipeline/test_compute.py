@@ -26,8 +26,10 @@ cache_dir = None
 # %%
 import sys
 
-from geofact.pipeline.notebook import Markdown, display
+from IPython.display import Markdown, display
+
 from geofact.pipeline.page import Page
+from geofact.pipeline.standins import is_stand_in
 
 page = Page("{name}", cache_dir)
 display(Markdown(f"seed {{seed}}"))
@@ -36,7 +38,7 @@ page.report.number("seed", seed)  # glued in Jupyter; under compute stored only
 page.report.claim("{name}-claim", holds=seed > 2, measured=f"seed {{seed}}")
 {body}
 page.report.save()
-print("executed {name}", sorted(m for m in {lacks} if m in sys.modules), file=sys.stderr)
+print("executed {name}", sorted(m for m in {lacks} if m in sys.modules and not is_stand_in(sys.modules[m])), file=sys.stderr)
 """
 
 
@@ -59,11 +61,16 @@ def project(tmp_path) -> Project:
 
 @pytest.fixture
 def node_env(tmp_path) -> dict[str, str]:
-    """This environment, but every package the node lacks fails to import (a stub first on the path)."""
+    """This environment, but every package the node lacks is not found (a finder that refuses them,
+    installed at start-up by a sitecustomize first on the path)."""
     stubs = tmp_path / "stubs"
-    for name in NODE_LACKS:
-        (stubs / name).mkdir(parents=True)
-        (stubs / name / "__init__.py").write_text(f"raise ImportError('{name} is not on the node')\n")
+    stubs.mkdir()
+    (stubs / "sitecustomize.py").write_text(
+        "import sys\n\n\nclass NodeLacks:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {NODE_LACKS!r}:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (not on the node)', name=name)\n\n\n"
+        "sys.meta_path.insert(0, NodeLacks())\n")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(stubs)])}
 
 
@@ -109,7 +116,7 @@ def test_a_failing_page_stops_the_command_naming_it_with_its_traceback(project, 
     assert done.returncode == 1
     assert "geofact compute: error: notebook 'broken' failed (exit status 1)" in done.stderr
     tail = done.stderr.split("the end of its output:")[1]
-    assert f'File "{project.notebooks_dir / "broken.py"}", line 20, in fail' in tail and "ValueError: boom" in tail
+    assert f'File "{project.notebooks_dir / "broken.py"}", line 22, in fail' in tail and "ValueError: boom" in tail
     assert "executed ok" not in done.stderr and not marker_path(project, "smoke", "broken").exists()
 
 
