@@ -75,9 +75,9 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Markdown, display
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots

@@ -72,13 +72,13 @@ device = "cpu"
 # %%
 
 import numpy as np
-from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
 from geofact.pipeline.curves import headroom_curves, trajectory_panels
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots

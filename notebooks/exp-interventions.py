@@ -64,13 +64,13 @@ device = "cpu"
 # %%
 
 import numpy as np
-from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.pipeline.curves import headroom_curves, r_colors, trajectory_panels
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots

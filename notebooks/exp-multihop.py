@@ -88,13 +88,13 @@ import json
 import time
 
 import numpy as np
-from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 from matplotlib.patches import Rectangle
 
 from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots

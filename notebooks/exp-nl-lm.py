@@ -65,13 +65,13 @@ device = "cpu"
 # %%
 
 import numpy as np
-from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
 from geofact.nl.corpus import load_corpus
 from geofact.nl.corpus_lm import CorpusLMConfig, OneLayerLM, corpus_lm_readout, greedy_hits, trained_corpus_lm
 from geofact.nl.probe import ProbeConfig
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
 

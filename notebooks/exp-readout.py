@@ -87,13 +87,13 @@ device = "cpu"
 # %%
 
 import numpy as np
-from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
 from geofact.pipeline.curves import headroom_curves, trajectory_panels
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots

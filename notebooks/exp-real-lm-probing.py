@@ -81,7 +81,6 @@ device = "cpu"
 
 import numpy as np
 import torch
-from IPython.display import Markdown, display
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
@@ -100,6 +99,7 @@ from geofact.nl.probing import (
     paper_depth_counts,
     probe_category,
 )
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
 from geofact.store import refuse_in_records_only

@@ -76,8 +76,8 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Markdown, display
 
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
 from geofact.training.config import TrainConfig

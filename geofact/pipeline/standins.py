@@ -1,12 +1,14 @@
 """Stand-ins for the page toolchain where it is not installed: a GPU lease, under `geofact compute`.
 
-A page is written for Jupyter: it shows Markdown through IPython, glues numbers into its prose with
+A page is written for Jupyter: it shows Markdown (`geofact.pipeline.display`: IPython's, or the
+`Markdown` and `show_nothing` below where IPython is not installed), glues numbers into its prose with
 myst-nb, and its project helper reads notebooks with jupytext and nbformat. A lease has none of
-them, and under `geofact compute` a page runs only for the records it leaves, so there its
-`display(Markdown(...))` and `glue(...)` have nothing to show and become no-ops, and the notebook
-readers, which the compute path never calls, fail with a message naming what is missing if anything
-does call them. Each stand-in is installed only where its module cannot be imported: where the
-toolchain is installed, pages get the real one and run as under `geofact run`.
+them, and under `geofact compute` a page runs only for the records it leaves, so there `glue(...)`
+has nothing to glue into and becomes a no-op, and the notebook readers, which the compute path never
+calls, fail with a message naming what is missing if anything does call them. Each stand-in is
+installed only where its module cannot be imported: where the toolchain is installed, pages get the
+real one and run as under `geofact run`. (IPython itself gets none: libraries look for it in
+`sys.modules` to tell whether a notebook runs them, and must find nothing.)
 
 (This keeps the page-side modules that every page imports as they are: changing them would make every
 executed page stale, the paper-profile theory results included.)
@@ -51,13 +53,7 @@ def _module(name: str, **attributes: Any) -> types.ModuleType:
     return module
 
 
-def _ipython() -> dict[str, types.ModuleType]:
-    display = _module("IPython.display", Markdown=Markdown, display=show_nothing)
-    return {"IPython": _module("IPython", display=display), "IPython.display": display}
-
-
 STAND_INS = {
-    "IPython": _ipython,
     "myst_nb": lambda: {"myst_nb": _module("myst_nb", glue=show_nothing)},
     "jupytext": lambda: {"jupytext": _absent("jupytext")},
     "nbformat": lambda: {"nbformat": _absent("nbformat")},

@@ -26,13 +26,15 @@ cache_dir = None
 # %%
 import sys
 
-from IPython.display import Markdown, display
+import matplotlib.pyplot as plt
 
+from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.standins import is_stand_in
 
 page = Page("{name}", cache_dir)
 display(Markdown(f"seed {{seed}}"))
+plt.subplots()[1].plot([0, seed])  # matplotlib asks IPython whether a shell runs
 page.interactive(lambda n: print("interactive", n), defaults=dict(n=seed), n=(1, 9))
 page.report.number("seed", seed)  # glued in Jupyter; under compute stored only
 page.report.claim("{name}-claim", holds=seed > 2, measured=f"seed {{seed}}")
@@ -116,7 +118,7 @@ def test_a_failing_page_stops_the_command_naming_it_with_its_traceback(project, 
     assert done.returncode == 1
     assert "geofact compute: error: notebook 'broken' failed (exit status 1)" in done.stderr
     tail = done.stderr.split("the end of its output:")[1]
-    assert f'File "{project.notebooks_dir / "broken.py"}", line 22, in fail' in tail and "ValueError: boom" in tail
+    assert f'File "{project.notebooks_dir / "broken.py"}", line 24, in fail' in tail and "ValueError: boom" in tail
     assert "executed ok" not in done.stderr and not marker_path(project, "smoke", "broken").exists()
 
 
