@@ -28,7 +28,7 @@ from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.model import forward
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
-from geofact.training.stack import StackedUpdates, stack_params, start_group
+from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -212,10 +212,7 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
 def run_weights_of(group: FactGroup, buffer: torch.Tensor, i: int) -> dict[str, torch.Tensor]:
     """The weights of the run at stack position i in a buffer laid out as the stack's (a CPU copy, without
     its relation padding)."""
-    views = group.update.stack.unflatten(buffer[i : i + 1])
-    weights = {k: v[0].detach().cpu().clone() for k, v in views.items()}
-    weights["E_rel"] = weights["E_rel"][: group.configs[group.alive[i]].R]
-    return weights
+    return run_weights(group.update.stack.unflatten(buffer), i, group.configs[group.alive[i]])
 
 
 def finish(group: FactGroup, logs: list[RunLog], positions: list[int], buffer: torch.Tensor, accuracy: bool,

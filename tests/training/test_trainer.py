@@ -125,17 +125,27 @@ def test_checkpoints_stop_with_the_run_and_reject_steps_outside_it():
 
 def test_the_block_length_changes_when_the_host_reads_not_the_results():
     """Runs stop inside blocks (masked until the block ends), checkpoints and accuracy checks fall
-    inside and on block edges: every block length gives the results of stopping each run at once."""
+    inside and on block edges: every block length gives the results of stopping each run at once. In
+    float64, since a stack that keeps a stopped run to the block's end is another batch size for the
+    BLAS, which may round differently (within 1e-9 here, far from moving a stop at loss 0.05)."""
     configs = [TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=120, lr=lr, loss_threshold=0.05, seed=s)
                for s, lr in enumerate([5e-2, 1e-4, 3e-2])]
-    runs = {k: train_group(configs, block_steps=k, eval_every=9, checkpoints=(0, 7, 40, 64)) for k in (1, 7, 64)}
+    runs = {k: train_group(configs, block_steps=k, eval_every=9, checkpoints=(0, 7, 40, 64), dtype=torch.float64)
+            for k in (1, 7, 64)}
     assert runs[1][0].stopped_early and not runs[1][1].stopped_early  # the case the test is about
     for k in (7, 64):
         for a, b in zip(runs[1], runs[k]):
-            assert (a.steps, a.final_loss, a.accuracy, a.loss_curve, a.accuracy_curve, a.checkpoint_losses) == \
-                   (b.steps, b.final_loss, b.accuracy, b.loss_curve, b.accuracy_curve, b.checkpoint_losses)
-            assert all(torch.equal(a.params[n], b.params[n]) for n in a.params)
+            assert (a.steps, a.accuracy, a.accuracy_curve) == (b.steps, b.accuracy, b.accuracy_curve)
+            assert a.final_loss == pytest.approx(b.final_loss, rel=1e-9)
+            assert [t for t, _ in a.loss_curve] == [t for t, _ in b.loss_curve]
+            assert [x for _, x in a.loss_curve] == pytest.approx([x for _, x in b.loss_curve], rel=1e-9)
+            assert a.checkpoint_losses.keys() == b.checkpoint_losses.keys()
+            assert list(a.checkpoint_losses.values()) == pytest.approx(list(b.checkpoint_losses.values()), rel=1e-9)
+            for name in a.params:
+                torch.testing.assert_close(a.params[name], b.params[name], rtol=1e-9, atol=1e-11)
             assert a.checkpoints.keys() == b.checkpoints.keys()
-            assert all(torch.equal(a.checkpoints[t][n], b.checkpoints[t][n]) for t in a.checkpoints for n in a.params)
+            for t in a.checkpoints:
+                for name in a.params:
+                    torch.testing.assert_close(a.checkpoints[t][name], b.checkpoints[t][name], rtol=1e-9, atol=1e-11)
     with pytest.raises(ValueError, match="block_steps must be an integer >= 1"):
         train_group(configs, block_steps=0)
