@@ -7,7 +7,8 @@ once per block of steps, through `to_host`; nothing else in a block touches a de
 The tests check this on a CPU with torch's FakeTensorMode, whose tensors carry no data: there any host
 read raises `DataDependentOutputException` and an op mixing two devices raises. `resolve` accepts the
 data-less 'meta' device there, as the stand-in for a GPU, and `host_reads` answers `to_host` with
-values of the test's choosing (tests/training/test_fake_device.py).
+values of the test's choosing (tests/training/test_fake_device.py). What the host knows without asking
+the device (seeds, task tables, subject splits) is computed `on_host`: real CPU tensors even there.
 """
 
 from __future__ import annotations
@@ -39,6 +40,19 @@ def to_host(*tensors: torch.Tensor) -> tuple[np.ndarray, ...]:
     if _reader is not None:
         return _reader(tensors)
     return tuple(t.detach().cpu().numpy() for t in tensors)
+
+
+@contextmanager
+def on_host() -> Iterator[None]:
+    """Compute host-known data (drawn from seeds, task tables, index sets) as real CPU tensors: a no-op,
+    except under the tests' FakeTensorMode, which it suspends so that such data keeps its values."""
+    if torch._guards.detect_fake_mode() is None:
+        yield
+        return
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        yield
 
 
 @contextmanager

@@ -68,6 +68,7 @@ chance_factor = 5.0  # the verdict calls an accuracy near chance below this many
 high_accuracy = 0.9  # retrained accuracy the verdict calls high (Appendix D: retraining "recovers high accuracy")
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
+precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 
@@ -88,7 +89,7 @@ from geofact.training.regime import claim_in_regime
 page = Page("exp-freeze-transfer", cache_dir)
 report = page.report
 cache = page.cache()
-grid = CapacityGrid.from_parameter(capacity_grid)
+grid = CapacityGrid.from_parameter(capacity_grid, precision)
 if not 0 < substantial <= 1:
     raise ValueError(f"substantial must be in (0, 1], got {substantial}")
 if chance_factor < 1:
@@ -111,7 +112,7 @@ def transfer_at(model) -> dict[str, float]:
 
 
 points = analyse_grid(grid, records, cache, transfer_at, "zero-shot-transfer", {"new_task_offset": new_task_offset, "alpha": alpha},
-                      desc="zero-shot transfer")
+                      desc="zero-shot transfer", device=device)
 configs = grid.configs()
 transfers = {key: TransferConfig(c, new_task_seed=c.bijection_seed + new_task_offset, steps=retrain_steps,
                                  eval_every=eval_every, lr=retrain_lr, alpha=alpha) for key, c in configs.items()}

@@ -60,6 +60,7 @@ headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 split_seed = 0  # held-out subjects and the swaps
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
+precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 
@@ -80,7 +81,7 @@ from geofact.training.regime import claim_in_regime
 page = Page("exp-interventions", cache_dir)
 report = page.report
 cache = page.cache()
-grid = CapacityGrid.from_parameter(capacity_grid)
+grid = CapacityGrid.from_parameter(capacity_grid, precision)
 for name, value in [("high", high), ("held_out", held_out), ("meaningful", meaningful)]:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must be in (0, 1], got {value}")
@@ -108,7 +109,8 @@ def analyse(model) -> dict:
 
 
 analysis_params = {"held_out": held_out, "alpha": alpha, "rank_points": rank_points, "split_seed": split_seed}
-points = analyse_grid(grid, records, cache, analyse, "interventions", analysis_params, desc="interventions")
+points = analyse_grid(grid, records, cache, analyse, "interventions", analysis_params, desc="interventions",
+                      device=device)
 sweeps = {key: [Selectivity(*row) for row in pts[-1].values["sweep"]] for key, pts in points.items()}  # key -> rank sweep
 selectivity, k_best = final_values(grid, points, "selectivity"), final_values(grid, points, "k")
 state = grid_state(grid, records, headroom_cutoffs)

@@ -82,6 +82,7 @@ curve_cells = [[2, 8], [4, 16]]  # (k, R) cells whose accuracy against steps is 
 construction_queries = 512  # queries on which each fitting chain-of-thought construction is checked
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
+precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 import json
@@ -124,7 +125,8 @@ CONDITIONS = {"CoT, frozen": (True, True), "CoT, learned": (True, False),
 def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float = lr) -> MultiHopConfig:
     return MultiHopConfig(N=N, R=R, k=k, d=d, cot=cot or k == 1, frozen_embeddings=frozen, lr=rate,
                           batch_size=batch_size, max_steps=max_steps, check_every=check_every,
-                          train_queries=train_queries, eval_queries=eval_queries, eval_seen=eval_seen, seed=seed)
+                          train_queries=train_queries, eval_queries=eval_queries, eval_seen=eval_seen, seed=seed,
+                          precision=precision)
 
 
 # %% [markdown]
@@ -314,7 +316,7 @@ display(Markdown(
 def try_run(k: int = 2, R: int = 4, cot: bool = True, frozen: bool = False, N_try: int = 128, d_try: int = 32,
             steps: int = 1000) -> None:
     c = MultiHopConfig(N=N_try, R=R, k=k, d=d_try, cot=cot, frozen_embeddings=frozen, lr=lr, batch_size=256,
-                       max_steps=steps, check_every=50, eval_queries=512, seed=0)
+                       max_steps=steps, check_every=50, eval_queries=512, seed=0, precision=precision)
     r = run_sweep([c], cache, device=device, progress=False)[0]
     hops = "" if r["hop_accuracy"] is None else " per hop " + ", ".join(f"{a:.3f}" for a in r["hop_accuracy"])
     print(f"N={N_try}, d={d_try}, k={k}, R={R}, {'CoT' if cot else 'no CoT'}, {'frozen' if frozen else 'learned'}: "

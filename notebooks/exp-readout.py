@@ -83,6 +83,7 @@ readout_check = None  # {"N": ..., "R": ..., "d_values": [...]}: the readout che
 split_seed = 0  # the held-out subjects and the baselines' randomness
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
+precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 
@@ -104,7 +105,7 @@ from geofact.training.sweep import run_sweep
 page = Page("exp-readout", cache_dir)
 report = page.report
 cache = page.cache()
-grid = CapacityGrid.from_parameter(capacity_grid)
+grid = CapacityGrid.from_parameter(capacity_grid, precision)
 for name, value in [("near_perfect", near_perfect), ("held_out", held_out)]:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must be in (0, 1], got {value}")
@@ -133,7 +134,7 @@ def readouts(model) -> dict[str, float]:
 
 
 readout_params = {"held_out": held_out, "alpha": alpha, "split_seed": split_seed}  # what the analysis reads besides the model
-points = analyse_grid(grid, records, cache, readouts, "readouts", readout_params, desc="readouts")
+points = analyse_grid(grid, records, cache, readouts, "readouts", readout_params, desc="readouts", device=device)
 readout = {m: final_values(grid, points, m) for m in points[next(iter(points))][-1].values}  # metric -> regime -> (R, d, seed)
 state = grid_state(grid, records, headroom_cutoffs)
 d_min, headroom, population = state.d_min, state.headroom, state.population
@@ -268,7 +269,7 @@ if readout_check is not None:
         return {what: r.mean for what, r in model_readouts(model, held_out, alpha, split_seed).items()}
 
     c_readout = {key: analyse_state(cache, c, None, unembedding_readouts, "readouts-unembedding", readout_params,
-                                    c_records[key]["accuracy"])["values"] for key, c in c_configs.items()}
+                                    c_records[key]["accuracy"], device)["values"] for key, c in c_configs.items()}
     c_memorised = np.array([min(c_records[d, s]["accuracy"] for s in grid.seeds) for d in d_c])  # every seed
     c_d_min = next((d for d, a in zip(d_c, c_memorised) if a >= grid.perfect), None)
     c_train = int(split_subjects(N_c, held_out, split_seed).sum())
@@ -323,7 +324,7 @@ def cv_readouts(model) -> dict[str, float]:
 
 cv_params = {"held_out": held_out, "alphas": list(cv_alphas), "folds": cv_folds, "split_seed": split_seed}
 cv_points = analyse_grid(grid, records, cache, cv_readouts, "readouts-cv", cv_params, desc="cross-validated readouts",
-                         checkpoints=False)
+                         checkpoints=False, device=device)
 cv = {m: final_values(grid, cv_points, m) for m in ("s_accuracy", "h_accuracy", "s_alpha", "h_alpha")}  # m -> regime -> (R, d, seed)
 report.number("alpha", alpha)
 report.number("cv_folds", cv_folds)

@@ -69,6 +69,7 @@ alpha_tolerance = 0.25  # frozen verdicts: the paper's alpha within this of the 
 alpha_tolerances = [0.0, 0.1, 0.25, 0.5]  # the table of how the frozen verdicts move with it
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
+precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 import math
@@ -112,7 +113,7 @@ def batch(N: int, budget: str) -> int:
 
 def config(N: int, d: int, width, frozen: bool, seed: int, budget: str) -> TrainConfig:
     return TrainConfig(N=N, R=R, d=d, mlp_width=None if width == "4d" else width, frozen_embeddings=frozen,
-                       seed=seed, lr=lr, max_steps=max_steps, batch_size=batch(N, budget))
+                       seed=seed, lr=lr, max_steps=max_steps, batch_size=batch(N, budget), precision=precision)
 
 
 records: dict[tuple, dict] = {}  # (regime, width, budget, N, seed, d) -> run record

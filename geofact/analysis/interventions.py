@@ -13,7 +13,8 @@ query about x; the model's remaining computation (MLP, unembedding) runs on the 
     selectivity = sqrt(A C)
 
 The rank k of the pseudoinverse is swept: small singular values of W_r make the full pseudoinverse
-amplify directions the readout barely uses.
+amplify directions the readout barely uses. The sweep runs on the model's device and its counts are
+read back once, for every rank together.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 
 from geofact.analysis.readout import linear_readout, split_subjects
 from geofact.analysis.trained import Target, TrainedModel
+from geofact.host import on_host, to_host
 
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
@@ -57,33 +59,38 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[to
 
     hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (R, n, d) to
     predicted ids (R, n), relation by relation; maps[r] (d, m): the readout W_r; vectors (N, m): a_y.
-    Each W_r is decomposed once for all ranks.
+    Each W_r is decomposed once for all ranks. `subjects` and `new_answers` may be host data: they are
+    moved to the device of `hidden`, where the counts stay until one read at the end.
     """
-    R = hidden.shape[0]
+    R, n, device = hidden.shape[0], len(subjects), hidden.device
+    subjects, new_answers = subjects.to(device), new_answers.to(device)
     h = hidden[:, subjects]  # (R, n, d)
+    original = answers[:, subjects]  # (R, n)
     svds = [torch.linalg.svd(W, full_matrices=False) for W in maps]
-    shifts = [vectors[new_answers[:, r]] - vectors[answers[r, subjects]] for r in range(R)]  # Delta a, (n, m) each
-    out = []
+    shifts = [vectors[new_answers[:, r]] - vectors[original[r]] for r in range(R)]  # Delta a, (n, m) each
+    follows, stays = [], []  # per rank: a count on the device
     for k in ks:
-        follows = stays = stays_total = 0
+        followed, stayed = [], []
         for r in range(R):
             delta = shifts[r] @ _pinv_from_svd(svds[r], k)  # (n, d)
             predicted = predict(h + delta[None])  # (R, n): every relation's query on the edited subject
-            follows += int((predicted[r] == new_answers[:, r]).sum())
-            others = [q for q in range(R) if q != r]
-            stays += int((predicted[others] == answers[others][:, subjects]).sum())
-            stays_total += len(others) * len(subjects)
-        n = R * len(subjects)
-        out.append(Selectivity(k, follows / n, stays / stays_total if stays_total else 1.0))
-    return out
+            followed.append((predicted[r] == new_answers[:, r]).sum())
+            unchanged = predicted == original  # (R, n)
+            stayed.append(unchanged.sum() - unchanged[r].sum())  # the other relations' answers left as they were
+        follows.append(torch.stack(followed).sum())
+        stays.append(torch.stack(stayed).sum())
+    follow_counts, stay_counts = to_host(torch.stack(follows), torch.stack(stays))
+    stays_total = R * (R - 1) * n  # every edit, every other relation
+    return [Selectivity(k, int(f) / (R * n), int(s) / stays_total if stays_total else 1.0)
+            for k, f, s in zip(ks, follow_counts, stay_counts)]
 
 
 def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> torch.Tensor:
     """For each subject and relation a new attribute y' != g_r(x), uniform over the other N - 1: (n, R)."""
     R, N = answers.shape
-    g = torch.Generator().manual_seed(seed)
-    offset = torch.randint(1, N, (len(subjects), R), generator=g)
-    return (answers[:, subjects].T + offset) % N
+    with on_host():  # drawn from the seed on the host, whatever the device of `answers`
+        offset = torch.randint(1, N, (len(subjects), R), generator=torch.Generator().manual_seed(seed))
+    return (answers[:, subjects.to(answers.device)].T + offset.to(answers.device)) % N
 
 
 def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2, alpha: float = 1e-3,
@@ -100,7 +107,8 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     train = split_subjects(model.config.N, held_out, seed)
     hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
-    subjects = torch.nonzero(~train).flatten()
+    with on_host():
+        subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
     return intervene(hidden, answers, model.predict, maps, vectors, subjects, new, ks)
 

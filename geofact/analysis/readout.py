@@ -13,6 +13,9 @@ affine function of the normalised s_x. An affine readout from h can therefore ne
 rms(s_x), and where W_V W_O has full rank the two coincide (up to the ridge penalty).
 The map is affine (the intercept is not penalised): h(x, r) carries the relation's own embedding, a
 constant offset for fixed r.
+
+Everything runs on the device of the features; the subject splits are host data (boolean CPU masks),
+and a readout's accuracy is read back once, when asked for (`Readout.mean`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from geofact.analysis.trained import Target, TrainedModel
+from geofact.host import on_host, to_host
 
 
 def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,7 +35,12 @@ def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor,
     x_mean, y_mean = X.mean(0), Y.mean(0)
     Xc, Yc = X - x_mean, Y - y_mean
     gram = Xc.T @ Xc + alpha * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)  # (d, d)
-    W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution  # lstsq: a singular gram (alpha = 0, n < d) still solves
+    if X.device.type == "cpu":  # LAPACK's pivoted QR: a singular gram (alpha = 0, n < d) still solves
+        W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution
+    elif alpha > 0:  # a GPU's lstsq assumes full rank and returns data-dependent shapes: the gram is positive definite
+        W = torch.linalg.solve(gram, Xc.T @ Yc)
+    else:
+        W = torch.linalg.pinv(gram, hermitian=True) @ (Xc.T @ Yc)
     return W, y_mean - x_mean @ W
 
 
@@ -42,24 +51,26 @@ def nearest(pred: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Readout:
-    accuracy: torch.Tensor  # (R,) held-out classification accuracy per relation
+    accuracy: torch.Tensor  # (R,) held-out classification accuracy per relation (on the device)
     maps: list[tuple[torch.Tensor, torch.Tensor]]  # (W_r (d, k), b_r (k,)) per relation, fitted on training subjects
 
     @property
     def mean(self) -> float:
-        return float(self.accuracy.mean())
+        """The mean over relations, read on the host."""
+        return float(to_host(self.accuracy.mean())[0])
 
 
 def split_subjects(N: int, held_out: float, seed: int) -> torch.Tensor:
-    """Boolean (N,) mask of training subjects; a `held_out` fraction (at least one subject) is left out."""
+    """Boolean (N,) mask of training subjects, on the host; a `held_out` fraction (at least one subject) is left out."""
     if not 0 < held_out < 1:
         raise ValueError(f"held_out must be in (0, 1), got {held_out}")
     n_test = max(1, round(held_out * N))
     if n_test >= N:
         raise ValueError(f"held_out={held_out} leaves no training subject at N={N}")
-    order = torch.randperm(N, generator=torch.Generator().manual_seed(seed))
-    train = torch.ones(N, dtype=torch.bool)
-    train[order[:n_test]] = False
+    with on_host():
+        order = torch.randperm(N, generator=torch.Generator().manual_seed(seed))
+        train = torch.ones(N, dtype=torch.bool)
+        train[order[:n_test]] = False
     return train
 
 
@@ -70,19 +81,22 @@ def linear_readout(features: torch.Tensor, answers: torch.Tensor, vectors: torch
     features (R, N, d): features[r, x] is the input for subject x under relation r (the same s_x for
     every r, or h(x, r)); answers (R, N): g_r(x); vectors (N, k): the attribute vectors; train (N,)
     bool: the subjects to fit on; test (N,) bool: the subjects scored (default: all the others; none when
-    only the maps are wanted).
+    only the maps are wanted). The masks are host data (CPU); the rest lives on the features' device.
     """
     R, N, _ = features.shape
     if answers.shape != (R, N) or train.shape != (N,):
         raise ValueError(f"answers must be (R, N) = {(R, N)} and train (N,), got {tuple(answers.shape)} and {tuple(train.shape)}")
-    test = ~train if test is None else test
-    if (test & train).any():  # an empty test is allowed: the maps alone are wanted (accuracy is then NaN)
-        raise ValueError("test must name no training subject")
+    with on_host():
+        test = ~train if test is None else test
+        if (test & train).any():  # an empty test is allowed: the maps alone are wanted (accuracy is then NaN)
+            raise ValueError("test must name no training subject")
+        fit, scored = torch.nonzero(train).flatten(), torch.nonzero(test).flatten()  # ascending, as a mask selects
+    fit, scored = fit.to(features.device), scored.to(features.device)
     accuracy, maps = [], []
     for r in range(R):
-        W, b = ridge(features[r, train], vectors[answers[r, train]], alpha)
-        predicted = nearest(features[r, test] @ W + b, vectors)
-        accuracy.append((predicted == answers[r, test]).double().mean())
+        W, b = ridge(features[r, fit], vectors[answers[r, fit]], alpha)
+        predicted = nearest(features[r, scored] @ W + b, vectors)
+        accuracy.append((predicted == answers[r, scored]).double().mean())
         maps.append((W, b))
     return Readout(torch.stack(accuracy), maps)
 
@@ -105,18 +119,27 @@ def cv_alpha(features: torch.Tensor, answers: torch.Tensor, vectors: torch.Tenso
 
     if not alphas or min(alphas) < 0:
         raise ValueError(f"alphas must be a non-empty tuple of penalties >= 0, got {alphas}")
-    subjects = torch.nonzero(train).flatten()  # the training subjects; one row per subject and relation
+    with on_host():
+        subjects = torch.nonzero(train).flatten()  # the training subjects; one row per subject and relation
+        ids = subjects.numpy()
     if not 2 <= folds <= len(subjects):
         raise ValueError(f"folds must be in [2, {len(subjects)}] (the training subjects), got {folds}")
-    scores = torch.zeros(len(alphas))
-    for fit_idx, val_idx in GroupKFold(n_splits=folds).split(subjects.numpy(), groups=subjects.numpy()):
-        fold_train = torch.zeros_like(train)
-        fold_train[subjects[fit_idx]] = True
-        fold = train & ~fold_train  # score on this fold's subjects only, never on the held-out ones
-        for i, alpha in enumerate(alphas):
-            scores[i] += linear_readout(features, answers, vectors, fold_train, alpha, test=fold).mean / folds
-    best = int(torch.argmax(scores))
-    return float(alphas[best]), scores.tolist()
+    fold_means = []  # (alphas,) per fold, on the device: read once, after every fit
+    for fit_idx, _ in GroupKFold(n_splits=folds).split(ids, groups=ids):
+        with on_host():
+            fold_train = torch.zeros_like(train)
+            fold_train[subjects[fit_idx]] = True
+            fold = train & ~fold_train  # score on this fold's subjects only, never on the held-out ones
+        fold_means.append(torch.stack([linear_readout(features, answers, vectors, fold_train, alpha, test=fold).accuracy.mean()
+                                       for alpha in alphas]))
+    (means,) = to_host(torch.stack(fold_means))  # (folds, alphas)
+    with on_host():
+        scores = torch.zeros(len(alphas))
+        for row in means:  # fold by fold, in float32, as the scores always summed
+            for i, mean in enumerate(row):
+                scores[i] += float(mean) / folds
+        best = int(torch.argmax(scores))
+        return float(alphas[best]), scores.tolist()
 
 
 def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0,
@@ -129,11 +152,13 @@ def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e
     """
     R, N = model.config.R, model.config.N
     train = split_subjects(N, held_out, seed)
-    g = torch.Generator().manual_seed(seed)
     s = model.subject_embeddings.expand(R, -1, -1)  # (R, N, d): the same s_x for every relation
+    with on_host():  # drawn on the host from the seed, in this order, whatever the device
+        g = torch.Generator().manual_seed(seed)
+        noise, permutation = torch.randn(s.shape, generator=g), torch.randperm(N, generator=g)
     answers, vectors = model.answers, model.attribute_vectors(target)
-    features = {"s": s, "h": model.hidden_states(), "random": torch.randn(s.shape, generator=g), "shuffled": s}
-    targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, torch.randperm(N, generator=g)]}
+    features = {"s": s, "h": model.hidden_states(), "random": noise.to(s), "shuffled": s}
+    targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, permutation.to(answers.device)]}
     return {name: linear_readout(features[name], targets[name], vectors, train, alpha) for name in READOUTS}
 
 

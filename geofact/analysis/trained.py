@@ -8,7 +8,10 @@ the final state must point to for y to win) and the input embedding of y (a row 
 the model reads when y is a subject).
 
 A TrainedModel is a run's final weights or, with `step`, its weights at a training checkpoint
-(geofact.training.sweep keeps them): the analyses run the same way on both.
+(geofact.training.sweep keeps them): the analyses run the same way on both, on the device the weights
+are on. What the host knows (the bijections, the subject splits, random draws from seeds) is made on
+the host and moved there; the analyses read device values back only through `geofact.host.to_host`,
+once per result (tests/analysis/test_fake_device.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Literal
 
 import torch
 
+from geofact.host import on_host, resolve, to_host
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import head, hidden
@@ -39,15 +43,24 @@ class TrainedModel:
     step: int | None = None  # the checkpoint these weights are (None: the run's final weights)
 
     @classmethod
-    def load(cls, cache_dir: Path, config: TrainConfig, step: int | None = None) -> "TrainedModel":
-        """A run from the run cache (geofact.training.sweep, trained with save_weights=True), final or at `step`."""
-        return cls(config, load_weights(cache_dir, config, step), step)
+    def load(cls, cache_dir: Path, config: TrainConfig, step: int | None = None,
+             device: str | torch.device = "cpu") -> "TrainedModel":
+        """A run from the run cache (geofact.training.sweep, trained with save_weights=True), final or at
+        `step`, its weights on `device`."""
+        device = resolve(device)
+        return cls(config, {k: v.to(device) for k, v in load_weights(cache_dir, config, step).items()}, step)
+
+    @property
+    def device(self) -> torch.device:
+        return self.weights["E_ent"].device
 
     @cached_property  # drawn and validated once: every analysis and accuracy() reads it
     def answers(self) -> torch.Tensor:
-        """(R, N): g_r(x), the bijections the run was trained on."""
+        """(R, N): g_r(x), the bijections the run was trained on (on the model's device)."""
         c = self.config
-        return torch.as_tensor(SharedAttributeTask.random(c.N, c.R, c.bijection_seed).bijections)
+        with on_host():
+            table = torch.as_tensor(SharedAttributeTask.random(c.N, c.R, c.bijection_seed).bijections)
+        return table.to(self.device)
 
     @property
     def subject_embeddings(self) -> torch.Tensor:
@@ -71,8 +84,9 @@ class TrainedModel:
         p = self._stacked()
         if embeddings is not None:
             p["E_ent"] = embeddings[None].to(p["E_ent"].dtype)
-        N, R = self.config.N, self.config.R
-        tokens = torch.stack([torch.arange(N).repeat(R), N + torch.arange(R).repeat_interleave(N)], 1)  # (R N, 2)
+        N, R, device = self.config.N, self.config.R, self.device
+        tokens = torch.stack([torch.arange(N, device=device).repeat(R),
+                              N + torch.arange(R, device=device).repeat_interleave(N)], 1)  # (R N, 2)
         return hidden(p, tokens[None])[0].view(R, N, -1)
 
     @torch.no_grad()
@@ -81,8 +95,13 @@ class TrainedModel:
         shape = h.shape[:-1]
         return head(self._stacked(), h.reshape(1, -1, h.shape[-1]))[0].argmax(-1).view(shape)
 
+    def correct_fraction(self, embeddings: torch.Tensor | None = None, answers: torch.Tensor | None = None) -> torch.Tensor:
+        """Fraction of the N R facts answered right (a 0-d tensor on the device), optionally with other subject
+        embeddings (N, d) / bijections (R, N)."""
+        answers = self.answers if answers is None else answers.to(self.device)
+        return (self.predict(self.hidden_states(embeddings)) == answers).double().mean()
+
     def accuracy(self, embeddings: torch.Tensor | None = None, answers: torch.Tensor | None = None) -> float:
-        """Fraction of the N R facts answered right, optionally with other subject embeddings / bijections."""
-        answers = self.answers if answers is None else answers
-        return float((self.predict(self.hidden_states(embeddings)) == answers).double().mean())
+        """`correct_fraction`, read on the host."""
+        return float(to_host(self.correct_fraction(embeddings, answers))[0])
 

@@ -106,27 +106,28 @@ def analysis_path(cache_dir: Path, name: str, config, step: int | None, params: 
 
 
 def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[TrainedModel], dict[str, Any]],
-                  name: str, params: dict, final_accuracy: float | None = None) -> dict:
+                  name: str, params: dict, final_accuracy: float | None = None, device: str | torch.device = "cpu") -> dict:
     """One state's analysis record (see the module docstring): cached, or computed from the run's weights
-    (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) and cached."""
+    (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) on `device` and cached."""
     code = analysis_code_hash(analyse)
     path = analysis_path(cache_dir, name, config, step, params, code)
     record = read_record(path, SCHEMA, config.as_dict())
     if record is None:
-        model = TrainedModel.load(cache_dir, config, step)
+        model = TrainedModel.load(cache_dir, config, step, device)
         accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": code,
                   "step": step, "accuracy": accuracy, "values": to_jsonable(analyse(model)),
-                  "provenance": provenance(torch.device("cpu"))}
+                  "provenance": provenance(model.device)}
         write_json(path, record)
     return record
 
 
 def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
                  analyse: Callable[[TrainedModel], dict[str, Any]], name: str, params: dict,
-                 desc: str = "analyses", checkpoints: bool = True, keys: list[Key] | None = None) -> dict[Key, list[Point]]:
-    """`analyse` on every run's checkpoints (if `checkpoints`) and final weights; models load one at a
-    time (a paper-scale grid does not fit in memory at once). `keys` restricts it to some runs.
+                 desc: str = "analyses", checkpoints: bool = True, keys: list[Key] | None = None,
+                 device: str | torch.device = "cpu") -> dict[Key, list[Point]]:
+    """`analyse` on every run's checkpoints (if `checkpoints`) and final weights, on `device`; models load
+    one at a time (a paper-scale grid does not fit in memory at once). `keys` restricts it to some runs.
 
     Results are cached per state as JSON records under `name` and `params` (every parameter the
     analysis reads besides the model: they key the cache, with a hash of the analysis code), so the
@@ -138,7 +139,7 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
     states += [(key, None, records[key]["final_loss"]) for key in keys]
     out: dict[Key, list[Point]] = {key: [] for key in keys}
     for key, step, loss in progress(states, desc=desc):
-        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"])
+        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"], device)
         final = step is None
         out[key].append(Point(records[key]["steps"] if final else step, float(loss), record["accuracy"], final,
                               record["values"]))

@@ -30,6 +30,7 @@ import torch
 from geofact.analysis.readout import linear_readout
 from geofact.analysis.trained import TARGETS, Target, TrainedModel
 from geofact.device import resolve_device
+from geofact.host import on_host, to_host
 from geofact.store import read_record, record_key, write_json
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
@@ -104,26 +105,29 @@ def new_answers(config: TransferConfig) -> torch.Tensor:
 
 
 def fresh_bijections(N: int, R: int, seed: int) -> torch.Tensor:
-    """(R, N): bijections g' drawn as the task draws them, from another seed."""
-    return torch.as_tensor(SharedAttributeTask.random(N, R, seed).bijections)
+    """(R, N): bijections g' drawn as the task draws them, from another seed (on the host)."""
+    with on_host():
+        return torch.as_tensor(SharedAttributeTask.random(N, R, seed).bijections)
 
 
 def smart_inits(model: TrainedModel, new: torch.Tensor, alpha: float = 1e-3,
                 target: Target = "unembedding") -> tuple[torch.Tensor, torch.Tensor]:
     """Smart initialisations (N, d) from the model's s_x readout maps (fitted on all subjects): for the
-    bijections `new` (R, N), and for the model's own g."""
+    bijections `new` (R, N), and for the model's own g; on the model's device."""
     c = model.config
     vectors = model.attribute_vectors(target)
-    maps = linear_readout(model.subject_embeddings.expand(c.R, -1, -1), model.answers, vectors,
-                          torch.ones(c.N, dtype=torch.bool), alpha).maps
-    return smart_init(maps, vectors, new), smart_init(maps, vectors, model.answers)
+    with on_host():
+        everyone = torch.ones(c.N, dtype=torch.bool)
+    maps = linear_readout(model.subject_embeddings.expand(c.R, -1, -1), model.answers, vectors, everyone, alpha).maps
+    return smart_init(maps, vectors, new.to(model.device)), smart_init(maps, vectors, model.answers)
 
 
 def zero_shot(model: TrainedModel, new: torch.Tensor, alpha: float = 1e-3, target: Target = "unembedding") -> dict[str, float]:
     """The transfer that needs no training, on any model (a checkpoint as well as a final one):
-    accuracy on g' of the smart init written for `new` (R, N), and on g of the one written for g."""
+    accuracy on g' of the smart init written for `new` (R, N), and on g of the one written for g (one host read)."""
     on_new, on_g = smart_inits(model, new, alpha, target)
-    return {"zero_shot": model.accuracy(on_new, new), "smart_on_g": model.accuracy(on_g)}
+    zero, own = to_host(model.correct_fraction(on_new, new), model.correct_fraction(on_g))
+    return {"zero_shot": float(zero), "smart_on_g": float(own)}
 
 
 def starting_embeddings(config: TransferConfig, model: TrainedModel) -> tuple[dict[str, torch.Tensor], float]:

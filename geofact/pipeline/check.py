@@ -32,7 +32,7 @@ def _staleness(project: Project, name: str, meta: dict[str, Any], what: str) -> 
     if meta.get("notebook_sha256") != sha256_file(project.source(name)):
         problems.append(f"{what}: stale, notebooks/{name}.py changed since it ran")
     try:
-        expected = expected_parameters(project, name, meta["profile"], meta.get("device_arg"))
+        expected = expected_parameters(project, name, meta["profile"], meta.get("device_arg"), meta.get("precision_arg"))
     except ValueError as exc:
         return problems + [f"{what}: {exc}"]
     if expected != meta.get("parameters"):

@@ -14,6 +14,7 @@ standins.install()  # a GPU lease has no Jupyter packages: `geofact compute`, `p
 from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
 from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
 from geofact.pipeline.project import Project  # noqa: E402
+from geofact.training.precision import PRECISIONS  # noqa: E402
 
 UNFINISHED = 3  # exit status of `geofact run` / `geofact compute` with --budget when pages are left for the next call
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("notebooks", nargs="*", help="notebook names, e.g. thm-orthogonal-codes")
     p_run.add_argument("--profile", default="laptop", help="smoke | laptop | paper (default: laptop)")
     p_run.add_argument("--device", default="cpu", help="torch device passed to notebooks that declare `device` (default: cpu)")
+    p_run.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
+                       help="matmul precision of training, passed to notebooks that declare `precision` "
+                            "(default: tf32 on cuda, fp32 on the CPU)")
     p_run.add_argument("--jobs", type=int, default=1,
                        help="pages executed at once, sharing the cores (default: 1); pages of the capacity grid run in turn")
     p_run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
@@ -48,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p_compute.add_argument("--profile", default="laptop", help="smoke | laptop | paper (default: laptop)")
     p_compute.add_argument("--device", default="cpu",
                            help="torch device passed to notebooks that declare `device` (default: cpu)")
+    p_compute.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
+                           help="matmul precision of training (default: tf32 on cuda, fp32 on the CPU)")
     p_compute.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                            help="work for at most this long: no page starts after it, training in flight checkpoints "
                                 "and stops (exit status 3); the same command again resumes")
@@ -78,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             from geofact.training.cluster import parse_options
 
             run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
-                records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option))
+                records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option),
+                precision=args.precision)
         except RunUnfinished as exc:
             print(f"geofact run: {exc}", file=sys.stderr)
             return UNFINISHED
@@ -88,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "compute":
         try:
-            computed = compute(project, args.notebooks, args.profile, args.device, budget=args.budget, force=args.force)
+            computed = compute(project, args.notebooks, args.profile, args.device, budget=args.budget, force=args.force,
+                               precision=args.precision)
         except ComputeUnfinished as exc:
             print(f"geofact compute: {exc}", file=sys.stderr)
             return UNFINISHED

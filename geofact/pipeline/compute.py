@@ -153,11 +153,12 @@ def claims_preview(claims: dict[str, dict[str, Any]]) -> str:
 
 
 def compute(project: Project, names: list[str] | None, profile: str, device: str, budget: float | None = None,
-            force: bool = False, echo: BinaryIO | None = None) -> list[Computed]:
+            force: bool = False, echo: BinaryIO | None = None, precision: str | None = None) -> list[Computed]:
     """Compute pages (DEFAULT_PAGES when `names` is empty) in turn, each in its own interpreter; see the
     module docstring. `force` executes pages whose marker says they are computed. The pages' own output
     (progress bars, tracebacks) goes to `echo` (default: standard error), this function's lines to
-    standard output. Raises ComputeFailed at the first page that fails, ComputeUnfinished when the
+    standard output. `precision` is the policy passed to pages that declare it (None: the device's
+    default, geofact.training.precision). Raises ComputeFailed at the first page that fails, ComputeUnfinished when the
     budget left pages for the next command."""
     from geofact.device import describe_device  # torch: imported once a command runs, not for the CLI's help
 
@@ -175,7 +176,7 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     done: list[Computed] = []
     unfinished: list[tuple[str, str]] = []
     for i, name in enumerate(names, 1):
-        params = expected_parameters(project, name, profile, device)
+        params = expected_parameters(project, name, profile, device, precision)
         key = marker_key(project, name, params, device, sources)
         marker = None if force else computed_before(project, profile, name, key)
         if marker is not None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from geofact.training.precision import check_precision, default_precision
+
 PROFILE_ORDER = ("smoke", "laptop", "paper")
 
 
@@ -28,8 +30,11 @@ class Profile:
     defaults: dict[str, Any] = field(default_factory=dict)
     notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def parameters_for(self, notebook: str, declared: set[str], device: str | None = None) -> dict[str, Any]:
-        """The parameters passed to `notebook`, given the names its parameters cell declares."""
+    def parameters_for(self, notebook: str, declared: set[str], device: str | None = None,
+                       precision: str | None = None) -> dict[str, Any]:
+        """The parameters passed to `notebook`, given the names its parameters cell declares. A notebook
+        that declares `device` gets the device asked for; one that declares `precision` gets the policy
+        asked for, or the device's default (geofact.training.precision: tf32 on CUDA, fp32 elsewhere)."""
         own = self.notebooks.get(notebook, {})
         unknown = sorted(set(own) - declared)
         if unknown:
@@ -41,6 +46,8 @@ class Profile:
         params.update(own)
         if device is not None and "device" in declared:
             params["device"] = device
+        if "precision" in declared and (precision is not None or device is not None):
+            params["precision"] = check_precision(precision or default_precision(device), device)
         return params
 
 

@@ -41,6 +41,7 @@ import papermill
 from tqdm import tqdm
 
 from geofact.device import THREADS_ENV, describe_device
+from geofact.training.precision import check_precision
 from geofact.pipeline.ledger import Claim, load_ledger
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
@@ -104,6 +105,8 @@ def _provenance_markdown(meta: dict[str, Any]) -> str:
         ("git commit", f"`{meta['git_commit']}`"),
         ("device", meta["device"]),
     ]
+    if "precision" in meta["parameters"]:  # a page that trains: its matmul policy (geofact.training.precision)
+        rows.append(("training precision", f"`{meta['parameters']['precision']}`"))
     made = meta.get("records_made_on", {})
     if made.get("device"):  # the page read cached training and analysis records: where they were computed
         rows += [("cached records made on", "; ".join(made["device"])),
@@ -163,9 +166,9 @@ def _pin_kernel(tmp: Path) -> str:
     return KERNEL_NAME
 
 
-def run_notebook(project: Project, name: str, profile: str, device: str) -> RunRecord:
+def run_notebook(project: Project, name: str, profile: str, device: str, precision: str | None = None) -> RunRecord:
     nb = project.read_notebook(name)
-    params = expected_parameters(project, name, profile, device)
+    params = expected_parameters(project, name, profile, device, precision)
     nb.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)
     nb.metadata.setdefault("language_info", {"name": "python"})
     nb.cells.append(nbformat.v4.new_code_cell(PROBE_SOURCE, metadata={"tags": [PROBE_TAG]}))
@@ -212,6 +215,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str) -> RunR
         "parameters": params,
         "device": describe_device(device),
         "device_arg": device,
+        **({"precision_arg": precision} if precision is not None else {}),
         "git_commit": commit,
         "environment": environment(),
         "executed_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -309,7 +313,7 @@ def plan_units(project: Project, names: list[str], profile: str) -> list[list[st
     return sorted(units, key=lambda u: -length[tuple(u)])
 
 
-def _run_unit(root: str, names: list[str], profile: str, device: str, threads: int,
+def _run_unit(root: str, names: list[str], profile: str, device: str, precision: str | None, threads: int,
               at_once: int) -> tuple[list[RunRecord], list[tuple[str, str]]]:
     """Execute one unit's pages in turn (in a worker process of `run`), each kernel on `threads` threads:
     side by side, kernels that each used every core would make their threads wait on each other (a
@@ -318,10 +322,10 @@ def _run_unit(root: str, names: list[str], profile: str, device: str, threads: i
     for key in THREAD_ENVS:
         os.environ[key] = str(threads)
     os.environ[PAGES_AT_ONCE_ENV] = str(at_once)
-    return _run_pages(Project(Path(root)), names, profile, device)
+    return _run_pages(Project(Path(root)), names, profile, device, precision)
 
 
-def _run_pages(project: Project, names: list[str], profile: str, device: str,
+def _run_pages(project: Project, names: list[str], profile: str, device: str, precision: str | None,
                bar=None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
     """Execute pages in turn: (records of those executed, (name, why) of those left unfinished)."""
     records, unfinished = [], []
@@ -330,7 +334,7 @@ def _run_pages(project: Project, names: list[str], profile: str, device: str,
             unfinished.append((name, "not started: the time budget was spent"))
             continue
         try:
-            records.append(_run_one(project, name, profile, device))
+            records.append(_run_one(project, name, profile, device, precision))
         except PageInterrupted as exc:
             tqdm.write(f"  {name}: left unfinished: {exc}")
             unfinished.append((name, str(exc)))
@@ -339,9 +343,9 @@ def _run_pages(project: Project, names: list[str], profile: str, device: str,
     return records, unfinished
 
 
-def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecord:
+def _run_one(project: Project, name: str, profile: str, device: str, precision: str | None) -> RunRecord:
     try:
-        record = run_notebook(project, name, profile, device)
+        record = run_notebook(project, name, profile, device, precision)
     except NotebookError:
         raise
     except Exception as exc:  # anything else still has to say which notebook it came from
@@ -352,7 +356,7 @@ def _run_one(project: Project, name: str, profile: str, device: str) -> RunRecor
 
 def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1,
         budget: float | None = None, records_only: bool = False, executor: str | None = None,
-        executor_options: dict | None = None) -> list[RunRecord]:
+        executor_options: dict | None = None, precision: str | None = None) -> list[RunRecord]:
     """Run notebooks (all when `names` is empty), then regenerate the status page.
 
     With `jobs` > 1, that many pages execute at once (see plan_units for which may), each in its own
@@ -365,7 +369,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     regenerated from the pages that did execute. `records_only` executes the pages from the cached
     records alone (geofact.pipeline.pack): a page that would train or read weights is left unfinished instead.
     `executor` ("local" or "slurm", with submitit `executor_options`) trains every sweep's groups as
-    submitit jobs (geofact.training.cluster).
+    submitit jobs (geofact.training.cluster). `precision` is the policy passed to pages that declare it
+    (geofact.training.precision; None: the device's default).
     """
     from geofact.pipeline.status import write_status_page
 
@@ -378,6 +383,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
         project.source(n)  # fail on a typo before anything runs
     load_profile(profile, project.profiles_dir)
     describe_device(device)
+    if precision is not None:
+        check_precision(precision, device)
     if budget is not None:  # kernels and their sweep workers inherit it
         os.environ[DEADLINE_ENV] = str(time.time() + budget)
     if records_only:
@@ -389,7 +396,7 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     unfinished: list[tuple[str, str]] = []
     bar = tqdm(total=len(names), desc=f"geofact run ({profile})", unit="notebook")
     if jobs == 1:
-        records, unfinished = _run_pages(project, names, profile, device, bar)
+        records, unfinished = _run_pages(project, names, profile, device, precision, bar)
     else:
         units = plan_units(project, names, profile)
         cores = usable_cores()
@@ -398,7 +405,7 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=at_once, mp_context=context, initializer=die_with_parent,
                                  initargs=(os.getpid(),)) as pool:
-            futures = [pool.submit(_run_unit, str(project.root), u, profile, device, threads, at_once) for u in units]
+            futures = [pool.submit(_run_unit, str(project.root), u, profile, device, precision, threads, at_once) for u in units]
             try:
                 for future in as_completed(futures):
                     done, left = future.result()

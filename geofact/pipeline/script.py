@@ -133,9 +133,12 @@ def notebook_parameters(project: Project, name: str) -> set[str]:
         raise ValueError(f"notebook {name!r} {exc}") from None
 
 
-def expected_parameters(project: Project, name: str, profile: str, device: str | None) -> dict[str, Any]:
-    """The parameters `profile` gives notebook `name` (only those its parameters cell declares)."""
-    return load_profile(profile, project.profiles_dir).parameters_for(name, notebook_parameters(project, name), device)
+def expected_parameters(project: Project, name: str, profile: str, device: str | None,
+                        precision: str | None = None) -> dict[str, Any]:
+    """The parameters `profile` gives notebook `name` (only those its parameters cell declares), with the
+    device and precision policy asked for (geofact.pipeline.profiles.Profile.parameters_for)."""
+    return load_profile(profile, project.profiles_dir).parameters_for(name, notebook_parameters(project, name), device,
+                                                                      precision)
 
 
 def _literal(value: Any, name: str) -> str:

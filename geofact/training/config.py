@@ -14,6 +14,7 @@ from functools import partial
 from typing import ClassVar, Literal
 
 from geofact.store import record_key
+from geofact.training.precision import PRECISIONS
 
 Attention = Literal["uniform", "learned"]
 MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.training.data)
@@ -31,6 +32,7 @@ class _Run:
     d: int
     seed: int
     task_seed: int | None
+    precision: str
 
     # The fields that may differ within a stack: the relation tables are padded to the largest R, and
     # seeds, bijections, frozen or not and the learning rate are per run. Every other field, and the
@@ -52,7 +54,12 @@ class _Run:
         return self.seed if self.task_seed is None else self.task_seed
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The config as JSON. An fp32 run leaves `precision` out: every record made before the precision
+        policy (geofact.training.precision) was fp32, and keeps the key it was cached under."""
+        out = dataclasses.asdict(self)
+        if out["precision"] == "fp32":
+            del out["precision"]
+        return out
 
     def key(self) -> str:
         """Stable id of the run: sha256 of its JSON (the cache file name)."""
@@ -71,6 +78,7 @@ class _Run:
         need(self.grad_clip > 0, "grad_clip", "> 0")
         need(isinstance(self.max_steps, int) and self.max_steps >= 1, "max_steps", "an integer >= 1")
         need(self.loss_threshold >= 0, "loss_threshold", ">= 0")
+        need(self.precision in PRECISIONS, "precision", f"one of {sorted(PRECISIONS)}")
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ class TrainConfig(_Run):
     loss_threshold: float = 1e-4  # early stop once the training loss is below this
     seed: int = 0  # initialisation and batch order
     task_seed: int | None = None  # the bijections; None means `seed`
+    precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
 
     schema: ClassVar[str] = "geofact.training.run/1"
     seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
@@ -157,6 +166,7 @@ class MultiHopConfig(_Run):
     eval_seen: bool = True
     seed: int = 0  # initialisation, query draws
     task_seed: int | None = None  # the bijections; None means `seed`
+    precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
 
     schema: ClassVar[str] = "geofact.training.multihop/1"
 

@@ -9,7 +9,7 @@ that declares a `capacity_grid` parameter receives the same dict and builds `Cap
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 import numpy as np
@@ -41,6 +41,7 @@ class CapacityGrid:
     loss_threshold: float = 1e-4  # the paper's stop rule (Appendix B)
     attention: str = "uniform"  # "learned" for the footnote's variant (Section 5.1)
     perfect: float = field(default=0.99)  # "perfect memorization": accuracy at least this
+    precision: str = "fp32"  # how every run's matmuls are computed (geofact.training.precision)
 
     def __post_init__(self) -> None:
         for name in ("R_values", "d_values", "seeds", "checkpoints"):
@@ -59,13 +60,16 @@ class CapacityGrid:
         self.config(self.R_values[-1], self.d_values[0], False, self.seeds[0])  # TrainConfig validates the rest
 
     @classmethod
-    def from_parameter(cls, value: dict | None) -> "CapacityGrid":
-        """The grid a page's `capacity_grid` parameter names: a dict of fields, or None for the paper's."""
+    def from_parameter(cls, value: dict | None, precision: str | None = None) -> "CapacityGrid":
+        """The grid a page's `capacity_grid` parameter names: a dict of fields, or None for the paper's;
+        `precision` (a page's `precision` parameter, set by `geofact run --precision`) overrides its policy."""
         if value is None:
-            return PAPER_GRID
-        if not isinstance(value, dict):
+            grid = PAPER_GRID
+        elif not isinstance(value, dict):
             raise ValueError(f"capacity_grid must be a dict of CapacityGrid fields or None, got {value!r}")
-        return cls(**value)
+        else:
+            grid = cls(**value)
+        return grid if precision is None else replace(grid, precision=precision)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -73,7 +77,8 @@ class CapacityGrid:
     def config(self, R: int, d: int, frozen: bool, seed: int, **over) -> TrainConfig:
         """One run of the grid (or, with `over`, of a variant: another lr, max_steps, ...)."""
         fields = dict(N=self.N, R=R, d=d, frozen_embeddings=frozen, seed=seed, lr=self.lr, max_steps=self.max_steps,
-                      batch_size=self.batch_size, loss_threshold=self.loss_threshold, attention=self.attention)
+                      batch_size=self.batch_size, loss_threshold=self.loss_threshold, attention=self.attention,
+                      precision=self.precision)
         fields.update(over)
         fields["batch_size"] = min(fields["batch_size"], self.N * R)
         return TrainConfig(**fields)

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from geofact.host import to_host
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
+from geofact.training.precision import at_least_fp32, computing_in
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
 from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
@@ -122,17 +123,20 @@ class QueryGroup:
         first = self.configs[0]
         chunk = max(1, EVAL_LOGITS["cpu" if self.device.type == "cpu" else "other"] // (len(self.alive) * first.N))
         params = {n: v.detach() for n, v in self.update.params.items()}
-        return evaluate(params, self.tables, self.eval_queries, self.eval_counts, first.cot, chunk)
+        with computing_in(first.precision, self.device):
+            return evaluate(params, self.tables, self.eval_queries, self.eval_counts, first.cot, chunk)
 
     def losses_and_grads(self, queries: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Each run's teacher-forced loss (M',) on its queries (M', B, k + 1), and the gradients of their sum."""
+        """Each run's teacher-forced loss (M',) on its queries (M', B, k + 1), and the gradients of their sum;
+        the loss in float32 whatever the precision policy."""
         first = self.configs[0]
         M, B, T = len(self.alive), first.batch_size, first.n_targets
         tokens, targets = sequences(walk(self.tables, queries).flatten(0, 1), queries[..., 1:].flatten(0, 1), first.N, first.cot)
         targets = targets.view(M, B, -1)[:, :, -T:]  # (M', B, T): every later position carries a target
-        logits = target_logits(self.update.params, tokens.view(M, B, -1), T)  # (M', B T, N)
-        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
-        return losses.detach(), self.update.gradients(losses)
+        with computing_in(first.precision, self.device):
+            logits = at_least_fp32(target_logits(self.update.params, tokens.view(M, B, -1), T))  # (M', B T, N)
+            losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
+            return losses.detach(), self.update.gradients(losses)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from torch.nn import functional as F
 from geofact.device import configure_cpu
 from geofact.host import resolve
 from geofact.training.model import init_params
+from geofact.training.precision import check_precision
 from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
 
 
@@ -43,6 +44,7 @@ def start_group(configs: list, device: str | torch.device, trainer: str) -> torc
     if len({c.shape_key() for c in configs}) != 1:
         raise ValueError(f"{trainer} needs runs with equal {type(configs[0]).__name__}.shape_key(); run_sweep groups them")
     device = resolve(device)
+    check_precision(configs[0].precision, device)
     if device.type == "cpu":
         configure_cpu()
     return device

@@ -84,6 +84,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     record = {
         "schema": result.config.schema,
         "config": result.config.as_dict(),
+        "precision": result.config.precision,  # stated even where the key leaves fp32 implicit
         **result.record(),
         "group_seconds": result.seconds,  # wall time of the stacked group this run trained in
         "group_size": group_size,  # runs in that group: group_seconds / group_size is this run's share

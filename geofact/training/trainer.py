@@ -27,6 +27,7 @@ from geofact.host import to_host
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.model import forward
+from geofact.training.precision import at_least_fp32, computing_in
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
 from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
 from geofact.training.step import covers, loss_and_grads
@@ -89,7 +90,9 @@ class FactGroup:
                  init: list[dict[str, torch.Tensor]] | None, train_only: tuple[str, ...] | None) -> None:
         self.configs, self.device = configs, device
         self.update = StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only)
-        self.by_hand = covers(self.update.params)  # the backward written out (geofact.training.step); else autograd
+        self.precision = configs[0].precision
+        # the backward written out (geofact.training.step), in float32 matmuls; autograd for bf16 and the rest
+        self.by_hand = covers(self.update.params) and self.precision != "bf16"
         tables = [facts(c.N, c.R, c.bijection_seed) for c in configs]
         self.n_facts = [len(t) for t in tables]
         n_max = max(self.n_facts)
@@ -122,17 +125,20 @@ class FactGroup:
 
     def correct(self, params: dict[str, torch.Tensor]) -> torch.Tensor:
         """How many of its own facts each run at a stack position answers by argmax (M',), on the device."""
-        return correct_counts(params, self.padded, self.n_alive, self.configs[0].N)
+        with computing_in(self.precision, self.device):
+            return correct_counts(params, self.padded, self.n_alive, self.configs[0].N)
 
     def losses_and_grads(self, batch: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Each run's loss (M',) on its batch (M', B, 3), and the gradients of their sum."""
+        """Each run's loss (M',) on its batch (M', B, 3), and the gradients of their sum; the loss in
+        float32 whatever the precision policy."""
         params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
         tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
-        if self.by_hand:
-            return loss_and_grads(params, tokens, batch[..., 2])  # (M',), {name: (M', ...)}
-        logits = forward(params, tokens)  # (M', B, N)
-        losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
-        return losses.detach(), self.update.gradients(losses)
+        with computing_in(self.precision, self.device):
+            if self.by_hand:
+                return loss_and_grads(params, tokens, batch[..., 2])  # (M',), {name: (M', ...)}
+            logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
+            losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
+            return losses.detach(), self.update.gradients(losses)
 
 
 @torch.no_grad()
@@ -225,7 +231,9 @@ def finish(group: FactGroup, logs: list[RunLog], positions: list[int], buffer: t
         return
     rows = torch.tensor(positions, dtype=torch.long, device=group.device)
     weights = {k: v[rows] for k, v in group.update.stack.unflatten(buffer).items()}
-    (counts,) = to_host(correct_counts(weights, group.padded[rows], group.n_alive[rows], group.configs[0].N))
+    with computing_in(group.precision, group.device):
+        counts = correct_counts(weights, group.padded[rows], group.n_alive[rows], group.configs[0].N)
+    (counts,) = to_host(counts)
     for i, c in zip(positions, counts):
         log = logs[group.alive[i]]
         log.accuracy = int(c) / group.n_facts[group.alive[i]]

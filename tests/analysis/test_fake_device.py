@@ -1,0 +1,88 @@
+"""The mechanism analyses on CUDA's terms, checked on a CPU: readout, interventions and zero-shot transfer
+under torch's FakeTensorMode, on the data-less 'meta' device that stands in for a GPU.
+
+A fake tensor has no values: any host read of a device value raises, and so does an op that mixes a
+tensor left on the CPU with one on the device. An analysis that runs here computes on the device it is
+given, makes what the host knows (splits, draws from seeds, task tables) on the host and moves it
+there, and reads device values back only through `geofact.host.to_host`, counted here (see
+tests/training/test_fake_device.py for the trainers).
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from geofact.analysis.interventions import rank_grid, selectivity_sweep
+from geofact.analysis.readout import READOUTS, model_readouts, model_readouts_cv
+from geofact.analysis.trained import TrainedModel
+from geofact.analysis.transfer import fresh_bijections, zero_shot
+from geofact.host import host_reads
+from geofact.training.config import TrainConfig
+from geofact.training.model import init_params
+
+
+class Reads:
+    """Answers `to_host` with values of the right shape (0.5 for floats, 1 for integers) and counts the calls."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def __call__(self, tensors):
+        self.calls.append([(tuple(t.shape), t.device.type) for t in tensors])
+        return tuple(np.full(tuple(t.shape), 0.5) if t.dtype.is_floating_point else np.ones(tuple(t.shape), dtype=np.int64)
+                     for t in tensors)
+
+
+@pytest.fixture
+def fake_model():
+    """A model whose weights are fake tensors on 'meta', inside FakeTensorMode (the weights are drawn first, on the host)."""
+    config = TrainConfig(N=40, R=3, d=8, batch_size=32)
+    weights = init_params(config)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        yield TrainedModel(config, {k: v.to("meta") for k, v in weights.items()})
+
+
+def test_readouts_run_on_the_device_and_read_once_each(fake_model):
+    reads = Reads()
+    with host_reads(reads):
+        readouts = model_readouts(fake_model)
+        assert set(readouts) == set(READOUTS) and reads.calls == []  # nothing read until a result is asked for
+        assert all(r.accuracy.device.type == "meta" for r in readouts.values())
+        means = {name: r.mean for name, r in readouts.items()}
+    assert means == dict.fromkeys(READOUTS, 0.5) and len(reads.calls) == len(READOUTS)
+    assert all(device == "meta" for call in reads.calls for _, device in call)
+
+
+def test_cross_validated_readouts_read_once_per_penalty_search(fake_model):
+    reads = Reads()
+    with host_reads(reads):
+        out = model_readouts_cv(fake_model, alphas=(1e-3, 1e-1), folds=3)
+    assert set(out) == {"s", "h"}
+    # per feature: the (folds, alphas) scores, then the held-out accuracy at the chosen penalty
+    assert [shape for call in reads.calls for shape, _ in call] == [(3, 2), (), (3, 2), ()]
+
+
+def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model):
+    reads = Reads()
+    ks = rank_grid(fake_model.config.d, 4)
+    with host_reads(reads):
+        sweep = selectivity_sweep(fake_model, ks)
+    assert [s.k for s in sweep] == ks
+    assert reads.calls == [[((len(ks),), "meta"), ((len(ks),), "meta")]]
+
+
+def test_zero_shot_transfer_reads_once(fake_model):
+    reads = Reads()
+    c = fake_model.config
+    with host_reads(reads):
+        out = zero_shot(fake_model, fresh_bijections(c.N, c.R, c.bijection_seed + 1))
+    assert out == {"zero_shot": 0.5, "smart_on_g": 0.5}
+    assert reads.calls == [[((), "meta"), ((), "meta")]]
+
+
+def test_a_tensor_left_on_the_cpu_is_caught(fake_model):
+    """The refusal the tests above rely on: new answers that stayed on the CPU meet the device's predictions."""
+    c = fake_model.config
+    with pytest.raises(Exception, match="device"):
+        fake_model.predict(fake_model.hidden_states()) == torch.zeros(c.R, c.N, dtype=torch.long).to("cpu")
