@@ -2,12 +2,21 @@
 
 `geofact.training.model.forward` under autograd is the definition; this computes the same losses and
 gradients in fewer, larger operations: the cross-entropy gradient as softmax minus one-hot, each
-RMSNorm's backward in closed form, the GELU's through torch's own kernel, the embeddings' as one
-scatter-add. A small model's step is mostly per-operation costs (bench/bench_grid_step.py), which
-is what this saves. tests/training/test_step.py checks it against autograd in float64.
+RMSNorm through torch's fused kernel and its backward, the GELU's through torch's own kernel, the
+embeddings' as one scatter-add per table. A small model's step is mostly per-operation costs and
+passes over the (runs, batch, N) logits, which is what this saves. tests/training/test_step.py checks
+it against autograd in float64, in one chunk of the output and in several.
 
-RMSNorm backward, for y = g * v r with r = (mean(v^2) + eps)^(-1/2) and v^ = v r:
-    dg = sum over positions of dy * v^,    dv = r (u - v^ mean(u * v^)),    u = dy * g
+The N-way output in chunks of entities. Where a run's (B, N) logits exceed `WHOLE` entries, they are
+never whole in memory: a first pass takes the log-sum-exp chunk by chunk, a second recomputes each
+chunk's logits and turns them into its softmax columns, their two gradients and nothing else. On a CPU
+a chunk stays in cache (at the paper's N = 4096 and batch 1024, several times fewer passes over main
+memory), on a GPU it bounds memory; the one-hot part of the cross-entropy gradient is a gather and a
+scatter of the target columns, outside the chunks. Below `WHOLE` (every laptop-profile run) the
+logits are whole and the arithmetic is the one this trainer always had.
+
+RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
+    dg = sum over positions of dy * v^,    dv = RMSNorm's own backward of (dy * g)
 """
 
 from __future__ import annotations
@@ -17,39 +26,102 @@ from torch.nn import functional as F
 
 from geofact.training.model import RMS_EPS
 
+# A run's (B, N) logits are computed whole up to WHOLE entries, beyond it in chunks of CHUNK entries (a
+# whole number of entities). Per run, so that a run's rounding does not depend on the runs stacked with
+# it. A CPU keeps a run's chunk in its L2 cache (1 MiB of float32); a
+# GPU's bound is its memory, not its cache.
+WHOLE = {"cpu": 2**20, "other": 2**22}
+CHUNK = {"cpu": 2**18, "other": 2**22}
+# torch's fused RMSNorm forward (with its rstd) and, on CUDA (and the tests' meta device), its backward;
+# written out where a torch or a device lacks them
+_FUSED_RMS = hasattr(torch.ops.aten, "_fused_rms_norm")
+_FUSED_RMS_BACKWARD = hasattr(torch.ops.aten, "_fused_rms_norm_backward")
+FUSED_BACKWARD_DEVICES = ("cuda", "meta")
+
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
     """Whether `loss_and_grads` covers this model: uniform attention and no learned positions."""
     return "W_Q" not in params and "P" not in params
 
 
+def entity_chunk(B: int, N: int, device: torch.device) -> int:
+    """Entities per chunk of the output layer for batches of B on this kind of device (N: all at once)."""
+    kind = "cpu" if device.type == "cpu" else "other"
+    return N if B * N <= WHOLE[kind] else max(1, CHUNK[kind] // B)
+
+
 def _rms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(x^, r): x normalised over its last dim, and r = 1 / rms (keepdim)."""
+    if _FUSED_RMS:
+        return torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], None, RMS_EPS)
     r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS)
     return x * r, r
 
 
-def _rms_backward(dy: torch.Tensor, x_hat: torch.Tensor, r: torch.Tensor, gain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, dgain) for y = gain * x^ ; dy, x^ (M, ..., d), r (M, ..., 1), gain (M, d)."""
+def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: torch.Tensor, gain: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dgain) for y = gain * x^ ; dy, x, x^ (M, ..., d), r (M, ..., 1), gain (M, d)."""
     gain = gain.reshape(gain.shape[0], *([1] * (dy.dim() - 2)), gain.shape[-1])
     d_gain = (dy * x_hat).flatten(1, -2).sum(1)  # (M, d)
     u = dy * gain
-    dx = (u - x_hat * (u * x_hat).mean(-1, keepdim=True)).mul_(r)
-    return dx, d_gain
+    if _FUSED_RMS_BACKWARD and x.device.type in FUSED_BACKWARD_DEVICES:
+        return torch.ops.aten._fused_rms_norm_backward(u, x, [x.shape[-1]], r, None, [True, False])[0], d_gain
+    return (u - x_hat * (u * x_hat).mean(-1, keepdim=True)).mul_(r), d_gain
 
 
-def loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets: torch.Tensor
-                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Each run's mean cross-entropy (M,) on tokens (M, B, L) with answers targets (M, B), and the
-    gradient of their sum with respect to every tensor of p (geofact.training.model's layout)."""
+def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The unembedding and cross-entropy of final states hf (M, B, d) against E_out (M, d, N) and targets
+    (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
+    the gradients of the losses' sum."""
+    M, B, d = hf.shape
+    N = E_out.shape[2]
+    if width >= N:  # the logits whole: d logits = (softmax - one-hot) / B, in place of the logits
+        logits = torch.bmm(hf, E_out)  # (M, B, N)
+        lse = torch.logsumexp(logits, -1, keepdim=True)  # (M, B, 1)
+        picked = logits.gather(-1, targets[..., None])
+        losses = (lse - picked)[..., 0].mean(1)  # (M,)
+        d_logits = logits.sub_(lse).exp_()  # softmax
+        d_logits.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
+        return losses, torch.bmm(d_logits, E_out.transpose(1, 2)), torch.bmm(hf.transpose(1, 2), d_logits)
+
+    # in chunks: the log-sum-exp chunk by chunk, then each chunk's logits again, into its softmax share of
+    # both gradients; the one-hot's share is the target columns' gather and scatter, outside the chunks
+    spans = [(lo, min(lo + width, N)) for lo in range(0, N, width)]
+    columns = targets[:, None, :].expand(M, d, B)  # where each example's target column sits in E_out
+    at_targets = E_out.gather(2, columns)  # (M, d, B): the unembedding of each example's answer
+    lse = None
+    for lo, hi in spans:
+        part = torch.logsumexp(torch.bmm(hf, E_out[:, :, lo:hi]), -1)  # (M, B)
+        lse = part if lse is None else torch.logaddexp(lse, part)
+    losses = (lse - (hf * at_targets.transpose(1, 2)).sum(-1)).mean(1)
+    d_hf = at_targets.transpose(1, 2).neg()  # (M, B, d)
+    d_out = []
+    for lo, hi in spans:
+        softmax = torch.bmm(hf, E_out[:, :, lo:hi]).sub_(lse[..., None]).exp_()  # (M, B, hi - lo)
+        d_out.append(torch.bmm(hf.transpose(1, 2), softmax))  # (M, d, hi - lo)
+        d_hf += torch.bmm(softmax, E_out[:, :, lo:hi].transpose(1, 2))  # a CPU's baddbmm_ loops over runs
+    d_E_out = torch.cat(d_out, 2).scatter_add_(2, columns, hf.transpose(1, 2).neg())
+    return losses, d_hf.div_(B), d_E_out.div_(B)
+
+
+def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
+                   width: int | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Each run's mean cross-entropy (M,) on the queries (subject, relation) (M, B) each with answers
+    targets (M, B), and the gradient of their sum with respect to every tensor of p
+    (geofact.training.model's layout: the sequence is (s, r), the answer predicted at r). `width`: entities
+    at a time in the output layer (default: `entity_chunk` of the device)."""
     if not covers(p):
         raise ValueError("loss_and_grads covers uniform attention without learned positions; use autograd")
     p = {k: v.detach() for k, v in p.items()}
-    M, B, L = tokens.shape
-    N = p["E_ent"].shape[1]
-    E_in = torch.cat([p["E_ent"], p["E_rel"]], dim=1)  # (M, N + R, d)
-    rows = (tokens + (torch.arange(M, device=tokens.device) * E_in.shape[1])[:, None, None]).flatten()
-    x = E_in.flatten(0, 1)[rows].view(M, B, L, -1)  # (M, B, L, d)
+    M, B = subjects.shape
+    L = 2
+    width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
+    # each query's rows in the two tables flattened over runs (no concatenated copy of the tables)
+    run = torch.arange(M, device=subjects.device)[:, None]
+    entity_rows = (subjects + run * p["E_ent"].shape[1]).flatten()
+    relation_rows = (relations + run * p["E_rel"].shape[1]).flatten()
+    x = torch.stack([p["E_ent"].flatten(0, 1)[entity_rows], p["E_rel"].flatten(0, 1)[relation_rows]], 1).view(M, B, L, -1)
 
     # forward, keeping what the backward reads
     x_hat, r0 = _rms(x)
@@ -63,28 +135,22 @@ def loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets: to
     h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
     h2_hat, r2 = _rms(h2)
     hf = h2_hat * p["g_final"][:, None]
-    logits = torch.bmm(hf, p["E_out"])  # (M, B, N)
-    lse = torch.logsumexp(logits, -1, keepdim=True)  # (M, B, 1)
-    picked = logits.gather(-1, targets[..., None])
-    losses = (lse - picked)[..., 0].mean(1)  # (M,)
+    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width)
 
     # backward of losses.sum()
-    d_logits = logits.sub_(lse).exp_()  # softmax, in place of the logits
-    d_logits.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
-    g = {"E_out": torch.bmm(hf.transpose(1, 2), d_logits)}
-    d_hf = torch.bmm(d_logits, p["E_out"].transpose(1, 2))
-    d_h2, g["g_final"] = _rms_backward(d_hf, h2_hat, r2, p["g_final"])
+    g = {"E_out": g_E_out}
+    d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"])
     g["W_2"], g["b_2"] = torch.bmm(z.transpose(1, 2), d_h2), d_h2.sum(1)
     d_z1 = torch.ops.aten.gelu_backward(torch.bmm(d_h2, p["W_2"].transpose(1, 2)), z1)
     g["W_1"], g["b_1"] = torch.bmm(hn.transpose(1, 2), d_z1), d_z1.sum(1)
-    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h_hat, r1, p["g_mlp"])
+    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"])
     d_h += d_h2
     g["W_O"] = torch.bmm(a.transpose(1, 2), d_h)
     d_a = torch.bmm(d_h, p["W_O"].transpose(1, 2))
     g["W_V"] = torch.bmm(mixed.transpose(1, 2), d_a)
     d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2)).div_(L)  # the mean's share to every position
-    d_x, g["g_attn"] = _rms_backward(d_mixed[:, :, None].expand(M, B, L, -1), x_hat, r0, p["g_attn"])
+    d_x, g["g_attn"] = _rms_backward(d_mixed[:, :, None].expand(M, B, L, -1), x, x_hat, r0, p["g_attn"])
     d_x[:, :, -1] += d_h
-    d_E_in = torch.zeros_like(E_in).flatten(0, 1).index_add_(0, rows, d_x.flatten(0, 2)).view_as(E_in)
-    g["E_ent"], g["E_rel"] = d_E_in[:, :N], d_E_in[:, N:]
+    g["E_ent"] = torch.zeros_like(p["E_ent"]).flatten(0, 1).index_add_(0, entity_rows, d_x[:, :, 0].flatten(0, 1)).view_as(p["E_ent"])
+    g["E_rel"] = torch.zeros_like(p["E_rel"]).flatten(0, 1).index_add_(0, relation_rows, d_x[:, :, 1].flatten(0, 1)).view_as(p["E_rel"])
     return losses, g

@@ -132,10 +132,10 @@ class FactGroup:
         """Each run's loss (M',) on its batch (M', B, 3), and the gradients of their sum; the loss in
         float32 whatever the precision policy."""
         params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
-        tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
         with computing_in(self.precision, self.device):
             if self.by_hand:
-                return loss_and_grads(params, tokens, batch[..., 2])  # (M',), {name: (M', ...)}
+                return loss_and_grads(params, batch[..., 0], batch[..., 1], batch[..., 2])  # (M',), {name: (M', ...)}
+            tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
             logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
             losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
             return losses.detach(), self.update.gradients(losses)
