@@ -1,10 +1,13 @@
 """Model-steps per second: the stacked trainer against the plain one-run-at-a-time loop, in one run.
 
 Run: python bench/bench_trainer.py [--device cpu] [--runs 4] [--steps 20] [--d 32 128 512] [--ops] [--json] [--out FILE]
+                                  [--calibrate]
 At the paper's shapes (N = 4096, batch 1024, R = 8); see geofact.training.benchmark for what is timed.
 `--ops` also counts a single-hop step's dispatcher ops (views apart) and host reads (N = 512, R = 4,
 d = 32, 4 runs: `step_ops`); `--json` prints the whole result as JSON, with `ratio` (stacked / plain at
-the first d), `ops_per_step` and `syncs_per_step` at its top level.
+the first d), `ops_per_step` and `syncs_per_step` at its top level. `--calibrate` (implies --ops) fits
+the plan's cost model to the result (geofact.training.plan.fit) and stores it, with the result, as
+results/calibration/<device kind>.json, which `geofact plan` reads.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-from geofact.training.benchmark import benchmark, format_rows, step_ops
+from geofact.provenance import git_commit
+from geofact.store import write_json
+from geofact.training.benchmark import benchmark, format_rows, step_ops, step_timings
+from geofact.training.plan import calibration_path, fit
 
 
 def main() -> None:
@@ -25,7 +31,10 @@ def main() -> None:
     parser.add_argument("--ops", action="store_true", help="count a step's dispatcher ops and host reads")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--out", type=Path, help="also write the result as JSON")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="fit geofact plan's cost model to the result and store it under results/calibration/")
     args = parser.parse_args()
+    args.ops = args.ops or args.calibrate
     result = benchmark(args.device, runs=args.runs, steps=args.steps, ds=tuple(args.d))
     first = result["rows"][0]
     result["ratio"] = first["stacked"] / first["plain"]
@@ -42,6 +51,16 @@ def main() -> None:
                   f"(+{o['views_per_step']:.1f} views), {o['syncs_per_step']:.3f} host reads per step")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
+    if args.calibrate:
+        root = Path(__file__).resolve().parents[1]
+        timings = step_timings(args.device)
+        result["small_steps"] = [{"config": c.as_dict(), "runs": runs, "seconds": t} for c, runs, t in timings]
+        calibration = fit(result, result["ops_per_step"], timings)
+        path = calibration_path(root, args.device)
+        write_json(path, {"schema": "geofact.training.calibration/1", "calibration": calibration.as_dict(), "bench": result,
+                          "git_commit": git_commit(root)})
+        print(f"calibration: {calibration.matmul_flops['fp32'] / 1e9:.0f} GFLOP/s, {calibration.bandwidth / 1e9:.1f} GB/s, "
+              f"{calibration.op_seconds * 1e6:.1f} us/op ({calibration.source}) -> {path}")
 
 
 if __name__ == "__main__":

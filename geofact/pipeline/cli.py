@@ -1,4 +1,4 @@
-"""Command line: `geofact run`, `geofact compute`, `geofact check`, `geofact status`, `geofact pack`, `geofact unpack`,
+"""Command line: `geofact run`, `geofact compute`, `geofact plan`, `geofact check`, `geofact status`, `geofact pack`, `geofact unpack`,
 `geofact list`."""
 
 from __future__ import annotations
@@ -59,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
                                 "and stops (exit status 3); the same command again resumes")
     p_compute.add_argument("--force", action="store_true",
                            help="execute pages again that an earlier command finished (.geofact/computed/)")
+    p_plan = sub.add_parser("plan", help="predicted minutes of each experiment page and stacked group at a profile on a "
+                                         "device, and the order a GPU lease runs them in")
+    p_plan.add_argument("--profile", default="paper", help="smoke | laptop | paper (default: paper)")
+    p_plan.add_argument("--device", default="cuda", help="the device to plan for (default: cuda; a calibration of it "
+                                                         "under results/calibration/, else the H100's data sheet)")
+    p_plan.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
+                        help="matmul precision of training (default: tf32 on cuda, fp32 on the CPU)")
+    p_plan.add_argument("--minutes", type=float, default=25.0, help="usable minutes of one lease (default: 25)")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
@@ -121,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"made at commit {made['git_commit'][:12]} on {'; '.join(made['devices'])} (profile {made['profile']})")
         except (ValueError, OSError) as exc:
             print(f"geofact {args.command}: error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "plan":
+        from geofact.pipeline.plan import plan
+
+        try:
+            print(plan(project, args.profile, args.device, args.precision, args.minutes), end="")
+        except ValueError as exc:
+            print(f"geofact plan: error: {exc}", file=sys.stderr)
             return 1
         return 0
     if args.command == "check":

@@ -125,6 +125,24 @@ def declared_parameters(source: str) -> set[str]:
     return names
 
 
+def parameter_defaults(source: str) -> dict[str, Any]:
+    """The values a parameters cell assigns (its literals: None, numbers, strings, lists, dicts)."""
+    values = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            value = ast.literal_eval(node.value)
+            values.update({t.id: value for t in node.targets})
+    return values
+
+
+def page_parameters(project: Project, name: str, profile: str, device: str | None,
+                    precision: str | None = None) -> dict[str, Any]:
+    """Every parameter notebook `name` runs with at `profile`: its parameters cell's values, with the
+    profile's (and the device's and precision's) in their place."""
+    defaults = parameter_defaults(parameters_cell(split_cells(project.source(name).read_text())).source)
+    return {**defaults, **expected_parameters(project, name, profile, device, precision)}
+
+
 def notebook_parameters(project: Project, name: str) -> set[str]:
     """The names notebook `name`'s parameters cell declares."""
     try:

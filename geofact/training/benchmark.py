@@ -123,6 +123,23 @@ def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20
             "N": N, "R": R, "batch_size": batch_size, "rows": [asdict(r) for r in rows]}
 
 
+CALIBRATION_SHAPES = ((64, 64, 8, 1), (128, 128, 8, 24), (128, 128, 32, 24), (128, 128, 96, 24), (512, 256, 32, 8))  # N, B, d, runs
+
+
+def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=CALIBRATION_SHAPES) -> list[tuple[TrainConfig, int, float]]:
+    """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one): where a
+    step's fixed cost shows, for geofact plan's calibration (geofact.training.plan.fit)."""
+    device = resolve_device(device)
+    out = []
+    for N, B, d, runs in shapes:
+        configs = [TrainConfig(N=N, R=R, d=d, batch_size=B, max_steps=steps, lr=1e-3, loss_threshold=0.0, seed=s)
+                   for s, R in zip(range(runs), [2, 4, 8, 16] * runs)]
+        train_group(configs, device=device, evaluate=False, log_every=10**9, block_steps=steps)  # warm-up
+        rate = _rate(lambda: train_group(configs, device=device, evaluate=False, log_every=10**9), steps, device)
+        out.append((max(configs, key=lambda c: c.R), runs, 1 / rate))
+    return out
+
+
 DATA_DEPENDENT = {"_local_scalar_dense", "nonzero", "_unique2", "unique_consecutive", "masked_select"}  # ops that read values on the host
 
 

@@ -80,7 +80,7 @@ class CapacityGrid:
                       batch_size=self.batch_size, loss_threshold=self.loss_threshold, attention=self.attention,
                       precision=self.precision)
         fields.update(over)
-        fields["batch_size"] = min(fields["batch_size"], self.N * R)
+        fields["batch_size"] = min(fields["batch_size"], fields["N"] * R)  # the run's own N R facts, N overridden or not
         return TrainConfig(**fields)
 
     def configs(self) -> dict[tuple[str, int, int, int], TrainConfig]:

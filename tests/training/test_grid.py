@@ -12,6 +12,8 @@ def test_capacity_grid_covers_both_regimes_and_clamps_the_batch():
     assert len(configs) == 2 * 2 * 2 * 2 and list(configs) == list(grid.keys())
     assert configs["frozen", 4, 8, 1].frozen_embeddings and not configs["learned", 4, 8, 1].frozen_embeddings
     assert configs["learned", 1, 8, 0].batch_size == 16 and configs["learned", 4, 8, 0].batch_size == 32  # N R = 16 < 32
+    assert grid.config(1, 8, False, 0, N=64).batch_size == 32  # the run's own N R = 64 facts, not the grid's 16
+    assert grid.config(1, 8, False, 0, N=8, batch_size=32).batch_size == 8
     assert configs["learned", 4, 16, 0].loss_threshold == 1e-4 and grid.checkpoints == (0, 5)
     assert grid.config(4, 8, False, 0, lr=0.5).lr == 0.5  # a variant of the grid's recipe
     assert CapacityGrid.from_parameter(None) is PAPER_GRID and CapacityGrid.from_parameter(SMALL) == CapacityGrid(**SMALL)

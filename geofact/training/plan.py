@@ -1,0 +1,411 @@
+"""What a lease will cost before it starts: predicted minutes per page and per stacked group.
+
+A GPU comes as one H100 or H200 for about 25 usable minutes (README, "A GPU lease"); what decides how
+much of the paper's scale a lease yields is which pages run first and whether each fits. This module
+enumerates the training each experiment page will ask for at a profile (the runs of its sweeps,
+stacked as `run_sweep` stacks them) and the per-model analyses of the mechanism pages, and predicts
+their time from the step's counted work and a device `Calibration`:
+
+    step seconds = runs x (FLOPs / matmul rate + bytes / bandwidth) + ops x seconds per op
+
+FLOPs are the matmuls of a step (`step_flops`), bytes its passes over the logits and the optimiser's
+over the weights (`step_bytes`), ops its dispatched operations (counted by bench/bench_trainer.py
+--ops, `geofact.training.benchmark.step_ops`). A run is priced at its step budget (`max_steps`): a run
+that meets the stop rule earlier costs less, so the plan is an upper bound on training. Where a page's
+runs depend on what earlier runs measured (the bisection of exp-scaling, the threshold cells that
+exp-capacity retrains under another precision), the plan prices a stated guess and says so.
+
+The calibration of a device is fitted to bench/bench_trainer.py's stacked rates on it (`fit`,
+`bench_trainer.py --calibrate`) and stored under results/calibration/; without one the plan for
+`cuda` uses `H100_SPEC`, constants from the H100's data sheet, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.model import n_params
+from geofact.training.precision import check_precision
+
+LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
+LEASE_MINUTES = 25.0  # usable minutes of one lease (30 of device time, the start included)
+MULTIHOP_OPS_FACTOR = 2.5  # a multi-hop step (autograd, learned attention, L positions) against a single-hop one
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a device does per second with the trainer's step (see the module docstring)."""
+
+    device: str  # as geofact.device.describe_device writes it
+    matmul_flops: dict[str, float]  # achieved FLOP/s of the step's matmuls, per precision policy
+    bandwidth: float  # achieved bytes/s of its elementwise passes
+    op_seconds: float  # fixed cost of one dispatched op (launch and framework)
+    ops_per_step: float  # ops of a single-hop step (views excluded)
+    source: str  # where the numbers come from
+
+    def step_seconds(self, config: TrainConfig | MultiHopConfig, runs: int) -> float:
+        rate = self.matmul_flops.get(config.precision) or self.matmul_flops["fp32"]
+        ops = self.ops_per_step * (MULTIHOP_OPS_FACTOR if isinstance(config, MultiHopConfig) else 1.0)
+        return runs * (step_flops(config) / rate + step_bytes(config) / self.bandwidth) + ops * self.op_seconds
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# H100 SXM data sheet: 67 TFLOP/s float32, 495 dense TF32, 990 dense bf16; 3.35 TB/s HBM3. The step's matmuls
+# are skinny (K = d), so half the float32 rate and a third of the tensor cores' are what it can expect; eager
+# PyTorch launches cost ~8 us an op. A guess until bench_trainer.py --device cuda --calibrate replaces it.
+H100_SPEC = Calibration(device="cuda (NVIDIA H100, data sheet)", matmul_flops={"fp32": 33e12, "tf32": 165e12, "bf16": 330e12},
+                        bandwidth=2.3e12, op_seconds=8e-6, ops_per_step=112.0,
+                        source="H100 SXM data sheet with assumed efficiencies (not measured)")
+
+
+def step_flops(c: TrainConfig | MultiHopConfig) -> float:
+    """Matmul FLOPs of one run's training step (forward + backward ~ 3 x forward). Single-hop: the last
+    position's V and O, MLP and unembedding (geofact.training.model.hidden / head); multi-hop: every
+    position's attention projections, and MLP and unembedding at the positions with a target."""
+    B, d, w, N = c.batch_size, c.d, c.width, c.N
+    if isinstance(c, MultiHopConfig):
+        attention = (4 if c.attention == "learned" else 2) * d * d * c.seq_len
+        return 3.0 * 2 * B * (attention + c.n_targets * (2 * d * w + d * N))
+    return 3.0 * 2 * B * (2 * d * d + 2 * d * w + d * N)
+
+
+def step_bytes(c: TrainConfig | MultiHopConfig) -> float:
+    """Bytes one run's step moves through memory: ~10 passes over its float32 logits (the matmul's write,
+    log-sum-exp, softmax, the two gradient matmuls' reads) and the optimiser's ~12 over its weights."""
+    targets = c.n_targets if isinstance(c, MultiHopConfig) else 1
+    return 4.0 * (10 * c.batch_size * targets * c.N + 12 * n_params(c))
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs that train as one stack, each for up to its step budget (relation tables padded to the largest R)."""
+
+    page: str
+    what: str
+    configs: tuple  # the runs (one shape_key)
+    guess: bool = False  # the runs themselves are a guess (they depend on measurements)
+
+    @property
+    def runs(self) -> int:
+        return len(self.configs)
+
+    @property
+    def config(self) -> TrainConfig | MultiHopConfig:
+        """The run whose shape the stack takes (the largest R)."""
+        return max(self.configs, key=lambda c: c.R)
+
+    def seconds(self, calibration: Calibration) -> float:
+        return self.config.max_steps * calibration.step_seconds(self.config, self.runs)
+
+    def shape(self) -> str:
+        c, Rs = self.config, sorted({c.R for c in self.configs})
+        text = f"N={c.N} R={Rs[0]}" + (f"..{Rs[-1]}" if len(Rs) > 1 else "") + f" d={c.d} B={c.batch_size}"
+        if isinstance(c, MultiHopConfig):
+            text += f" k={c.k} {'CoT' if c.cot else 'no CoT'}"
+        return text
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Per-model analyses of a page over `states` model states, `flops` and `ops` in all (float32)."""
+
+    page: str
+    what: str
+    states: int
+    flops: float
+    ops: float
+
+    def seconds(self, calibration: Calibration) -> float:
+        return self.flops / calibration.matmul_flops["fp32"] + self.ops * calibration.op_seconds
+
+
+def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False) -> list[Group]:
+    """`configs` stacked as run_sweep stacks them (equal shape_key, at most group_size(config) a stack)."""
+    by_shape: dict[tuple, list] = {}
+    for c in configs:
+        by_shape.setdefault((type(c), c.shape_key()), []).append(c)
+    out = []
+    for same in by_shape.values():
+        size = max(1, group_size(same[0]))
+        out += [Group(page, what, tuple(same[i : i + size]), guess) for i in range(0, len(same), size)]
+    return out
+
+
+def _grid(params: dict) -> CapacityGrid:
+    return CapacityGrid.from_parameter(params.get("capacity_grid"), params.get("precision"))
+
+
+def _per_state(grid: CapacityGrid, what: str, page: str, cost: Callable[[TrainConfig], tuple[float, float]],
+               final_only: bool = False, final_extra: float = 0.0) -> Analysis:
+    """An analysis of every run's kept states (or its final state alone), `cost(config)` = (FLOPs, ops) a
+    state; the final state costs `final_extra` times more besides."""
+    states, flops, ops = 0, 0.0, 0.0
+    for config in grid.configs().values():
+        n = (1 if final_only else len(grid.checkpoints) + 1) + final_extra
+        f, o = cost(config)
+        states, flops, ops = states + (1 if final_only else len(grid.checkpoints) + 1), flops + n * f, ops + n * o
+    return Analysis(page, what, states, flops, ops)
+
+
+def _ridge(c: TrainConfig) -> float:
+    """FLOPs of one ridge readout of every relation: the gram, the cross term, the nearest-vector scores."""
+    return 2.0 * c.N * c.d * (c.d + c.N) * c.R
+
+
+def _predict_flops(c: TrainConfig, rows: int) -> float:
+    """FLOPs of the MLP block and unembedding on `rows` hidden states (TrainedModel.predict)."""
+    return 2.0 * rows * (2 * c.d * c.width + c.d * c.N)
+
+
+def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+    grid = _grid(params)
+    configs = list(grid.configs().values())
+    groups = groups_of("exp-capacity", "capacity grid", configs, size)
+    lr = [grid.config(params["lr_R"], params["lr_d"], frozen, s, lr=rate)
+          for frozen in REGIMES.values() for rate in params["lr_values"] for s in params["lr_seeds"]]
+    groups += groups_of("exp-capacity", "learning-rate sweep", [c for c in lr if c.lr != grid.lr], size)
+    attention = [grid.config(R, d, frozen, s, attention="learned") for frozen in REGIMES.values()
+                 for R in params["attention_R"] for d in params["attention_d"] for s in grid.seeds]
+    groups += groups_of("exp-capacity", "learned-attention check", attention, size)
+    # the threshold cells retrained under the other precision: which cells depends on the thresholds; priced
+    # as the two largest d of each R (an upper bound on the cells' cost)
+    other = "bf16" if grid.precision != "bf16" else "fp32"
+    near = [replace(grid.config(R, d, frozen, s), precision=other) for frozen in REGIMES.values()
+            for R in grid.R_values for d in grid.d_values[-2:] for s in grid.seeds]
+    groups += groups_of("exp-capacity", f"threshold cells under {other}", near, size, guess=True)
+    demo = grid.config(4, 16, False, 0, N=128, max_steps=300)  # the page's interactive demo, at its defaults
+    return groups + groups_of("exp-capacity", "interactive demo", [demo], size), []
+
+
+def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+    grid = _grid(params)
+    groups = []
+    check = params.get("readout_check")
+    if check is not None:
+        configs = [grid.config(check["R"], d, False, s, N=check["N"], batch_size=grid.batch_size * check["N"] // grid.N)
+                   for d in check["d_values"] for s in grid.seeds]
+        groups = groups_of("exp-readout", "readout check at a larger N", configs, size)
+    fits = len(params["cv_alphas"]) * params["cv_folds"]
+    return groups, [_per_state(grid, "readouts (4 per state)", "exp-readout", lambda c: (4 * _ridge(c), 4 * 12.0 * c.R)),
+                    _per_state(grid, "cross-validated readouts", "exp-readout",
+                               lambda c: (2 * fits * _ridge(c), 2 * fits * 12.0 * c.R), final_only=True)]
+
+
+def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+    grid = _grid(params)
+
+    def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
+        ranks = min(c.d, params["rank_points"] + 2)
+        edited = c.R * max(1, round(params["held_out"] * c.N))
+        return ranks * c.R * _predict_flops(c, edited) + _ridge(c), ranks * c.R * 14.0
+
+    # the final state sweeps twice (the embedding target too)
+    return [], [_per_state(grid, "rank sweeps", "exp-interventions", sweep, final_extra=1.0)]
+
+
+def plan_transfer(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+    grid = _grid(params)
+    retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
+               for _ in range(3)]  # control, random, smart
+    zero_shot = _per_state(grid, "zero-shot transfer", "exp-freeze-transfer",
+                           lambda c: (2 * (_ridge(c) + 2 * _predict_flops(c, c.N * c.R)), 2 * 40.0))
+    return groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size), [zero_shot]
+
+
+def plan_multihop(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+    p = params
+
+    def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float) -> MultiHopConfig:
+        return MultiHopConfig(N=p["N"], R=R, k=k, d=p["d"], cot=cot or k == 1, frozen_embeddings=frozen, lr=rate,
+                              batch_size=p["batch_size"], max_steps=p["max_steps"], check_every=p["check_every"],
+                              train_queries=p["train_queries"], eval_queries=p["eval_queries"], eval_seen=p["eval_seen"],
+                              seed=seed, precision=p.get("precision", "fp32"))
+
+    conditions = [(True, True), (True, False), (False, False), (False, True)]
+    grid = [config(k, R, cot, frozen, s, p["lr"]) for k in p["k_values"] for R in p["R_values"]
+            for cot, frozen in conditions for s in p["seeds"]]
+    lr = [config(p["lr_k"], p["lr_R"], cot, False, p["seeds"][0], rate) for cot in (True, False)
+          for rate in p["lr_values"] if rate != p["lr"]]
+    demo = MultiHopConfig(N=64, R=2, k=2, d=32, cot=True, lr=p["lr"], batch_size=256, max_steps=200, check_every=50,
+                          eval_queries=512, seed=0, precision=p.get("precision", "fp32"))  # the interactive demo's defaults
+    return (groups_of("exp-multihop", "(k, R) grid", list(dict.fromkeys(grid)), size)
+            + groups_of("exp-multihop", "learning-rate check", lr, size)
+            + groups_of("exp-multihop", "interactive demo", [demo], size), [])
+
+
+def plan_scaling(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+    """The bisection's trials depend on what each measures: priced as a bracket and a bisection per
+    (curve, N, seed), ceil(log2(1 / rel_tol)) + 3 trials at the d the paper's thresholds suggest (128
+    learned, 512 frozen, at N = 4096, scaled by log N)."""
+    p = params
+    trials = math.ceil(math.log2(1 / p["rel_tol"])) + 3
+    configs = []
+    for frozen in (False, True):
+        for width in p["widths"]:
+            for budget in p["budgets"]:
+                if budget == "fixed epochs" and width not in p["epoch_widths"]:
+                    continue
+                for N in p["N_values"]:
+                    d = max(p["d_start"], round((512 if frozen else 128) * math.log2(N) / 12))
+                    batch = (p["batch_size"] if budget == "fixed steps"
+                             else max(1, min(p["batch_size"] * N // max(p["N_values"]), N * p["R"])))
+                    for s in p["seeds"]:
+                        configs += [TrainConfig(N=N, R=p["R"], d=d, mlp_width=None if width == "4d" else width,
+                                                frozen_embeddings=frozen, seed=s, lr=p["lr"], max_steps=p["max_steps"],
+                                                batch_size=min(batch, N * p["R"]), task_seed=t,
+                                                precision=p.get("precision", "fp32")) for t in range(trials)]
+    return groups_of("exp-scaling", f"d_min searches ({trials} trials each, d guessed)", configs, size, guess=True), []
+
+
+PLANNERS: dict[str, Callable[[dict, Callable], tuple[list[Group], list[Analysis]]]] = {
+    "exp-capacity": plan_capacity, "exp-readout": plan_readout, "exp-interventions": plan_interventions,
+    "exp-freeze-transfer": plan_transfer, "exp-multihop": plan_multihop, "exp-scaling": plan_scaling,
+}
+
+
+@dataclass(frozen=True)
+class PagePlan:
+    page: str
+    groups: list[Group]
+    analyses: list[Analysis]
+    calibration: Calibration
+
+    @property
+    def training_seconds(self) -> float:
+        return sum(g.seconds(self.calibration) for g in self.groups)
+
+    @property
+    def analysis_seconds(self) -> float:
+        return sum(a.seconds(self.calibration) for a in self.analyses)
+
+    @property
+    def seconds(self) -> float:
+        return self.training_seconds + self.analysis_seconds
+
+
+def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size: Callable[[Any], int]) -> list[PagePlan]:
+    """Plans of the pages in `parameters` ({page: its parameters at the profile, defaults included}), in
+    the lease's order (LEASE_ORDER); pages without a planner are left out."""
+    out = []
+    for page in [p for p in LEASE_ORDER if p in parameters] + [p for p in parameters if p not in LEASE_ORDER]:
+        if page in PLANNERS:
+            params = parameters[page]
+            if params.get("precision") is not None:
+                check_precision(params["precision"])
+            groups, analyses = PLANNERS[page](params, group_size)
+            out.append(PagePlan(page, groups, analyses, calibration))
+    return out
+
+
+def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> list[tuple[str, float, float, int]]:
+    """(page, predicted minutes, minutes when it ends, lease it ends in) for the plans in order, pages
+    packed into leases of `minutes` (a page that does not fit resumes in the next: --budget)."""
+    rows, clock = [], 0.0
+    for plan in plans:
+        clock += plan.seconds / 60
+        rows.append((plan.page, plan.seconds / 60, clock, max(1, math.ceil(clock / minutes - 1e-9))))
+    return rows
+
+
+def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, int, float]], precision: str = "fp32") -> Calibration:
+    """A Calibration from a benchmark (geofact.training.benchmark.benchmark's result, its stacked rates) and
+    further `timings` (config, runs stacked, seconds a step: benchmark.step_timings, small shapes where the
+    fixed cost of a step shows): the matmul rate, bandwidth and fixed seconds a step that best explain
+    every timing (non-negative least squares in 1/rate, 1/bandwidth and the fixed cost)."""
+    from scipy.optimize import nnls
+
+    rows = [(TrainConfig(N=bench["N"], R=bench["R"], d=r["d"], batch_size=bench["batch_size"]), r["runs"], r["runs"] / r["stacked"])
+            for r in bench["rows"]] + list(timings)
+    A = np.array([[runs * step_flops(c), runs * step_bytes(c), 1.0] for c, runs, _ in rows])
+    t = np.array([seconds for *_, seconds in rows])
+    scale = A.max(0)  # columns of comparable size for the solver
+    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))  # relative errors: small and large steps count alike
+    inverse_rate, inverse_bandwidth, fixed = x / scale
+    rate = 1 / max(inverse_rate, 1 / (100 * bench["matmul_peak_flops"]))  # no rate above 100x the measured peak
+    predicted = A @ (x / scale)
+    worst = float(np.max(np.abs(predicted / t - 1)))
+    return Calibration(device=bench["device"], matmul_flops={precision: rate, "fp32": rate},
+                       bandwidth=1 / max(inverse_bandwidth, 1e-15), op_seconds=fixed / ops_per_step, ops_per_step=ops_per_step,
+                       source=f"bench_trainer.py on {bench['device']} ({bench['threads']} threads): fitted to {len(rows)} "
+                              f"step timings (N from {min(c.N for c, *_ in rows)} to {max(c.N for c, *_ in rows)}), "
+                              f"worst error {worst:.0%}")
+
+
+def calibration_path(root: Path, device: str) -> Path:
+    return Path(root) / "results" / "calibration" / f"{device.split(':')[0]}.json"
+
+
+def load_calibration(root: Path, device: str) -> Calibration:
+    """The stored calibration of this kind of device, or H100_SPEC for cuda when none is stored."""
+    path = calibration_path(root, device)
+    if path.exists():
+        return Calibration(**json.loads(path.read_text())["calibration"])
+    if device.startswith("cuda"):
+        return H100_SPEC
+    raise ValueError(f"no calibration for device {device!r} at {path}: run `python bench/bench_trainer.py --device "
+                     f"{device} --calibrate` first")
+
+
+def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> str:
+    """The plan as text: per page its groups and analyses, then the lease order with the running total."""
+    lines = [f"calibration: {calibration.device}; {calibration.source}",
+             "  matmul " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in calibration.matmul_flops.items())
+             + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
+               f"{calibration.ops_per_step:.0f} ops/step",
+             "training is priced at each run's step budget (an upper bound); '~' marks runs that are a guess", ""]
+    for plan in plans:
+        lines.append(f"{plan.page}: {plan.seconds / 60:.1f} min (training {plan.training_seconds / 60:.1f}, "
+                     f"analyses {plan.analysis_seconds / 60:.1f})")
+        for g in plan.groups:
+            lines.append(f"  {'~' if g.guess else ' '} {g.what:<36} {g.runs:>4} runs  {g.shape():<34} "
+                         f"{g.config.max_steps:>6} steps  {g.seconds(calibration) / 60:7.2f} min")
+        for a in plan.analyses:
+            lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{a.seconds(calibration) / 60:7.2f} min")
+    lines += ["", f"order in leases of {minutes:g} min (a page cut by --budget resumes in the next lease):"]
+    for page, page_minutes, ends, lease in lease_schedule(plans, minutes):
+        lines.append(f"  {page:<22} {page_minutes:7.1f} min  ends at {ends:7.1f} min  (lease {lease})")
+    total = sum(p.seconds for p in plans) / 60
+    lines.append(f"total: {total:.1f} min predicted, {math.ceil(total / minutes - 1e-9)} lease(s)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m geofact.training.plan --root ROOT --device cuda < parameters.json`: the plan of the pages
+    whose parameters arrive on standard input (`geofact plan` sends them: the publisher reads notebooks,
+    this side knows the runs)."""
+    import argparse
+    import sys
+
+    import torch
+
+    from geofact.training.sweep import default_group_size
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--minutes", type=float, default=LEASE_MINUTES)
+    args = parser.parse_args(argv)
+    parameters = json.loads(sys.stdin.read())
+    try:
+        calibration = load_calibration(args.root, args.device)
+        device = torch.device(args.device)  # the stacking policy of that kind of device, whether or not it is here
+        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device))
+    except ValueError as exc:
+        print(f"geofact plan: error: {exc}", file=sys.stderr)
+        return 1
+    print(format_plan(plans, calibration, args.minutes))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

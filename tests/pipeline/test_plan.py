@@ -1,0 +1,50 @@
+"""`geofact plan`: the runs it prices are the runs the pages train, and the command prints the plan."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geofact.pipeline.compute import compute_page
+from geofact.pipeline.project import Project
+from geofact.pipeline.script import page_parameters
+from geofact.training.plan import H100_SPEC, plan_pages
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("page", ["exp-capacity", "exp-multihop"])
+def test_the_plan_prices_the_runs_the_page_trains(page, tmp_path):
+    """At smoke, in a cache of its own: the plan lists exactly the runs the page trains, but for those it
+    prices as a guess (exp-capacity's threshold cells under another precision: which cells, the page
+    learns from its grid)."""
+    project = Project(ROOT)
+    params = page_parameters(project, page, "smoke", "cpu") | {"cache_dir": str(tmp_path)}
+    _, results, why = compute_page(project, page, params, io.BytesIO())
+    assert results is not None, why
+    trained = {p.stem: json.loads(p.read_text())["config"] for p in tmp_path.glob("*.json")}
+    (plan,) = plan_pages({page: params}, H100_SPEC, lambda c: 8)
+    exact = {c.key() for g in plan.groups if not g.guess for c in g.configs}
+    assert exact and exact <= set(trained)
+    assert all(trained[k].get("precision", "fp32") != params["precision"] for k in set(trained) - exact)
+
+
+def test_the_command_prints_every_page_and_the_lease_order():
+    done = subprocess.run([sys.executable, "-m", "geofact.pipeline.cli", "--root", str(ROOT), "plan", "--profile", "paper",
+                           "--device", "cuda"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for page in ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"):
+        assert f"\n{page}: " in done.stdout
+    assert "order in leases of 25 min" in done.stdout and "total: " in done.stdout
+    assert done.stdout.index("  exp-capacity ") < done.stdout.index("  exp-multihop ") < done.stdout.index("  exp-scaling ")
+
+
+def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
+    from geofact.training.plan import load_calibration
+
+    with pytest.raises(ValueError, match="--calibrate"):
+        load_calibration(tmp_path, "mps")
+    assert load_calibration(tmp_path, "cuda") is H100_SPEC

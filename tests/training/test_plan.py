@@ -1,0 +1,66 @@
+"""geofact plan's cost model (geofact.training.plan): stacking, the fit of a calibration, the lease order."""
+
+import dataclasses
+
+import pytest
+
+from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.plan import (
+    H100_SPEC,
+    LEASE_ORDER,
+    Calibration,
+    Group,
+    PagePlan,
+    fit,
+    groups_of,
+    lease_schedule,
+    plan_pages,
+)
+
+
+def test_runs_stack_by_shape_and_group_size_and_a_stack_takes_its_largest_R():
+    configs = [TrainConfig(N=64, R=R, d=d, batch_size=32, seed=s) for d in (8, 16) for R in (2, 4) for s in range(3)]
+    groups = groups_of("page", "grid", configs, lambda c: 4)
+    assert sorted(g.runs for g in groups) == [2, 2, 4, 4]  # 6 runs per d, in stacks of at most 4
+    assert {g.config.d for g in groups} == {8, 16} and all(g.config.R == max(c.R for c in g.configs) for g in groups)
+    assert sum(g.runs for g in groups) == len(configs)
+
+
+def test_a_calibration_is_recovered_from_timings_it_generated():
+    truth = Calibration(device="cpu", matmul_flops={"fp32": 2e11}, bandwidth=3e10, op_seconds=6e-6, ops_per_step=100.0,
+                        source="test")
+    shapes = [(4096, 1024, d, 4) for d in (32, 128, 512)] + [(128, 128, d, 24) for d in (8, 32, 96)] + [(64, 64, 8, 1)]
+    configs = [(TrainConfig(N=N, R=8, d=d, batch_size=B), runs) for N, B, d, runs in shapes]
+    bench = {"device": "cpu", "threads": 2, "matmul_peak_flops": 3e11, "N": 4096, "R": 8, "batch_size": 1024,
+             "rows": [{"d": c.d, "runs": runs, "stacked": runs / truth.step_seconds(c, runs)} for c, runs in configs[:3]]}
+    fitted = fit(bench, 100.0, [(c, runs, truth.step_seconds(c, runs)) for c, runs in configs[3:]])
+    assert fitted.matmul_flops["fp32"] == pytest.approx(2e11, rel=1e-6)
+    assert fitted.bandwidth == pytest.approx(3e10, rel=1e-6) and fitted.op_seconds == pytest.approx(6e-6, rel=1e-6)
+
+
+def test_precision_prices_the_matmuls_and_multihop_steps_cost_more_ops():
+    c = TrainConfig(N=4096, R=8, d=512, batch_size=1024)
+    assert H100_SPEC.step_seconds(dataclasses.replace(c, precision="tf32"), 8) < H100_SPEC.step_seconds(c, 8)
+    hop = MultiHopConfig(N=64, R=2, k=2, d=8, batch_size=8)
+    one = TrainConfig(N=64, R=2, d=8, batch_size=8)
+    assert H100_SPEC.step_seconds(hop, 1) > H100_SPEC.step_seconds(one, 1)
+
+
+def test_pages_are_planned_in_the_lease_order_and_packed_into_leases():
+    params = {"exp-multihop": dict(N=32, d=8, k_values=[1, 2], R_values=[2], seeds=[0], lr=1e-2, batch_size=16,
+                                   max_steps=100, check_every=10, train_queries=None, eval_queries=32, eval_seen=True,
+                                   lr_values=[1e-2], lr_k=2, lr_R=2),
+              "exp-capacity": dict(capacity_grid=dict(N=32, R_values=[1, 2], d_values=[4, 8], seeds=[0], lr=0.01,
+                                                      batch_size=32, max_steps=40), lr_values=[0.01, 1.0], lr_R=2,
+                                   lr_d=8, lr_seeds=[0], attention_R=[2], attention_d=[8], precision="fp32")}
+    plans = plan_pages(params, H100_SPEC, lambda c: 64)
+    assert [p.page for p in plans] == [p for p in LEASE_ORDER if p in params]
+    capacity = plans[0]
+    assert sum(g.runs for g in capacity.groups if g.what == "capacity grid") == 2 * 2 * 2  # regimes x R x d
+    assert {g.what for g in capacity.groups if g.guess} == {"threshold cells under bf16"}
+    hops = plans[1]
+    assert sum(g.runs for g in hops.groups if g.what == "(k, R) grid") == 2 * 4 - 2  # k = 1 is CoT either way
+    fake = [PagePlan(f"p{i}", [], [], H100_SPEC) for i in range(2)]
+    object.__setattr__(fake[0], "groups", [Group("p0", "x", (TrainConfig(N=4096, R=8, d=512, batch_size=1024),) * 64)])
+    schedule = lease_schedule(fake, minutes=1.0)
+    assert schedule[0][2] == pytest.approx(fake[0].seconds / 60) and schedule[0][3] >= 1
