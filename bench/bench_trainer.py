@@ -7,7 +7,7 @@ At the paper's shapes (N = 4096, batch 1024, R = 8); see geofact.training.benchm
 d = 32, 4 runs: `step_ops`); `--json` prints the whole result as JSON, with `ratio` (stacked / plain at
 the first d), `ops_per_step` and `syncs_per_step` at its top level. `--calibrate` (implies --ops) fits
 the plan's cost model to the result (geofact.training.plan.fit) and stores it, with the result, as
-results/calibration/<device kind>.json, which `geofact plan` reads.
+bench/calibration/<device kind>.json, which `geofact plan` reads.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--out", type=Path, help="also write the result as JSON")
     parser.add_argument("--calibrate", action="store_true",
-                        help="fit geofact plan's cost model to the result and store it under results/calibration/")
+                        help="fit geofact plan's cost model to the result and store it under bench/calibration/")
     args = parser.parse_args()
     args.ops = args.ops or args.calibrate
     result = benchmark(args.device, runs=args.runs, steps=args.steps, ds=tuple(args.d))

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "device, and the order a GPU lease runs them in")
     p_plan.add_argument("--profile", default="paper", help="smoke | laptop | paper (default: paper)")
     p_plan.add_argument("--device", default="cuda", help="the device to plan for (default: cuda; a calibration of it "
-                                                         "under results/calibration/, else the H100's data sheet)")
+                                                         "under bench/calibration/, else the H100's data sheet)")
     p_plan.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
                         help="matmul precision of training (default: tf32 on cuda, fp32 on the CPU)")
     p_plan.add_argument("--minutes", type=float, default=25.0, help="usable minutes of one lease (default: 25)")

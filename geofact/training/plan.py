@@ -16,7 +16,7 @@ runs depend on what earlier runs measured (the bisection of exp-scaling, the thr
 exp-capacity retrains under another precision), the plan prices a stated guess and says so.
 
 The calibration of a device is fitted to bench/bench_trainer.py's stacked rates on it (`fit`,
-`bench_trainer.py --calibrate`) and stored under results/calibration/; without one the plan for
+`bench_trainer.py --calibrate`) and stored under bench/calibration/; without one the plan for
 `cuda` uses `H100_SPEC`, constants from the H100's data sheet, and says so.
 """
 
@@ -342,7 +342,7 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, int, 
 
 
 def calibration_path(root: Path, device: str) -> Path:
-    return Path(root) / "results" / "calibration" / f"{device.split(':')[0]}.json"
+    return Path(root) / "bench" / "calibration" / f"{device.split(':')[0]}.json"
 
 
 def load_calibration(root: Path, device: str) -> Calibration:
