@@ -48,7 +48,8 @@ def main() -> None:
         if args.ops:
             o = result["ops"]
             print(f"single-hop step (N={o['N']}, R={o['R']}, d={o['d']}, {o['runs']} runs): {o['ops_per_step']:.1f} ops "
-                  f"(+{o['views_per_step']:.1f} views), {o['syncs_per_step']:.3f} host reads per step")
+                  f"(+{o['views_per_step']:.1f} views), {o['syncs_per_step']:.3f} host reads, "
+                  f"{o['launches_per_step']:.1f} host launches per step ({'CUDA graphs' if o['cuda_graphs'] else 'eager'})")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     if args.calibrate:

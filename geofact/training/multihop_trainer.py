@@ -19,6 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from geofact.host import to_host
+from geofact.training.graphs import GraphedStep
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.precision import at_least_fp32, computing_in
@@ -109,6 +110,7 @@ class QueryGroup:
         self.sample = BatchSampler(configs, self.sets, device)
         self.update = StackedUpdates(stack_params(configs, dtype), configs, device)
         self.alive = list(range(len(configs)))  # stack position i holds run alive[i]
+        self._step: HopStep | None = None  # made for this stack when first needed
 
     def keep(self, positions: list[int]) -> None:
         """Keep the runs at these stack positions; the others leave the stack."""
@@ -117,6 +119,14 @@ class QueryGroup:
         self.tables, self.eval_queries, self.eval_counts = self.tables[rows], self.eval_queries[rows], self.eval_counts[rows]
         self.sample.keep(positions)
         self.alive = [self.alive[i] for i in positions]
+        self._step = None
+
+    @property
+    def step(self) -> HopStep:
+        """One step between checks, for the stack as it is now (a CUDA graph on CUDA)."""
+        if self._step is None:
+            self._step = HopStep(self)
+        return self._step
 
     def accuracy(self) -> torch.Tensor:
         """Each run's per-output accuracy (M', outputs) by greedy generation on its eval set, on the device."""
@@ -137,6 +147,31 @@ class QueryGroup:
             logits = at_least_fp32(target_logits(self.update.params, tokens.view(M, B, -1), T))  # (M', B T, N)
             losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
             return losses.detach(), self.update.gradients(losses)
+
+
+class HopStep:
+    """One training step between checks on buffers that live as long as the stack: the queries come in
+    through `queries`, the losses go out through `loss`. Pure device work on tensors allocated here,
+    so that on CUDA it is captured and replayed as one graph (geofact.training.graphs)."""
+
+    def __init__(self, group: QueryGroup) -> None:
+        first, flat = group.configs[0], group.update.stack.flat
+        M = flat.shape[0]
+        self.group = group
+        self.queries = torch.zeros(M, first.batch_size, first.k + 1, dtype=torch.long, device=flat.device)  # (M', B, k + 1)
+        self.loss = torch.zeros(M, dtype=flat.dtype, device=flat.device)  # (M',)
+        self.run = GraphedStep(self._body, flat.device)
+
+    def _body(self) -> None:
+        loss, grads = self.group.losses_and_grads(self.queries)
+        self.loss.copy_(loss)
+        self.group.update(grads)
+
+    def __call__(self, queries: torch.Tensor) -> torch.Tensor:
+        """One step on queries (M', B, k + 1); its losses (M',) (a buffer the next step overwrites)."""
+        self.queries.copy_(queries)
+        self.run()
+        return self.loss
 
 
 @dataclass
@@ -228,8 +263,7 @@ def train_block(group: QueryGroup, logs: list[HopLog], steps: range) -> None:
     for start in range(steps.start + 1, steps.stop, per_draw):
         drawn = group.sample(range(start, min(start + per_draw, steps.stop)))  # (M', steps, B, k + 1)
         for queries in drawn.unbind(1):
-            group.previous, grads = group.losses_and_grads(queries)
-            group.update(grads)
+            group.previous = group.step(queries)
 
 
 def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "cpu", progress=None,

@@ -61,11 +61,12 @@ class Calibration:
 
 
 # H100 SXM data sheet: 67 TFLOP/s float32, 495 dense TF32, 990 dense bf16; 3.35 TB/s HBM3. The step's matmuls
-# are skinny (K = d), so half the float32 rate and a third of the tensor cores' are what it can expect; eager
-# PyTorch launches cost ~8 us an op. A guess until bench_trainer.py --device cuda --calibrate replaces it.
+# are skinny (K = d), so half the float32 rate and a third of the tensor cores' are what it can expect. Eager
+# PyTorch launches cost ~8 us an op; a step replayed as a CUDA graph (geofact.training.graphs) leaves the
+# gap between its kernels, ~2.5 us. A guess until bench_trainer.py --device cuda --calibrate replaces it.
 H100_SPEC = Calibration(device="cuda (NVIDIA H100, data sheet)", matmul_flops={"fp32": 33e12, "tf32": 165e12, "bf16": 330e12},
-                        bandwidth=2.3e12, op_seconds=8e-6, ops_per_step=112.0,
-                        source="H100 SXM data sheet with assumed efficiencies (not measured)")
+                        bandwidth=2.3e12, op_seconds=2.5e-6, ops_per_step=112.0,
+                        source="H100 SXM data sheet with assumed efficiencies, steps as CUDA graphs (not measured)")
 
 
 def step_flops(c: TrainConfig | MultiHopConfig) -> float:

@@ -61,7 +61,8 @@ def computing_in(precision: str, device: torch.device) -> Iterator[None]:
     torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
     try:
         if precision == "bf16" and device.type != "meta":
-            with torch.autocast(device.type, dtype=torch.bfloat16):
+            # no cast cache: a CUDA graph's capture must not keep casts made outside it (torch's advice)
+            with torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False):
                 yield
         else:
             yield

@@ -26,6 +26,7 @@ from torch.nn import functional as F
 from geofact.host import to_host
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
+from geofact.training.graphs import GraphedStep
 from geofact.training.model import forward
 from geofact.training.precision import at_least_fp32, computing_in
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
@@ -104,6 +105,14 @@ class FactGroup:
     def _counts(self) -> None:
         self.n_alive = torch.tensor([self.n_facts[m] for m in self.alive], device=self.device)  # (M',)
         self.rows = torch.arange(len(self.alive), device=self.device)[:, None]
+        self._step: StopRuleStep | None = None  # made for this stack when first needed
+
+    @property
+    def step(self) -> StopRuleStep:
+        """One step with the stop rule, for the stack as it is now (a CUDA graph on CUDA)."""
+        if self._step is None:
+            self._step = StopRuleStep(self)
+        return self._step
 
     def keep(self, positions: list[int]) -> None:
         """Keep the runs at these stack positions; the others leave the stack."""
@@ -157,6 +166,46 @@ def correct_counts(params: dict[str, torch.Tensor], padded: torch.Tensor, n_fact
     return total
 
 
+class StopRuleStep:
+    """One step of a block and the stop rule, on buffers that live as long as the stack: the step's
+    batch and number come in through `batch` and `step`, its losses and the rule's state go out
+    through `loss`, `stop_at`, `running` and `at_stop`. Pure device work on tensors allocated here, so
+    that on CUDA it is captured and replayed as one graph (geofact.training.graphs)."""
+
+    def __init__(self, group: FactGroup) -> None:
+        flat, first = group.update.stack.flat, group.configs[0]
+        M, device = flat.shape[0], flat.device
+        self.group, self.flat, self.threshold, self.max_steps = group, flat, first.loss_threshold, first.max_steps
+        self.batch = torch.zeros(M, first.batch_size, 3, dtype=torch.long, device=device)  # (M', B, 3)
+        self.step = torch.zeros((), dtype=torch.long, device=device)
+        self.loss = torch.zeros(M, dtype=flat.dtype, device=device)  # (M',): this step's batch losses
+        self.stop_at = torch.full((M,), self.max_steps, dtype=torch.long, device=device)  # (M',)
+        self.running = torch.ones(M, dtype=torch.bool, device=device)  # (M',)
+        self.at_stop = torch.zeros_like(flat)  # (M', P)
+        self.run = GraphedStep(self._body, device)
+
+    def start_block(self) -> None:
+        """Every run of the stack still running, none stopped yet."""
+        self.stop_at.fill_(self.max_steps)
+        self.running.fill_(True)
+
+    def _body(self) -> None:
+        loss, grads = self.group.losses_and_grads(self.batch)
+        self.loss.copy_(loss)
+        now = self.running & (self.loss < self.threshold)
+        torch.where(now, self.step, self.stop_at, out=self.stop_at)
+        torch.where(now[:, None], self.flat, self.at_stop, out=self.at_stop)  # before the update: a run stopping here keeps these
+        self.running &= ~now
+        self.group.update(grads)
+
+    def __call__(self, step: int, batch: torch.Tensor) -> torch.Tensor:
+        """Take step number `step` on `batch` (M', B, 3); its losses (M',) (a buffer the next step overwrites)."""
+        self.batch.copy_(batch)
+        self.step.fill_(step)
+        self.run()
+        return self.loss
+
+
 @dataclass
 class Block:
     """What a block of steps left on the device, for the host to read once."""
@@ -170,27 +219,20 @@ class Block:
 
 
 def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int | None) -> Block:
-    """Train `steps` with no host read: the stop rule, kept weights and accuracy checks on the device."""
-    threshold, max_steps = group.configs[0].loss_threshold, group.configs[0].max_steps
+    """Train `steps` with no host read: the stop rule, kept weights and accuracy checks on the device.
+    The block's `stop_at` and `at_stop` are the step's buffers, valid until the next block starts."""
+    step_once = group.step
+    step_once.start_block()
     flat = group.update.stack.flat
-    M = len(group.alive)
-    losses = torch.empty(M, len(steps), dtype=flat.dtype, device=flat.device)
-    stop_at = torch.full((M,), max_steps, dtype=torch.long, device=flat.device)
-    running = torch.ones(M, dtype=torch.bool, device=flat.device)
-    at_stop = torch.empty_like(flat)
+    losses = torch.empty(len(group.alive), len(steps), dtype=flat.dtype, device=flat.device)
     kept, correct = {}, {}
     for i, (step, batch) in enumerate(zip(steps, group.step_batches(steps))):
         if eval_every is not None and step % eval_every == 0:
             correct[step] = group.correct(group.update.params)
         if step in keep:
             kept[step] = flat.clone()
-        losses[:, i], grads = group.losses_and_grads(batch)
-        now = running & (losses[:, i] < threshold)
-        stop_at = torch.where(now, step, stop_at)
-        at_stop = torch.where(now[:, None], flat, at_stop)  # before this step's update: a run stopping here keeps these
-        running &= ~now
-        group.update(grads)
-    return Block(steps, losses, stop_at, at_stop, kept, correct)
+        losses[:, i] = step_once(step, batch)
+    return Block(steps, losses, step_once.stop_at, step_once.at_stop, kept, correct)
 
 
 def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: int) -> list[int]:

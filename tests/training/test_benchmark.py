@@ -28,3 +28,4 @@ def test_a_step_is_counted_in_ops_and_reads_once_per_block():
     counted = step_ops(runs=2, N=64, R=2, d=8, batch_size=32, block_steps=4)
     assert counted["syncs_per_step"] == 1 / 4  # the block's one to_host, nothing data-dependent besides
     assert 20 < counted["ops_per_step"] < 200 and counted["views_per_step"] > 0
+    assert not counted["cuda_graphs"] and counted["launches_per_step"] == counted["ops_per_step"]  # eager off CUDA
