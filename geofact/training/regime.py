@@ -95,7 +95,19 @@ def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: R
     they are outside the paper's regime the verdict is "not in regime", with the reasons and what the
     rule alone gave, whatever `holds` says, since such runs can neither confirm nor refute the claim."""
     report.claim(claim_id, holds=holds, measured=f"{measured}; regime: {regime.summary()}", note=note)
-    entry = report.claims[claim_id]
+    _apply_regime(report.claims[claim_id], regime, note)
+
+
+def judge_in_regime(report, claim_id: str, estimate, claim, alternative, measured: str, population: dict,
+                    regime: Regime, note: str = "") -> None:
+    """`report.judge(...)` (a test against the claim's alternative, geofact.stats.separate) with the regime
+    of the runs behind it, as `claim_in_regime`: outside the paper's regime the verdict is "not in regime"."""
+    report.judge(claim_id, estimate, claim, alternative, measured=f"{measured}; regime: {regime.summary()}",
+                 population=population, note=note)
+    _apply_regime(report.claims[claim_id], regime, note)
+
+
+def _apply_regime(entry: dict, regime: Regime, note: str) -> None:
     entry["regime"] = to_jsonable(regime.as_dict())
     if not regime.ok:
         entry["note"] = "; ".join([*regime.reasons, f"the rule alone gives '{entry['verdict']}'", *([note] if note else [])])

@@ -22,6 +22,8 @@ from typing import Callable, Generator, Hashable
 
 import numpy as np
 
+from geofact.stats import t_quantile
+
 
 @dataclass
 class DminSearch:
@@ -226,37 +228,6 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
     ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
     return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
-
-
-def t_quantile(level: float, df: int) -> float:
-    """t with P(|T| <= t) = level for Student's T with `df` degrees of freedom (exact series for
-    integer df, Abramowitz & Stegun 26.7.3-4, inverted by bisection)."""
-    if not 0 < level < 1 or df < 1:
-        raise ValueError(f"level must be in (0, 1) and df >= 1, got {level}, {df}")
-
-    def central(t: float) -> float:  # P(|T| <= t)
-        theta = math.atan(t / math.sqrt(df))
-        c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
-        if df % 2 == 0:
-            for j in range(1, df // 2):
-                term *= c2 * (2 * j - 1) / (2 * j)
-                total += term
-            return math.sin(theta) * total
-        if df == 1:
-            return 2 * theta / math.pi
-        term = total = math.cos(theta)
-        for j in range(1, (df - 1) // 2):
-            term *= c2 * (2 * j) / (2 * j + 1)
-            total += term
-        return 2 / math.pi * (theta + math.sin(theta) * total)
-
-    lo, hi = 0.0, 1.0
-    while central(hi) < level:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if central(mid) < level else (lo, mid)
-    return hi
 
 
 def _line(u: np.ndarray, v: np.ndarray, level: float) -> tuple[float, float, tuple[float, float]]:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from geofact.training.search import (LOG_FORM, POWER_FORM, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
-                                     fit_log, fit_power, t_quantile)
+                                     fit_log, fit_power)
 
 
 @pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
@@ -63,12 +63,6 @@ def test_find_d_min_many_asks_in_rounds_and_matches_one_at_a_time():
     assert rounds[0] == [("a", 2), ("b", 2), ("c", 2)]  # the doubling phase asks every curve for the same d
     for k, t in truth.items():
         assert many[k].trials == find_d_min(lambda d, t=t: float(d >= t), d_start=2, d_max=1024).trials
-
-
-@pytest.mark.parametrize("level, df, table", [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 5, 2.571),
-                                              (0.95, 10, 2.228), (0.99, 12, 3.055), (0.9, 30, 1.697)])
-def test_t_quantile_matches_the_printed_table(level, df, table):
-    assert t_quantile(level, df) == pytest.approx(table, abs=1e-3)
 
 
 def test_fit_intervals_cover_the_true_shape_parameter_at_their_level():
