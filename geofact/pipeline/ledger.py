@@ -4,7 +4,7 @@ Besides the claims it tests, the ledger lists the paper's statements judged *not
 with the reason (`not_checkable: "..."` in place of `test` and `notebook`): the status page shows
 them, so that what the ledger leaves out is a decision anyone can read, not an omission.
 
-An experiment claim judged as a test against its alternative (`Report.judge`) names, besides its
+An experiment claim judged as a test against its alternative (`geofact.evidence.judge`) names, besides its
 test, the `alternative` the measurement must rule out, the `population` its verdict judges in words
 (from the paper's sentence) and the same as a `population_rule` mapping, which the page reports back
 with its verdict: `geofact run` refuses a page whose rule differs from the ledger's.
@@ -88,7 +88,7 @@ def load_not_checkable(path: Path) -> list[NotCheckable]:
 
 def population_mismatches(claims: list[Claim], reported: dict[str, Any]) -> list[str]:
     """Where a page's verdict and the ledger disagree on how the claim is tested: a claim the ledger
-    tests against an alternative must be judged so (`Report.judge`), on the ledger's population rule."""
+    tests against an alternative must be judged so (`geofact.evidence.judge`), on the ledger's population rule."""
     problems = []
     for claim in claims:
         entry = reported.get(claim.id)
@@ -97,7 +97,7 @@ def population_mismatches(claims: list[Claim], reported: dict[str, Any]) -> list
         if claim.population_rule is None and "estimate" in entry:
             problems.append(f"claim {claim.id!r} is judged against an alternative the ledger does not name")
         elif claim.population_rule is not None and "estimate" not in entry:
-            problems.append(f"claim {claim.id!r}: the ledger names an alternative, the page did not test against it (Report.judge)")
+            problems.append(f"claim {claim.id!r}: the ledger names an alternative, the page did not test against it (geofact.evidence.judge)")
         elif claim.population_rule is not None and entry.get("population") != claim.population_rule:
             problems.append(f"claim {claim.id!r} judged on population {entry.get('population')}, the ledger says {claim.population_rule}")
     return problems

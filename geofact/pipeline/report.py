@@ -5,14 +5,7 @@ Inside a notebook::
     report = Report("thm-orthogonal-codes")
     report.number("success_rate_2_15", 0.64)             # stored, and glued for {glue:text}`success_rate_2_15:.2f`
     report.claim("lem-codes-probability", holds=False, measured="0.64 at k = 2^15 (paper: >= 1 - 2/k^2)")
-    report.judge("exp-capacity-growth", estimate, claim=Range(0.75, 1.25, "linear"),
-                 alternative=Range(-0.25, 0.25, "flat"), measured="...", population={"runs": "learned"})
     report.save()
-
-`judge` is the verdict of an experiment: the measured quantity's interval against the claim's range
-and its alternative's (geofact.stats.separate), which may leave it *inconclusive*; it keeps the
-estimate, both ranges and the population judged in the results, for the status page's effect sizes
-and for the check that the ledger's population rule is the one the code applied.
 
 `geofact run` tells the kernel where to write through GEOFACT_RESULTS_PATH and then adds the
 provenance (profile, parameters, commit, device, versions, wall time) to the same JSON file; see
@@ -28,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from geofact.settings import RESULTS_PATH_ENV
-from geofact.stats import FAILS, HOLDS, Estimate, Range, separate
 from geofact.store import to_jsonable
 
-VERDICTS = (HOLDS, FAILS)
+VERDICTS = ("holds", "does not hold")
 NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
 
 
@@ -57,20 +49,6 @@ class Report:
         if claim_id in self.claims:
             raise ValueError(f"claim {claim_id!r} reported twice in {self.notebook}")
         self.claims[claim_id] = {"verdict": VERDICTS[0] if holds else VERDICTS[1], "measured": measured, "note": note}
-
-    def judge(self, claim_id: str, estimate: Estimate, claim: Range, alternative: Range, measured: str,
-              population: dict[str, Any], note: str = "") -> str:
-        """Verdict on an experiment claim as a test against its alternative (geofact.stats.separate):
-        holds, does not hold or inconclusive. `population`: the rule that chose the runs or cells
-        judged, as claims.yaml's `population_rule` for this claim states it. Returns the verdict."""
-        if claim_id in self.claims:
-            raise ValueError(f"claim {claim_id!r} reported twice in {self.notebook}")
-        verdict = separate(estimate, claim, alternative)
-        test = f"{estimate.text()}; the claim predicts {claim.text()}, the alternative {alternative.text()}"
-        self.claims[claim_id] = {"verdict": verdict, "measured": f"{measured}; {test}", "note": note,
-                                 "estimate": to_jsonable(estimate.as_dict()), "claim_range": to_jsonable(claim.as_dict()),
-                                 "alternative_range": to_jsonable(alternative.as_dict()), "population": to_jsonable(population)}
-        return verdict
 
     def not_run(self, claim_id: str, why: str) -> None:
         """Record that this run could not test a claim of the ledger, and why: the claim stays "not run"

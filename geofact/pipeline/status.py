@@ -16,7 +16,7 @@ from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
 from geofact.pipeline.report import NOT_RUN
 from geofact.pipeline.runner import verdict_label
-from geofact.stats import FAILS, HOLDS, INCONCLUSIVE
+from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE
 
 NOT_IN_REGIME = "not in regime"
 COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
@@ -69,7 +69,7 @@ def render_status(project: Project) -> str:
         "A verdict is *not in regime* when the runs behind it are outside the regime the paper describes",
         "(runs that did not meet its stop rule, or only cells at the capacity threshold; `geofact.training.regime`):",
         "such runs can neither confirm nor refute the claim.",
-        "An experiment claim whose ledger entry names an alternative is a test against it (`geofact.stats.separate`):",
+        "An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):",
         "the measured quantity's interval (beside the verdict in the table: value [interval]) against the range",
         "the claim predicts and the range the alternative predicts. It *holds* where the interval excludes the",
         "alternative, *does not hold* where it misses the claim, and is *inconclusive* where it meets both:",

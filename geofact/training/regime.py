@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from geofact.evidence import judge
 from geofact.store import to_jsonable
 
 MIN_CONVERGED = 0.9  # the fraction of memorising runs that must meet the stop rule
@@ -100,10 +101,10 @@ def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: R
 
 def judge_in_regime(report, claim_id: str, estimate, claim, alternative, measured: str, population: dict,
                     regime: Regime, note: str = "") -> None:
-    """`report.judge(...)` (a test against the claim's alternative, geofact.stats.separate) with the regime
+    """`geofact.evidence.judge(report, ...)` (a test against the claim's alternative) with the regime
     of the runs behind it, as `claim_in_regime`: outside the paper's regime the verdict is "not in regime"."""
-    report.judge(claim_id, estimate, claim, alternative, measured=f"{measured}; regime: {regime.summary()}",
-                 population=population, note=note)
+    judge(report, claim_id, estimate, claim, alternative, measured=f"{measured}; regime: {regime.summary()}",
+          population=population, note=note)
     _apply_regime(report.claims[claim_id], regime, note)
 
 

@@ -22,7 +22,7 @@ from typing import Callable, Generator, Hashable
 
 import numpy as np
 
-from geofact.stats import t_quantile
+from geofact.evidence import t_quantile
 
 
 @dataclass

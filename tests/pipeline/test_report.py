@@ -43,18 +43,3 @@ def test_a_claim_not_run_is_recorded_with_why_and_only_once():
     with pytest.raises(ValueError, match="reported twice"):
         report.claim("exp-real-lm-layer0", holds=True, measured="x")
 
-
-def test_judge_records_the_test_against_the_alternative():
-    from geofact.stats import Estimate, Range
-
-    r = Report("nb")
-    estimate = Estimate("beta", 0.92, -0.20, 2.05, 0.95, "Student t over 4 R values", 4)
-    verdict = r.judge("c", estimate, claim=Range(0.75, 1.25, "linear"), alternative=Range(-0.25, 0.25, "flat"),
-                      measured="d_min ~ R^beta", population={"runs": "learned"})
-    entry = r.claims["c"]
-    assert verdict == entry["verdict"] == "inconclusive"
-    assert entry["estimate"]["lo"] == -0.2 and entry["alternative_range"]["label"] == "flat"
-    assert entry["population"] == {"runs": "learned"} and "the alternative flat [-0.25, 0.25]" in entry["measured"]
-    json.dumps(r.as_dict(), allow_nan=False)
-    with pytest.raises(ValueError, match="reported twice"):
-        r.judge("c", estimate, Range(0.75, 1.25), Range(-0.25, 0.25), measured="", population={})
