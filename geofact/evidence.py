@@ -156,16 +156,59 @@ def bootstrap_interval(values, quantity: str, statistic=np.mean, confidence: flo
     return Estimate(quantity, value, float(lo), float(hi), confidence, f"bootstrap over {x.size} {unit}", x.size)
 
 
-def judge(report, claim_id: str, estimate: Estimate, claim: Range, alternative: Range, measured: str,
-          population: dict, note: str = "") -> str:
+@dataclass(frozen=True)
+class Contrast:
+    """One measured quantity against the ranges a claim and its alternative predict."""
+
+    estimate: Estimate
+    claim: Range
+    alternative: Range
+
+    @property
+    def verdict(self) -> str:
+        return separate(self.estimate, self.claim, self.alternative)
+
+    def text(self) -> str:
+        return f"{self.estimate.text()}; the claim predicts {self.claim.text()}, the alternative {self.alternative.text()}"
+
+    def as_dict(self) -> dict:
+        return {"estimate": self.estimate.as_dict(), "claim_range": self.claim.as_dict(),
+                "alternative_range": self.alternative.as_dict(), "verdict": self.verdict}
+
+
+def conjunction(verdicts: list[str]) -> str:
+    """A claim made of several parts: it does not hold if one part does not, is inconclusive if one
+    part is, and holds only if every part does."""
+    if not verdicts:
+        raise ValueError("a verdict needs at least one test")
+    return FAILS if FAILS in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS
+
+
+def judge(report, claim_id: str, tests: Contrast | list[Contrast], measured: str, population: dict, note: str = "") -> str:
     """Record on `report` (geofact.pipeline.report.Report) the verdict of `claim_id` as a test against its
-    alternative (`separate`), with the estimate, both ranges and `population`: the rule that chose the
-    runs or cells judged, as claims.yaml's `population_rule` states it. Returns the verdict."""
+    alternative (`separate`; several tests: their `conjunction`, the first being the claim's headline
+    effect), with every estimate and range and `population`: the rule that chose the runs or cells
+    judged, as claims.yaml's `population_rule` states it. Returns the verdict."""
     if claim_id in report.claims:
         raise ValueError(f"claim {claim_id!r} reported twice in {report.notebook}")
-    verdict = separate(estimate, claim, alternative)
-    test = f"{estimate.text()}; the claim predicts {claim.text()}, the alternative {alternative.text()}"
-    report.claims[claim_id] = {"verdict": verdict, "measured": f"{measured}; {test}", "note": note,
-                               "estimate": to_jsonable(estimate.as_dict()), "claim_range": to_jsonable(claim.as_dict()),
-                               "alternative_range": to_jsonable(alternative.as_dict()), "population": to_jsonable(population)}
+    tests = [tests] if isinstance(tests, Contrast) else list(tests)
+    verdict = conjunction([t.verdict for t in tests])
+    report.claims[claim_id] = {"verdict": verdict, "measured": "; ".join([measured, *(t.text() for t in tests)]), "note": note,
+                               "estimate": to_jsonable(tests[0].estimate.as_dict()), "tests": to_jsonable([t.as_dict() for t in tests]),
+                               "population": to_jsonable(population)}
     return verdict
+
+
+def sensitivity_table(estimate_at, ranges_at, confidences=(0.9, 0.95, 0.99), settings=(), setting_name: str = "") -> str:
+    """How the verdict moves with its rule, as a Markdown table: confidence levels down, the rule's
+    other setting across. `estimate_at(confidence)` gives the Estimate, `ranges_at(setting)` the
+    (claim, alternative) Ranges at one value of the setting (a tolerance, a cutoff)."""
+    settings = list(settings) or [None]
+    lines = ["| confidence | " + " | ".join(f"{setting_name} {s:g}" if s is not None else "verdict" for s in settings) + " |",
+             "|---|" + "---|" * len(settings)]
+    for level in confidences:
+        estimate = estimate_at(level)
+        cells = [separate(estimate, *ranges_at(s)) for s in settings]
+        interval = f"[{estimate.lo:.3g}, {estimate.hi:.3g}]" if estimate.defined else "no interval"
+        lines.append(f"| {level:.0%}: {interval} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

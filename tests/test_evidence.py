@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, bootstrap_interval, judge, separate, t_interval,
-                              t_quantile)
+from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, Contrast, bootstrap_interval, conjunction, judge,
+                              sensitivity_table, separate, t_interval, t_quantile)
 from geofact.pipeline.report import Report
 
 
@@ -65,12 +65,39 @@ def test_bootstrap_interval_covers_the_statistic_and_is_seeded():
 def test_judge_records_the_test_against_the_alternative():
     r = Report("nb")
     estimate = Estimate("beta", 0.92, -0.20, 2.05, 0.95, "Student t over 4 R values", 4)
-    verdict = judge(r, "c", estimate, claim=Range(0.75, 1.25, "linear"), alternative=Range(-0.25, 0.25, "flat"),
-                    measured="d_min ~ R^beta", population={"runs": "learned"})
+    test = Contrast(estimate, claim=Range(0.75, 1.25, "linear"), alternative=Range(-0.25, 0.25, "flat"))
+    verdict = judge(r, "c", test, measured="d_min ~ R^beta", population={"runs": "learned"})
     entry = r.claims["c"]
     assert verdict == entry["verdict"] == "inconclusive"
-    assert entry["estimate"]["lo"] == -0.2 and entry["alternative_range"]["label"] == "flat"
+    assert entry["estimate"]["lo"] == -0.2 and entry["tests"][0]["alternative_range"]["label"] == "flat"
     assert entry["population"] == {"runs": "learned"} and "the alternative flat [-0.25, 0.25]" in entry["measured"]
     json.dumps(r.as_dict(), allow_nan=False)
     with pytest.raises(ValueError, match="reported twice"):
-        judge(r, "c", estimate, Range(0.75, 1.25), Range(-0.25, 0.25), measured="", population={})
+        judge(r, "c", test, measured="", population={})
+
+
+def test_a_claim_of_several_parts_holds_only_if_every_part_does():
+    assert conjunction([HOLDS, HOLDS]) == HOLDS
+    assert conjunction([HOLDS, INCONCLUSIVE]) == INCONCLUSIVE
+    assert conjunction([INCONCLUSIVE, FAILS]) == FAILS
+    with pytest.raises(ValueError, match="at least one"):
+        conjunction([])
+    r = Report("nb")
+    steeper = Contrast(Estimate("alpha_frozen - alpha_learned", 0.3, 0.1, 0.5, 0.95, "Welch t", 14), Range(0, math.inf), Range(-math.inf, 0))
+    half = Contrast(Estimate("alpha_frozen", 0.9, 0.8, 1.0, 0.95, "t", 14), Range(0.25, 0.75), Range(0.75, math.inf))
+    assert judge(r, "c", [steeper, half], measured="", population={}) == FAILS
+    assert r.claims["c"]["estimate"]["quantity"] == "alpha_frozen - alpha_learned" and len(r.claims["c"]["tests"]) == 2
+
+
+def test_the_sensitivity_table_shows_the_verdict_at_every_level_and_setting():
+    def at(level):
+        half = {0.9: 0.3, 0.95: 0.5, 0.99: 1.2}[level]
+        return Estimate("beta", 0.9, 0.9 - half, 0.9 + half, level, "t", 4)
+
+    table = sensitivity_table(at, lambda tol: (Range(1 - tol, 1 + tol, "linear"), Range(-tol, tol, "flat")),
+                              settings=[0.25, 0.5], setting_name="tolerance")
+    rows = table.splitlines()
+    assert rows[0] == "| confidence | tolerance 0.25 | tolerance 0.5 |"
+    assert rows[2] == "| 90%: [0.6, 1.2] | holds | holds |"
+    assert rows[3] == "| 95%: [0.4, 1.4] | holds | inconclusive |"
+    assert rows[4] == "| 99%: [-0.3, 2.1] | inconclusive | inconclusive |"

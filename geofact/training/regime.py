@@ -99,12 +99,10 @@ def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: R
     _apply_regime(report.claims[claim_id], regime, note)
 
 
-def judge_in_regime(report, claim_id: str, estimate, claim, alternative, measured: str, population: dict,
-                    regime: Regime, note: str = "") -> None:
-    """`geofact.evidence.judge(report, ...)` (a test against the claim's alternative) with the regime
-    of the runs behind it, as `claim_in_regime`: outside the paper's regime the verdict is "not in regime"."""
-    judge(report, claim_id, estimate, claim, alternative, measured=f"{measured}; regime: {regime.summary()}",
-          population=population, note=note)
+def judge_in_regime(report, claim_id: str, tests, measured: str, population: dict, regime: Regime, note: str = "") -> None:
+    """`geofact.evidence.judge(report, ...)` (tests against the claim's alternative) with the regime of
+    the runs behind it, as `claim_in_regime`: outside the paper's regime the verdict is "not in regime"."""
+    judge(report, claim_id, tests, measured=f"{measured}; regime: {regime.summary()}", population=population, note=note)
     _apply_regime(report.claims[claim_id], regime, note)
 
 
