@@ -212,3 +212,15 @@ def sensitivity_table(estimate_at, ranges_at, confidences=(0.9, 0.95, 0.99), set
         interval = f"[{estimate.lo:.3g}, {estimate.hi:.3g}]" if estimate.defined else "no interval"
         lines.append(f"| {level:.0%}: {interval} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def welch_difference(a: tuple[float, float, int], b: tuple[float, float, int], quantity: str, confidence: float = 0.95) -> Estimate:
+    """a - b from two independent estimates, each (value, standard error, degrees of freedom), with the
+    Welch-Satterthwaite interval (its degrees of freedom rounded down: the interval errs wide)."""
+    (va, sa, da), (vb, sb, db) = a, b
+    if min(da, db) < 1 or not all(map(math.isfinite, (va, sa, vb, sb))):
+        return Estimate(quantity, va - vb, math.nan, math.nan, confidence, "no interval (an estimate without one)", 0)
+    se = math.sqrt(sa**2 + sb**2)
+    df = max(1, int((sa**2 + sb**2) ** 2 / (sa**4 / da + sb**4 / db))) if se > 0 else da + db
+    half = t_quantile(confidence, df) * se
+    return Estimate(quantity, va - vb, va - vb - half, va - vb + half, confidence, f"Welch t, {df} degrees of freedom", da + db)

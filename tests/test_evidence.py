@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, Contrast, bootstrap_interval, conjunction, judge,
-                              sensitivity_table, separate, t_interval, t_quantile)
+                              sensitivity_table, separate, t_interval, t_quantile, welch_difference)
 from geofact.pipeline.report import Report
 
 
@@ -101,3 +101,11 @@ def test_the_sensitivity_table_shows_the_verdict_at_every_level_and_setting():
     assert rows[2] == "| 90%: [0.6, 1.2] | holds | holds |"
     assert rows[3] == "| 95%: [0.4, 1.4] | holds | inconclusive |"
     assert rows[4] == "| 99%: [-0.3, 2.1] | inconclusive | inconclusive |"
+
+
+def test_welch_difference_widens_with_both_errors_and_degrades_to_no_interval():
+    d = welch_difference((0.48, 0.015, 12), (0.46, 0.015, 12), "alpha_frozen - alpha_learned")
+    assert d.value == pytest.approx(0.02) and d.lo < 0 < d.hi  # the audit's case: the two exponents are not told apart
+    df = int((2 * 0.015**2) ** 2 / (2 * 0.015**4 / 12))
+    assert d.hi - d.value == pytest.approx(t_quantile(0.95, df) * math.sqrt(2) * 0.015) and f"{df} degrees" in d.method
+    assert not welch_difference((0.5, float("nan"), 0), (0.4, 0.1, 5), "x").defined
