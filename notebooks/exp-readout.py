@@ -419,32 +419,46 @@ claim_in_regime(report, "exp-readout-learned", holds=n_population > 0 and min(s_
               + check_text),
     note=f"near-perfect taken as >= {near_perfect}", regime=readout_regime)
 frozen_s = readout["s"]["frozen"].mean(-1)
-frozen_s_chance = bool(frozen_s.max() <= chance_factor * chance)
-frozen_h_lower = bool((readout["h"]["frozen"].mean(-1)[judged] < readout["h"]["learned"].mean(-1)[judged]).all()) and bool(judged.any())
-i_fs, j_fs = np.unravel_index(frozen_s.argmax(), frozen_s.shape)
-claim_in_regime(report, "exp-readout-frozen", holds=frozen_s_chance and frozen_h_lower,
-    measured=(f"frozen s_x readout (a_y = output unembedding) up to {frozen_s.max():.3f} (R={grid.R_values[i_fs]}, d={grid.d_values[j_fs]}; "
-              f"chance {chance:.5f}); with a_y = input embedding up to {readout['s_emb']['frozen'].mean(-1).max():.3f}; frozen h readout "
-              f"below the learned one in {int((readout['h']['frozen'].mean(-1)[judged] < readout['h']['learned'].mean(-1)[judged]).sum())} "
-              f"of {int(judged.sum())} cells with sufficient capacity"),
+frozen_memorised = state.accuracy["frozen"] >= grid.perfect  # (R, d, seed)
+frozen_population = {"embeddings": "frozen", "runs": "every run that memorises (accuracy >= perfect)", "unit": "run"}
+frozen_regime = state.judged_regime(grid, judged, None)
+
+
+def no_interval(quantity: str, why: str, level: float = 0.95) -> Estimate:
+    return Estimate(quantity, float("nan"), float("nan"), float("nan"), level, why, 0)
+
+
+# exp-readout-frozen: the s_x readout of the frozen runs that memorise against chance, and their h
+# readout below the learned one, cell by cell (paired, over the cells with sufficient capacity)
+s_runs = readout["s"]["frozen"][frozen_memorised]
+s_estimate = (t_interval(s_runs, "mean frozen s_x readout over memorising runs", 0.95, unit="runs") if s_runs.size
+              else no_interval("mean frozen s_x readout", "no frozen run memorises"))
+h_gap = (readout["h"]["learned"].mean(-1) - readout["h"]["frozen"].mean(-1))[judged]  # (cells,)
+h_gap_estimate = (t_interval(h_gap, "learned minus frozen h readout over cells with sufficient capacity", 0.95, unit="cells")
+                  if h_gap.size else no_interval("learned minus frozen h readout", "no cell has sufficient capacity"))
+chance_range, above_chance = Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")
+judge_in_regime(report, "exp-readout-frozen",
+    [Contrast(s_estimate, chance_range, above_chance), Contrast(h_gap_estimate, Range(0.0, 1.0, "frozen h lower"), Range(-1.0, 0.0, "frozen h no lower"))],
+    measured=(f"frozen s_x readout (a_y = output unembedding) over the {s_runs.size} frozen runs that memorise: up to "
+              f"{s_runs.max() if s_runs.size else float('nan'):.3f}; per-cell means up to {frozen_s.max():.3f} over the grid (chance {chance:.5f}); "
+              f"with a_y = input embedding up to {readout['s_emb']['frozen'].mean(-1).max():.3f}; frozen h readout below the learned one in "
+              f"{int((h_gap > 0).sum())} of {h_gap.size} cells with sufficient capacity"),
+    population=frozen_population,
     note=f"at chance taken as <= {chance_factor:g}/N; judged on the output unembedding, the vector the model reads answers with",
-    regime=state.judged_regime(grid, judged, None))
+    regime=frozen_regime)
 # The paper describes the frozen h readout twice: "more moderate" (Section 5.2) and "also low ...
 # near-chance" (Appendix D and its caption). Each reading is a test against the other, on the same
 # population: the frozen-embedding runs that memorise (a readout of a model that did not learn its facts
 # says nothing about how it stores them), each run a unit of the Student-t interval. "More moderate" has
 # a second part, that h reads out more than s_x: the mean of h minus s_x over the same runs, against 0.
 frozen_h = readout["h"]["frozen"].mean(-1)  # (R, d)
-frozen_memorised = state.accuracy["frozen"] >= grid.perfect  # (R, d, seed)
 h_runs = readout["h"]["frozen"][frozen_memorised]  # one value per memorising frozen run
 h_minus_s_runs = (readout["h"]["frozen"] - readout["s"]["frozen"])[frozen_memorised]
-frozen_regime = state.judged_regime(grid, judged, None)
-frozen_population = {"embeddings": "frozen", "runs": "every run that memorises (accuracy >= perfect)", "unit": "run"}
 
 
 def frozen_h_at(level: float) -> Estimate:
     if not h_runs.size:
-        return Estimate("mean frozen h readout", float("nan"), float("nan"), float("nan"), level, "no run memorises", 0)
+        return no_interval("mean frozen h readout", "no frozen run memorises", level)
     return t_interval(h_runs, "mean frozen h readout over memorising runs", level, unit="runs")
 
 
@@ -455,7 +469,7 @@ def h_chance_ranges(factor: float) -> tuple[Range, Range]:
 
 h_estimate = frozen_h_at(0.95)
 h_over_s = (t_interval(h_minus_s_runs, "mean h minus s_x readout over memorising frozen runs", 0.95, unit="runs")
-            if h_minus_s_runs.size > 1 else Estimate("h minus s_x", float("nan"), float("nan"), float("nan"), 0.95, "too few runs", h_minus_s_runs.size))
+            if h_minus_s_runs.size else no_interval("mean h minus s_x readout", "no frozen run memorises"))
 display(Markdown(f"**The frozen h readout, against chance**, over the {h_runs.size} frozen runs that memorise (of "
                  f"{frozen_memorised.size}), at other confidence levels and other multiples of $1/N$ taken as chance "
                  "(*above chance* is the moderate reading; the chance reading is its mirror):\n\n"
