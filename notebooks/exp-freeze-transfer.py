@@ -305,22 +305,31 @@ judge_in_regime(report, "exp-transfer-frozen",
     regime=state.judged_regime(grid, judged, "frozen"))
 # Appendix D: retraining recovers "high accuracy in some settings", and the contrast the main text
 # relies on: learned embeddings transfer at step 0, frozen ones only by re-fitting.
-retrained_frozen = np.maximum(panel["smart"]["frozen"].mean(-1), panel["random"]["frozen"].mean(-1))  # (R, d)
+retrained_runs = np.maximum(panel["smart"]["frozen"], panel["random"]["frozen"])  # (R, d, seed): the better initialisation per run
+retrained_frozen = retrained_runs.mean(-1)  # (R, d)
 i_r, j_r = np.unravel_index(retrained_frozen.argmax(), retrained_frozen.shape)
-claim_in_regime(report, "exp-transfer-frozen-retrain", holds=bool(retrained_frozen.max() >= high_accuracy),
-    measured=(f"frozen-embedding model, subject embeddings retrained {retrain_steps} steps on g': best cell {retrained_frozen.max():.3f} "
-              f"(R={grid.R_values[i_r]}, d={grid.d_values[j_r]}); >= {high_accuracy} in {int((retrained_frozen >= high_accuracy).sum())} "
-              f"of {retrained_frozen.size} cells (better of smart and random init, mean over seeds)"),
-    note=f"high taken as >= {high_accuracy}",
+best_cell = retrained_runs[i_r, j_r]  # its seeds
+judge_in_regime(report, "exp-transfer-frozen-retrain",
+    Contrast(t_interval(best_cell, f"retrained accuracy on g' in the best cell (R={grid.R_values[i_r]}, d={grid.d_values[j_r]})", 0.95, unit="seeds"),
+             Range(high_accuracy, 1.0, "high"), Range(0.0, chance_factor * chance, "no recovery (chance)")),
+    measured=(f"frozen-embedding model, subject embeddings retrained {retrain_steps} steps on g': >= {high_accuracy} in "
+              f"{int((retrained_frozen >= high_accuracy).sum())} of {retrained_frozen.size} cells (better of smart and random init, mean over seeds)"),
+    population={"embeddings": "frozen", "cells": "the best cell of the grid", "unit": "seed"},
+    note=f"high taken as >= {high_accuracy}; an existential claim ('in some settings'), judged on the best cell's seeds",
     regime=state.judged_regime(grid, judged, "frozen"))
+# the contrast, paired cell by cell over the cells with sufficient capacity: learned zero-shot above
+# frozen zero-shot, and the frozen model's retraining above its own zero-shot
+paired = {"zero-shot, learned minus frozen": (zs_learned - zs_frozen)[judged],
+          "frozen, retrained minus zero-shot": (retrained_frozen - zs_frozen)[judged]}
+contrasts = [Contrast(t_interval(v, f"{name} over cells with sufficient capacity", 0.95, unit="cells") if v.size
+                      else Estimate(name, float("nan"), float("nan"), float("nan"), 0.95, "no cell has sufficient capacity", 0),
+                      Range(0.0, 1.0, "higher"), Range(-1.0, 0.0, "no higher")) for name, v in paired.items()]
 zs_frozen_judged = float(zs_frozen[judged].mean()) if judged.any() else float("nan")
-contrast = (bool(judged.any()) and mean_judged >= substantial and zs_frozen_judged <= chance_factor * chance
-            and bool(retrained_frozen[judged].max() >= high_accuracy))
-claim_in_regime(report, "exp-transfer-contrast", holds=contrast,
+judge_in_regime(report, "exp-transfer-contrast", contrasts,
     measured=((f"in the {int(judged.sum())} cells with sufficient capacity: zero-shot on g' learned {mean_judged:.3f}, frozen "
                f"{zs_frozen_judged:.3f} (chance {chance:.5f}); frozen after {retrain_steps} retraining steps up to "
                f"{retrained_frozen[judged].max():.3f}") if judged.any() else "no cell has sufficient capacity"),
-    note=(f"holds if learned zero-shot >= {substantial}, frozen zero-shot <= {chance_factor:g}/N and frozen retrained >= "
-          f"{high_accuracy}, all over the same cells"),
+    population={"embeddings": "learned and frozen, paired by cell", "memorised": "every learned seed", "min_headroom": min_headroom, "unit": "cell (mean over seeds)"},
+    note="holds if learned zero-shot exceeds frozen zero-shot and the frozen model's retraining exceeds its zero-shot, both cell by cell on average",
     regime=learned_regime)
 report.save()
