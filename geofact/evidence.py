@@ -3,9 +3,11 @@
 A verdict on an experiment claim is a test against the alternative the claim must rule out
 (`separate`): the measured quantity's interval (`Estimate`: Student t over seeds or cells, or a
 bootstrap) is set against the range the claim predicts and the range the alternative predicts
-(`Range`). The claim holds where the interval excludes the alternative and still meets the claim,
-does not hold where it misses the claim, and is *inconclusive* where it meets both: the data at this
-scale cannot tell them apart. `judge` records such a verdict in a page's report
+(`Range`). The claim holds where the interval excludes the alternative and the point estimate lies in
+the claim's range, does not hold where the interval misses the claim's range, and is *inconclusive*
+otherwise: the data at this scale cannot tell the two apart. A universal claim ("near-perfect in every
+cell") is one such test per unit, taken together (`conjunction`), its alternative the complement of
+its range. `judge` records such a verdict in a page's report
 (geofact.pipeline.report.Report) with the estimate, both ranges and the population judged, which the
 status page shows as the effect size and `geofact check` holds against the ledger's population rule.
 """
@@ -111,8 +113,8 @@ def separate(estimate: Estimate, claim: Range, alternative: Range) -> str:
     """The verdict of a claim against its alternative, from the interval of the measured quantity:
 
         does not hold   the interval misses the claim's range
-        holds           it meets the claim's range and misses the alternative's
-        inconclusive    it meets both (or is undefined): this scale cannot tell them apart
+        holds           the interval misses the alternative's range and the estimate is in the claim's
+        inconclusive    otherwise (or no interval): this scale cannot tell them apart
     """
     if claim.meets(alternative.lo, alternative.hi) and claim.lo != alternative.hi and claim.hi != alternative.lo:
         raise ValueError(f"the claim's range {claim.text()} and the alternative's {alternative.text()} overlap: "
@@ -121,7 +123,7 @@ def separate(estimate: Estimate, claim: Range, alternative: Range) -> str:
         return INCONCLUSIVE
     if not claim.meets(estimate.lo, estimate.hi):
         return FAILS
-    if not alternative.meets(estimate.lo, estimate.hi):
+    if not alternative.meets(estimate.lo, estimate.hi) and claim.meets(estimate.value, estimate.value):
         return HOLDS
     return INCONCLUSIVE
 
@@ -184,6 +186,9 @@ def conjunction(verdicts: list[str]) -> str:
     return FAILS if FAILS in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS
 
 
+SHOWN_PARTS = 3  # a verdict's text spells out this many parts; beyond, the first (the headline) and the counts
+
+
 def judge(report, claim_id: str, tests: Contrast | list[Contrast], measured: str, population: dict, note: str = "") -> str:
     """Record on `report` (geofact.pipeline.report.Report) the verdict of `claim_id` as a test against its
     alternative (`separate`; several tests: their `conjunction`, the first being the claim's headline
@@ -192,8 +197,11 @@ def judge(report, claim_id: str, tests: Contrast | list[Contrast], measured: str
     if claim_id in report.claims:
         raise ValueError(f"claim {claim_id!r} reported twice in {report.notebook}")
     tests = [tests] if isinstance(tests, Contrast) else list(tests)
-    verdict = conjunction([t.verdict for t in tests])
-    report.claims[claim_id] = {"verdict": verdict, "measured": "; ".join([measured, *(t.text() for t in tests)]), "note": note,
+    verdicts = [t.verdict for t in tests]
+    verdict = conjunction(verdicts)
+    shown = [t.text() for t in tests] if len(tests) <= SHOWN_PARTS else [
+        tests[0].text(), f"{len(tests)} parts: " + ", ".join(f"{verdicts.count(v)} {v}" for v in (HOLDS, INCONCLUSIVE, FAILS))]
+    report.claims[claim_id] = {"verdict": verdict, "measured": "; ".join([measured, *shown]), "note": note,
                                "estimate": to_jsonable(tests[0].estimate.as_dict()), "tests": to_jsonable([t.as_dict() for t in tests]),
                                "population": to_jsonable(population)}
     return verdict

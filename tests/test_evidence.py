@@ -27,6 +27,7 @@ LINEAR, FLAT = Range(0.75, 1.25, "linear"), Range(-0.25, 0.25, "flat")
 def test_a_claim_holds_only_where_its_interval_excludes_the_alternative():
     assert separate(estimate(0.8, 1.1), LINEAR, FLAT) == HOLDS
     assert separate(estimate(0.4, 1.3), LINEAR, FLAT) == HOLDS  # wider than the claim, but not flat
+    assert separate(estimate(0.4, 1.0, 0.6), LINEAR, FLAT) == INCONCLUSIVE  # not flat, but the estimate is not linear either
     assert separate(estimate(-0.20, 2.05, 0.92), LINEAR, FLAT) == INCONCLUSIVE  # the audit's case: flat not ruled out
     assert separate(estimate(-0.1, 0.2), LINEAR, FLAT) == FAILS  # flat, and not linear
     assert separate(estimate(1.5, 2.0), LINEAR, FLAT) == FAILS  # neither: the claim is what is refuted
@@ -109,3 +110,11 @@ def test_welch_difference_widens_with_both_errors_and_degrades_to_no_interval():
     df = int((2 * 0.015**2) ** 2 / (2 * 0.015**4 / 12))
     assert d.hi - d.value == pytest.approx(t_quantile(0.95, df) * math.sqrt(2) * 0.015) and f"{df} degrees" in d.method
     assert not welch_difference((0.5, float("nan"), 0), (0.4, 0.1, 5), "x").defined
+
+
+def test_a_universal_claim_is_one_test_per_unit_and_its_text_counts_them():
+    r = Report("nb")
+    cells = [Contrast(Estimate(f"readout in cell {i}", v, v - 0.02, min(1.0, v + 0.02), 0.95, "t", 3),
+                      Range(0.9, 1.0, "near-perfect"), Range(0.0, 0.9, "below")) for i, v in enumerate([0.95, 0.99, 0.91, 0.97])]
+    assert judge(r, "c", cells, measured="m", population={}) == INCONCLUSIVE  # cell 2's interval reaches below 0.9
+    assert "4 parts: 3 holds, 1 inconclusive, 0 does not hold" in r.claims["c"]["measured"]
