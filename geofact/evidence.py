@@ -232,3 +232,13 @@ def welch_difference(a: tuple[float, float, int], b: tuple[float, float, int], q
     df = max(1, int((sa**2 + sb**2) ** 2 / (sa**4 / da + sb**4 / db))) if se > 0 else da + db
     half = t_quantile(confidence, df) * se
     return Estimate(quantity, va - vb, va - vb - half, va - vb + half, confidence, f"Welch t, {df} degrees of freedom", da + db)
+
+
+def universal(units: dict[str, np.ndarray], quantity: str, claim: Range, alternative: Range, confidence: float = 0.95,
+              unit: str = "seeds") -> list[Contrast]:
+    """A claim about every unit ("in every cell"): one Contrast per unit, its values (e.g. a cell's seeds)
+    giving the mean and Student-t interval; the weakest first (lowest lower end, no interval first).
+    `quantity` is formatted with the unit's name: "readout from s_x at {}"."""
+    tests = [Contrast(t_interval(values, quantity.format(name), confidence, unit=unit), claim, alternative)
+             for name, values in units.items()]
+    return sorted(tests, key=lambda t: t.estimate.lo if math.isfinite(t.estimate.lo) else -math.inf)

@@ -91,7 +91,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
-from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval
+from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval, universal
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
 from geofact.pipeline.curves import headroom_curves, trajectory_panels
@@ -418,12 +418,11 @@ def no_interval(quantity: str, why: str, level: float = 0.95) -> Estimate:
 # The claim is universal ("across all cells"): one test per judged cell and readout, each the mean over
 # the cell's seeds with its Student-t interval against near-perfect and its complement; the claim holds
 # only if every one does (geofact.evidence.conjunction). The weakest cell leads.
-cell_seeds = [(f"R={grid.R_values[i]}, d={grid.d_values[j]}", what, readout[what]["learned"][i, j])
-              for i, j in zip(*np.nonzero(judged_readout)) for what in ("s", "h")]
-cell_seeds += [(f"N={N_c}, R={R_c}, d={c['d']}", what, np.array(c[what + "_seeds"])) for c in check_judged for what in ("s", "h")]
-readout_tests = sorted((Contrast(t_interval(v, f"readout from {'s_x' if what == 's' else 'h'} at {cell}", 0.95, unit="seeds"),
-                                 Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))
-                        for cell, what, v in cell_seeds), key=lambda t: np.nan_to_num(t.estimate.lo, nan=-1.0))
+cell_seeds = {f"{'s_x' if what == 's' else 'h'} at R={grid.R_values[i]}, d={grid.d_values[j]}": readout[what]["learned"][i, j]
+              for i, j in zip(*np.nonzero(judged_readout)) for what in ("s", "h")}
+cell_seeds |= {f"{'s_x' if what == 's' else 'h'} at N={N_c}, R={R_c}, d={c['d']}": np.array(c[what + "_seeds"])
+               for c in check_judged for what in ("s", "h")}
+readout_tests = universal(cell_seeds, "readout from {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))
 if not readout_tests:
     readout_tests = [Contrast(no_interval("readout", "no cell has sufficient capacity and enough subjects per dimension"),
                               Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))]
