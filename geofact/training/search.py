@@ -270,3 +270,23 @@ def fit_power(x, y, level: float = 0.95) -> Fit:
     log_c, alpha, interval = _line(np.log(x), np.log(y), level)
     fit = Fit(POWER_FORM, {"c": float(np.exp(log_c)), "alpha": alpha}, float("nan"))
     return Fit(POWER_FORM, fit.params, _r2(y, fit(x)), interval, level)
+
+
+def log_log_curvature(x, y) -> tuple[float, float, int]:
+    """(gamma, its standard error, degrees of freedom) of least squares log y = c0 + c1 log x + gamma (log x)^2.
+
+    A power law c x^alpha is straight in log-log (gamma = 0); a + b log x, the trainable prediction, is
+    concave there (gamma < 0) whatever a and b: the sign of gamma tells the two forms apart where their
+    R^2 on a short range of x cannot (exp-scaling)."""
+    x, y = _points(x, y)
+    if (y <= 0).any():
+        raise ValueError("a log-log fit needs y > 0")
+    u = np.log(x)
+    design = np.stack([np.ones_like(u), u, u**2], axis=1)
+    coef, *_ = np.linalg.lstsq(design, np.log(y), rcond=None)
+    df = len(u) - 3
+    if df < 1 or len(set(u.tolist())) < 3:
+        return float(coef[2]) if len(set(u.tolist())) >= 3 else float("nan"), float("nan"), max(df, 0)
+    residual = np.log(y) - design @ coef
+    covariance = float((residual**2).sum()) / df * np.linalg.inv(design.T @ design)
+    return float(coef[2]), math.sqrt(max(float(covariance[2, 2]), 0.0)), df

@@ -162,3 +162,15 @@ def test_chained_searches_refuse_unknown_curves_and_cycles():
     for after, match in [({1: 7}, "among keys"), ({0: 1, 1: 0}, "cycle")]:
         with pytest.raises(ValueError, match=match):
             find_d_min_streaming(lambda asks: None, lambda: [], [0, 1], after=after)
+
+
+def test_log_log_curvature_is_zero_for_a_power_law_and_negative_for_a_logarithm():
+    from geofact.training.search import log_log_curvature
+
+    N = np.repeat(2.0 ** np.arange(3, 12), 2)
+    rng = np.random.default_rng(0)
+    gamma, se, df = log_log_curvature(N, 3 * N**0.5 * np.exp(rng.normal(0, 0.02, N.size)))
+    assert abs(gamma) < 3 * se and df == N.size - 3
+    gamma, se, df = log_log_curvature(N, (2 + 3 * np.log2(N)) * np.exp(rng.normal(0, 0.02, N.size)))
+    assert gamma + 3 * se < 0  # concave, clearly
+    assert math.isnan(log_log_curvature([8, 16], [3, 4])[1])  # two N: no curvature to fit
