@@ -421,9 +421,10 @@ display(Markdown(
 # > (Section 5.1, footnote)
 #
 # The grid's runs at $R \in$ `attention_R` and $d \in$ `attention_d` again, with a learned attention
-# head ($W_Q$, $W_K$; everything else the same), both regimes, every seed. The rule for "qualitatively
-# similar": at each $R$, each regime's threshold with learned attention is within a factor
-# `attention_factor` of the uniform one (both taken on the same $d$ values), and the two regimes'
+# head ($W_Q$, $W_K$; everything else the same), both regimes, every seed. The test of "qualitatively
+# similar": each seed's own threshold with learned attention against its threshold with uniform
+# attention (both taken on the same $d$ values), $|\log_2|$ of the ratio over every (regime, $R$,
+# seed), its interval against a factor `attention_factor`; beside it, whether the two regimes'
 # thresholds stand in the same order as with uniform attention (frozen above learned, or not).
 # The stop-rule check (the regime) covers the runs with
 # $d \geq$ {glue:text}`min_headroom:g` times their own regime's uniform-attention threshold at that
