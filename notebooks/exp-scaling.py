@@ -328,11 +328,12 @@ def exponent(name: str, w) -> tuple[float, float, int]:
     return f.params["alpha"], se, n - 2
 
 
-def with_interval(quantity: str, value: float, se: float, df: int, confidence: float, method: str) -> Estimate:
+def with_interval(quantity: str, value: float, se: float, df: int, n: int, confidence: float, method: str) -> Estimate:
+    """value +- the Student-t half-width of its standard error at `df` degrees of freedom (n: the points behind it)."""
     if df < 1 or not np.isfinite(se):
-        return Estimate(quantity, value, float("nan"), float("nan"), confidence, "no interval", df)
+        return Estimate(quantity, value, float("nan"), float("nan"), confidence, "no interval", n)
     half = t_quantile(confidence, df) * se
-    return Estimate(quantity, value, value - half, value + half, confidence, method, df)
+    return Estimate(quantity, value, value - half, value + half, confidence, method, n)
 
 
 def curvature_at(w, confidence: float) -> Estimate:
@@ -341,7 +342,7 @@ def curvature_at(w, confidence: float) -> Estimate:
         return Estimate(f"gamma, learned, width {w}", float("nan"), float("nan"), float("nan"), confidence, "no fit", 0)
     x, y = np.array(fits[key]["points"], dtype=float).T
     gamma, se, df = log_log_curvature(x, y)
-    return with_interval(f"log-log curvature gamma, learned, width {w}", gamma, se, df, confidence,
+    return with_interval(f"log-log curvature gamma, learned, width {w}", gamma, se, df, len(x), confidence,
                          f"Student t over {len(x)} (N, seed) points")
 
 
@@ -351,7 +352,7 @@ def steeper_at(w, confidence: float) -> Estimate:
 
 def frozen_alpha_at(w, confidence: float) -> Estimate:
     alpha, se, df = exponent("frozen", w)
-    return with_interval(f"alpha_frozen at width {w}", alpha, se, df, confidence, f"Student t on the log-log slope over {df + 2} (N, seed) points")
+    return with_interval(f"alpha_frozen at width {w}", alpha, se, df, df + 2, confidence, f"Student t on the log-log slope over {df + 2} (N, seed) points")
 
 
 def concave_ranges(_=None) -> tuple[Range, Range]:
