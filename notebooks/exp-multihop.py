@@ -95,6 +95,7 @@ from matplotlib.patches import Rectangle
 from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
+from geofact.evidence import Contrast, Estimate, Range, judge, t_interval, universal
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
@@ -133,33 +134,35 @@ def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float = lr)
 # ## The learning rate
 #
 # The paper's $10^{-2}$ beside smaller rates, with and without CoT (learned embeddings), at
-# $k$ = {glue:text}`lr_k:d`, $R$ = {glue:text}`lr_R:d`, seed {glue:text}`lr_seed:d`; the runs at the
-# grid's rate are the grid's own.
+# $k$ = {glue:text}`lr_k:d`, $R$ = {glue:text}`lr_R:d`, over the grid's {glue:text}`lr_seeds:d` seeds (the
+# curves show the first; the table gives means over seeds); the runs at the grid's rate are the grid's own.
 #
 # Shown in {numref}`fig-multihop-lr`.
 
 # %% mystnb={"figure": {"caption": "The learning-rate check: eval accuracy of the final answer along training at each rate, with chain-of-thought (left) and without (right), learned embeddings; the paper's $10^{-2}$ is marked.", "name": "fig-multihop-lr"}}
-lr_configs = {(cot, rate): config(lr_k, lr_R, cot, False, seeds[0], rate) for cot in (True, False) for rate in lr_values}
+lr_configs = {(cot, rate, s): config(lr_k, lr_R, cot, False, s, rate) for cot in (True, False) for rate in lr_values for s in seeds}
 lr_records = dict(zip(lr_configs, run_sweep(list(lr_configs.values()), cache, device=device)))
-print(f"{'lr':>7} " + "  ".join(f"{('CoT' if cot else 'no CoT') + ' acc':>11} {'steps':>6}" for cot in (True, False)))
+lr_runs = {(cot, rate): np.array([lr_records[cot, rate, s]["accuracy"] for s in seeds]) for cot in (True, False) for rate in lr_values}
+print(f"{'lr':>7} " + "  ".join(f"{('CoT' if cot else 'no CoT') + ' acc':>11} {'steps':>6}" for cot in (True, False))
+      + f"   (means over seeds {seeds})")
 for rate in lr_values:
-    print(f"{rate:>7g} " + "  ".join(f"{lr_records[cot, rate]['accuracy']:>11.4f} {lr_records[cot, rate]['steps']:>6}"
+    print(f"{rate:>7g} " + "  ".join(f"{lr_runs[cot, rate].mean():>11.4f} {np.mean([lr_records[cot, rate, s]['steps'] for s in seeds]):>6.0f}"
                                      for cot in (True, False)))
 fig, axes = subplots(2, 1, width=4.6)
 for ax, cot in zip(axes[0], (True, False)):
     for i, rate in enumerate(lr_values):
-        curve = np.array(lr_records[cot, rate]["accuracy_curve"])
+        curve = np.array(lr_records[cot, rate, seeds[0]]["accuracy_curve"])
         ax.plot(curve[:, 0], curve[:, 1], color=plt.get_cmap("viridis")(i / max(1, len(lr_values) - 1)),
                 linestyle="--" if rate == lr else "-", label=f"lr {rate:g}" + (" (paper)" if rate == 0.01 else ""))
     ax.set(xlabel="step", ylabel="eval accuracy (final answer)", ylim=(-0.03, 1.03),
-           title=f"{'CoT' if cot else 'no CoT'}, learned: k={lr_k}, R={lr_R}")
+           title=f"{'CoT' if cot else 'no CoT'}, learned: k={lr_k}, R={lr_R}, seed {seeds[0]}")
     ax.legend()
 plt.show()
-lr_acc = {(cot, rate): lr_records[cot, rate]["accuracy"] for cot, rate in lr_records}
+lr_acc = {key: float(runs.mean()) for key, runs in lr_runs.items()}
 lr_best = {cot: max(lr_values, key=lambda rate: lr_acc[cot, rate]) for cot in (True, False)}
 report.number("lr_k", lr_k)
 report.number("lr_R", lr_R)
-report.number("lr_seed", seeds[0])
+report.number("lr_seeds", len(seeds))
 report.number("lr_grid", lr)
 for cot, tag in [(True, "cot"), (False, "nocot")]:
     report.number(f"lr_{tag}_acc", lr_acc[cot, lr])
@@ -345,20 +348,27 @@ report.number("cot_learned_min", float(cot_learned.min()))
 report.number("nocot_corner", float(no_cot[-1, -1]))
 report.number("nocot_first", float(no_cot[0, 0]))
 report.number("frozen_alive", len(alive_cells))
-report.claim(
-    "exp-multihop-cot-learned",
-    holds=bool(cot_learned.min() >= near_perfect),
+# Each verdict is a test against an alternative (geofact.evidence), with Student-t intervals over seeds
+# (cells: over their seeds; the collapse: over cells).
+cot_tests = universal({f"k={k}, R={R}": acc["CoT, learned"][i, j] for i, k in enumerate(k_values) for j, R in enumerate(R_values)},
+                      "CoT accuracy at {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))
+judge(report, "exp-multihop-cot-learned", cot_tests,
     measured=(f"CoT + learned embeddings: mean accuracy {cot_learned.min():.3f}-{cot_learned.max():.3f} over the "
               f"{cot_learned.size} cells, lowest at k={k_values[worst[0]]}, R={R_values[worst[1]]}; "
               f"k={k_values[-1]}, R={R_values[-1]}: {cot_learned[-1, -1]:.3f} (N={N}, d={d}, {len(seeds)} seeds)"),
-    note="; ".join(filter(None, [f"near-perfect taken as >= {near_perfect}", scale_note])),
+    population={"condition": "CoT, learned embeddings", "cells": "every (k, R) of the grid", "unit": "cell, each tested (its seeds)"},
+    note="; ".join(filter(None, [f"near-perfect taken as >= {near_perfect}, by the whole interval of every cell", scale_note])),
 )
-report.claim(
-    "exp-multihop-nocot-degrades",
-    holds=bool(no_cot[-1, -1] < near_perfect and rises_k <= degrade_tolerance and rises_R <= degrade_tolerance),
+drop = acc["no CoT, learned"][0, 0] - acc["no CoT, learned"][-1, -1]  # (seed,): paired by seed
+judge(report, "exp-multihop-nocot-degrades",
+    [Contrast(t_interval(drop, f"no-CoT accuracy at k={k_values[0]}, R={R_values[0]} minus at k={k_values[-1]}, R={R_values[-1]}", 0.95, unit="seeds"),
+              Range(degrade_tolerance, 1.0, "degrades"), Range(-1.0, 0.0, "no drop")),
+     Contrast(t_interval(acc["no CoT, learned"][-1, -1], f"no-CoT accuracy at k={k_values[-1]}, R={R_values[-1]}", 0.95, unit="seeds"),
+              Range(0.0, near_perfect, "below near-perfect"), Range(near_perfect, 1.0, "near-perfect"))],
     measured=(f"no CoT + learned: {no_cot[0, 0]:.3f} at k={k_values[0]}, R={R_values[0]} down to {no_cot[-1, -1]:.3f} "
               f"at k={k_values[-1]}, R={R_values[-1]}; largest rise along k {rises_k:+.3f}, along R {rises_R:+.3f}"),
-    note="; ".join(filter(None, [f"degrading: the last cell below {near_perfect} and no rise above {degrade_tolerance} along k or R", scale_note])),
+    population={"condition": "no CoT, learned embeddings", "cells": "the first and the last (k, R) of the grid", "unit": "seed (paired)"},
+    note="; ".join(filter(None, [f"degrading: a drop of at least {degrade_tolerance} from the first to the last cell, and the last below {near_perfect}", scale_note])),
 )
 # The paper explains the collapse by capacity: frozen random embeddings cannot hold the lookups. That
 # is only testable where frozen single-hop lookups (the k = 1 cells) are not already within capacity
@@ -367,14 +377,19 @@ report.claim(
 single_hop = mean["no CoT, frozen"][k_values.index(1)] if 1 in k_values else None  # (R,): frozen, k = 1
 frozen_lookups_fit = [R for R, a in zip(R_values, single_hop) if R > small_R and a >= near_perfect] if single_hop is not None else []
 report.number("frozen_single_hop_fits", frozen_lookups_fit, glue=False)
-report.claim(
-    "exp-multihop-frozen-collapse",
-    holds=easy,
+hard = [(i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values) if not (k == 1 and R <= small_R)]
+hard_means = np.array([frozen[c, i, j] for c in range(2) for i, j in hard])  # both conditions, every cell beyond the easiest
+judge(report, "exp-multihop-frozen-collapse",
+    Contrast(t_interval(hard_means, "frozen mean accuracy over the cells beyond the easiest (CoT or not)", 0.95, unit="cells") if hard_means.size
+             else Estimate("frozen accuracy", float("nan"), float("nan"), float("nan"), 0.95, "no cell beyond the easiest", 0),
+             Range(0.0, collapse, "collapsed"), Range(collapse, 1.0, "solved")),
     measured=(f"frozen embeddings: cells with mean accuracy >= {collapse} (CoT or not): "
               f"{', '.join(f'k={k} R={R}' for k, R in alive_cells) or 'none'}; frozen best "
               f"{frozen.max():.3f}, frozen at k={k_values[-1]}: at most {frozen[:, -1].max():.3f}; frozen single-hop (k = 1) "
               + (", ".join(f"R={R} {a:.3f}" for R, a in zip(R_values, single_hop)) if single_hop is not None else "not run")),
-    note="; ".join(filter(None, [f"collapsed: mean < {collapse}; easiest cases: k = 1 and R <= {small_R}", scale_note])),
+    population={"condition": "frozen embeddings, CoT and no CoT", "cells": "every (k, R) but k = 1 with R <= small_R",
+                "unit": "cell (mean over seeds)"},
+    note="; ".join(filter(None, [f"collapsed: mean < {collapse} on average over the cells; easiest cases: k = 1 and R <= {small_R}", scale_note])),
 )
 if single_hop is None or frozen_lookups_fit:
     entry = report.claims["exp-multihop-frozen-collapse"]
@@ -383,14 +398,18 @@ if single_hop is None or frozen_lookups_fit:
            f"{', '.join(map(str, frozen_lookups_fit))} > {small_R}), so the capacity collapse cannot show at N={N}, d={d}")
     entry["note"] = f"{why}; the rule alone gives '{entry['verdict']}'; {entry['note']}"
     entry["verdict"] = NOT_IN_REGIME
-paper_lr_ok = all(lr_acc[cot, 0.01] >= lr_acc[cot, lr_best[cot]] - degrade_tolerance for cot in (True, False)) if 0.01 in lr_values else False
-report.claim(
-    "exp-multihop-lr",
-    holds=paper_lr_ok,
-    measured=(f"k={lr_k}, R={lr_R}, learned: " + "; ".join(
+lr_tests = [Contrast(t_interval(lr_runs[cot, 0.01] - lr_runs[cot, lr_best[cot]], f"{'CoT' if cot else 'no CoT'} accuracy at lr 0.01 minus at "
+                                f"the best rate ({lr_best[cot]:g})", 0.95, unit="seeds"),
+                     Range(-degrade_tolerance, 1.0, "within tolerance of the best"), Range(-1.0, -degrade_tolerance, "worse"))
+            for cot in (True, False)] if 0.01 in lr_values else [
+    Contrast(Estimate("accuracy at lr 0.01", float("nan"), float("nan"), float("nan"), 0.95, "lr 0.01 not checked", 0),
+             Range(-degrade_tolerance, 1.0, "within tolerance of the best"), Range(-1.0, -degrade_tolerance, "worse"))]
+judge(report, "exp-multihop-lr", lr_tests,
+    measured=(f"k={lr_k}, R={lr_R}, learned, means over {len(seeds)} seeds: " + "; ".join(
         f"{'CoT' if cot else 'no CoT'} accuracy " + ", ".join(f"{lr_acc[cot, rate]:.3f} at lr {rate:g}" for rate in lr_values)
         for cot in (True, False))),
-    note=f"holds if lr 0.01 is within {degrade_tolerance} of the best rate checked, with and without CoT",
+    population={"cell": "k = lr_k, R = lr_R, learned embeddings", "conditions": "CoT and no CoT", "unit": "seed (paired)"},
+    note=f"holds if lr 0.01 is within {degrade_tolerance} of the best rate checked, with and without CoT, seed by seed on average",
 )
 report.save()
 

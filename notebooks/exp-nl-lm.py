@@ -68,12 +68,14 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
+from geofact.evidence import Contrast, Estimate, Range, judge, t_interval, universal
 from geofact.nl.corpus import load_corpus
 from geofact.nl.corpus_lm import CorpusLMConfig, OneLayerLM, corpus_lm_readout, greedy_hits, trained_corpus_lm
 from geofact.nl.probe import ProbeConfig
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
+from geofact.stats import wilson_interval
 
 page = Page("exp-nl-lm", cache_dir)
 report = page.report
@@ -224,19 +226,27 @@ plt.show()
 # ## Verdicts
 
 # %%
-report.claim(
-    "exp-nl-lm-memorizes",
-    holds=float(hits.mean()) >= memorized,
+# Each verdict but the parameter count (an exact number) is a test against an alternative
+# (geofact.evidence): memorisation with a Wilson interval over the sampled sentences, the readouts with
+# Student-t intervals over the (category, relation) probes, layer 0 against layer 1 paired by probe.
+lo, hi = wilson_interval(int(hits.sum()), len(hits))
+judge(report, "exp-nl-lm-memorizes",
+    Contrast(Estimate("greedy Hits@1 over sampled training sentences", float(hits.mean()), lo, hi, 0.95, f"Wilson over {len(hits)} sentences", len(hits)),
+             Range(memorized, 1.0, "memorized"), Range(0.0, memorized, "not memorized")),
     measured=(f"greedy Hits@1 {hits.mean():.3f} on {len(sample)} sentences (per category "
               + ", ".join(f"{c} {v:.3f}" for c, v in per_category.items())
               + f"); |V| = {len(word_vocab)}, {len(word_examples)} sentences, d = {d}, {epochs} epochs"),
+    population={"sentences": "a random subsample of the training sentences", "unit": "sentence"},
     note=f"memorized taken as >= {memorized}",
 )
-report.claim(
-    "exp-nl-lm-layer0-readout",
-    holds=overall["word"][0] > overall["word"][1],
+layer_gap = {c: np.array([r["layers"][0]["hits1"] - r["layers"][1]["hits1"] for r in readouts["word"] if r["category"] == c]) for c in categories}
+all_gaps = np.concatenate(list(layer_gap.values()))
+judge(report, "exp-nl-lm-layer0-readout",
+    Contrast(t_interval(all_gaps, "readout Hits@1 at layer 0 minus layer 1, over (category, relation) probes", 0.95, unit="probes"),
+             Range(0.0, 1.0, "layer 0 sharper"), Range(-1.0, 0.0, "layer 0 no sharper")),
     measured=(f"mean readout Hits@1 {overall['word'][0]:.3f} at layer 0 vs {overall['word'][1]:.3f} at layer 1 (per category "
               + ", ".join(f"{c} {means['word'][0][c]:.2f}/{means['word'][1][c]:.2f}" for c in categories) + ")"),
+    population={"tokens": "word-level", "probes": "every (category, relation)", "unit": "probe (paired by layer)"},
     note="word-level tokens; subject states averaged over the subject's tokens; subject-disjoint split",
 )
 # The paper's model at its own size: |V| = 12,752 words, d = 256, MLP 4d, untied, learned positions
@@ -254,18 +264,21 @@ report.claim(
     note="~ taken as within 5%",
 )
 layer0_above = {c: means["word"][0][c] > means["word"][1][c] for c in categories}
-report.claim(
-    "exp-nl-lm-per-category",
-    holds=all(layer0_above.values()),
+judge(report, "exp-nl-lm-per-category",
+    universal(layer_gap, "readout Hits@1 at layer 0 minus layer 1 in {}", Range(0.0, 1.0, "layer 0 sharper"),
+              Range(-1.0, 0.0, "layer 0 no sharper"), unit="relations"),
     measured=("layer 0 / layer 1 readout Hits@1: " + ", ".join(f"{c} {means['word'][0][c]:.2f}/{means['word'][1][c]:.2f}" for c in categories)
               + f"; layer 0 above layer 1 in {sum(layer0_above.values())} of {len(categories)} categories"),
+    population={"tokens": "word-level", "categories": "every category", "unit": "category, each tested (its relations, paired by layer)"},
     note="paper: people 0.85/0.57, programming_languages 0.80/0.63, companies 0.73/0.68, buildings 0.69/0.48, films 0.56/0.32",
 )
-report.claim(
-    "exp-nl-lm-entity-tokens",
-    holds=overall["entity"][0] > entity_readout,
+judge(report, "exp-nl-lm-entity-tokens",
+    Contrast(t_interval([r["layers"][0]["hits1"] for r in readouts["entity"]], "layer-0 readout Hits@1 with one token per entity, over probes",
+                        0.95, unit="probes"),
+             Range(entity_readout, 1.0, f"above {entity_readout}"), Range(0.0, entity_readout, f"below {entity_readout}")),
     measured=(f"one token per entity: layer-0 readout Hits@1 {overall['entity'][0]:.3f} (layer 1 {overall['entity'][1]:.3f}); "
               f"word-level {overall['word'][0]:.3f}"),
+    population={"tokens": "one per entity", "probes": "every (category, relation)", "unit": "probe"},
     note=f"above {entity_readout} at layer 0",
 )
 report.save()

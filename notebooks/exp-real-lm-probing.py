@@ -84,6 +84,7 @@ import torch
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
+from geofact.evidence import FAILS, Contrast, Range, judge, t_interval, universal
 from geofact.nl.corpus import corpus_table, load_corpus, render_corpus
 from geofact.nl.lm import TINY, ModelUnavailable, load_lm
 from geofact.nl.probe import ProbeConfig
@@ -367,13 +368,25 @@ report.number("min_gain", min_gain)
 report.number("layer0_signal_pairs", int(sum(signal.values())))
 report.number("layer0_weaker_pairs", int(sum(weaker.values())))
 report.number("n_pairs", len(pairs))
-if pairs:  # with no model run, all() of nothing would read as "holds"
-    report.claim(
-        "exp-real-lm-layer0",
-        holds=all(signal.values()) and all(weaker.values()),
+# Each (model, category) is tested on its scored relations (geofact.evidence, Student t over relations):
+# the layer-0 MRR against chance, and the best layer's MRR over layer 0's, paired by relation.
+if pairs:  # with no model run, the tests have nothing to judge
+    layer0_tests = []
+    for spec, c in pairs:
+        records, best = scored(c, results[spec][mode][c]), vsum[spec, c]["best_layer"]
+        floor = signal_factor * chance_mrr[spec]
+        layer0_tests += [
+            Contrast(t_interval([r["layers"][0]["mrr"] for r in records], f"layer-0 MRR, {spec} {c}", 0.95, unit="relations"),
+                     Range(floor, 1.0, "signal"), Range(0.0, floor, f"no more than {signal_factor:g} x chance")),
+            Contrast(t_interval([r["layers"][best]["mrr"] - r["layers"][0]["mrr"] for r in records],
+                                f"best-layer minus layer-0 MRR, {spec} {c}", 0.95, unit="relations"),
+                     Range(min_gain, 1.0, "considerably weaker at layer 0"), Range(-1.0, 0.0, "layer 0 as strong"))]
+    judge(report, "exp-real-lm-layer0", sorted(layer0_tests, key=lambda t: t.verdict != FAILS),
         measured=stand_in + ("; ".join(f"{spec} {c}: layer-0 MRR {vsum[spec, c]['layer0_mrr']:.3f} vs best {vsum[spec, c]['best_mrr']:.3f} "
                                        f"(layer {vsum[spec, c]['best_layer']}/{vsum[spec, c]['depth']})" for spec, c in pairs)
                              + f"; chance MRR {min(chance_mrr.values()):.1e}"),
+        population={"models": "the judged models", "categories": "the judged categories", "relations": "scored (first tokens separate the answers)",
+                    "unit": "(model, category), each tested (its relations)"},
         note=f"signal taken as layer-0 MRR > {signal_factor:g} x chance; 'considerably weaker' as best-layer MRR - layer-0 MRR >= {min_gain}; "
              f"{mode} subject token, best layer chosen on the reported split as in the paper",
     )
@@ -433,12 +446,16 @@ rel_rows = [(r["layers"][vsum[spec, c]["best_layer"]]["hits1"], r["majority"]["h
 report.number("relations_above_majority", int(sum(a > b for a, b in rel_rows)))
 report.number("n_relations", len(rel_rows))
 if pairs:
-    report.claim(
-        "exp-real-lm-above-baselines",
-        holds=all(beats.values()),
+    judge(report, "exp-real-lm-above-baselines",
+        universal({f"{spec} {c}": np.array([r["layers"][vsum[spec, c]["best_layer"]]["hits1"] - r["majority"]["hits1"]
+                                            for r in scored(c, results[spec][mode][c])]) for spec, c in pairs},
+                  "probe minus majority Hits@1 at the best layer, {}", Range(0.0, 1.0, "above the baseline"),
+                  Range(-1.0, 0.0, "no better than the baseline"), unit="relations"),
         measured=stand_in + ("; ".join(f"{spec} {c}: probe Hits@1 {a:.3f} vs majority {b:.3f}" for (spec, c), (a, b) in above.items())
                              + f"; per relation {sum(a > b for a, b in rel_rows)} of {len(rel_rows)} above their majority baseline"),
-        note="category means over the scored relations at the category's best layer; chance Hits@1 is 1/V",
+        population={"models": "the judged models", "categories": "the judged categories", "relations": "scored (first tokens separate the answers)",
+                    "unit": "(model, category), each tested (its relations, paired)"},
+        note="probe and majority baseline paired by relation at the category's best layer; chance Hits@1 is 1/V",
     )
 
 # %% [markdown]

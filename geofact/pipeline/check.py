@@ -20,7 +20,7 @@ from typing import Any
 import nbformat
 import yaml
 
-from geofact.pipeline.ledger import load_ledger
+from geofact.pipeline.ledger import load_ledger, population_mismatches
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import expected_parameters
 from geofact.pipeline.status import render_status
@@ -103,7 +103,8 @@ def check(project: Project) -> list[str]:
         if not results.exists():
             problems.append(f"page book/{name}.ipynb: its results file {results.relative_to(project.root)} is missing")
 
-    ledger_ids = {c.id for c in load_ledger(project.ledger_path)}
+    ledger = load_ledger(project.ledger_path)
+    ledger_ids = {c.id for c in ledger}
     for path in sorted(project.results_dir.glob("*/*.json")):
         if path.parent.name == "interactive":
             continue
@@ -117,6 +118,7 @@ def check(project: Project) -> list[str]:
         unknown = sorted(set(data["claims"]) - ledger_ids)
         if unknown:
             problems.append(f"{rel}: claims not in claims.yaml: {unknown}")
+        problems += [f"{rel}: {p}" for p in population_mismatches([c for c in ledger if c.notebook == path.stem], data["claims"])]
 
     status = project.status_page
     if not status.exists() or status.read_text() != render_status(project):

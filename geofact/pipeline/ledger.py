@@ -3,17 +3,26 @@
 Besides the claims it tests, the ledger lists the paper's statements judged *not checkable*, each
 with the reason (`not_checkable: "..."` in place of `test` and `notebook`): the status page shows
 them, so that what the ledger leaves out is a decision anyone can read, not an omission.
+
+An experiment claim judged as a test against its alternative (`geofact.evidence.judge`) names, besides its
+test, the `alternative` the measurement must rule out, the `population` its verdict judges in words
+(from the paper's sentence) and the same as a `population_rule` mapping, which the page reports back
+with its verdict: `geofact run` refuses a page whose rule differs from the ledger's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from geofact.pipeline.report import NOT_RUN
+
 REQUIRED = ("id", "paper", "statement", "test", "notebook")
 REQUIRED_NOT_CHECKABLE = ("id", "paper", "statement", "not_checkable")
+AGAINST_ALTERNATIVE = ("alternative", "population", "population_rule")  # given together, or not at all
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,9 @@ class Claim:
     test: str  # how geofact tests it
     notebook: str  # the page whose results carry the verdict
     paper_value: str | None = None  # the paper's number, if it gives one
+    alternative: str | None = None  # what the measurement must rule out for the claim to hold
+    population: str | None = None  # the runs or cells the verdict judges, from the paper's sentence
+    population_rule: dict | None = None  # the same as the page applies it (reported back with the verdict)
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,13 @@ def _entries(path: Path) -> list[dict]:
         missing = [k for k in required if not entry.get(k)]
         if missing:
             raise ValueError(f"{path}: claim #{i} ({entry.get('id', '?')}) lacks {missing}")
-        allowed = set(required) | ({"paper_value"} if required is REQUIRED else set())
+        allowed = set(required) | ({"paper_value", *AGAINST_ALTERNATIVE} if required is REQUIRED else set())
+        given = [k for k in AGAINST_ALTERNATIVE if entry.get(k)]
+        if given and len(given) < len(AGAINST_ALTERNATIVE):
+            raise ValueError(f"{path}: claim {entry.get('id', '?')!r} gives {given} but not "
+                             f"{[k for k in AGAINST_ALTERNATIVE if k not in given]}: a test against an alternative needs all three")
+        if "population_rule" in entry and not isinstance(entry["population_rule"], dict):
+            raise ValueError(f"{path}: claim {entry['id']!r}: population_rule must be a mapping, got {entry['population_rule']!r}")
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ValueError(f"{path}: claim {entry['id']!r} has unknown fields {unknown}")
@@ -66,3 +84,20 @@ def load_ledger(path: Path) -> list[Claim]:
 def load_not_checkable(path: Path) -> list[NotCheckable]:
     """The statements the ledger judges not checkable, with the reason."""
     return [NotCheckable(**entry) for entry in _entries(path) if "not_checkable" in entry]
+
+
+def population_mismatches(claims: list[Claim], reported: dict[str, Any]) -> list[str]:
+    """Where a page's verdict and the ledger disagree on how the claim is tested: a claim the ledger
+    tests against an alternative must be judged so (`geofact.evidence.judge`), on the ledger's population rule."""
+    problems = []
+    for claim in claims:
+        entry = reported.get(claim.id)
+        if entry is None or entry["verdict"] == NOT_RUN:
+            continue
+        if claim.population_rule is None and "estimate" in entry:
+            problems.append(f"claim {claim.id!r} is judged against an alternative the ledger does not name")
+        elif claim.population_rule is not None and "estimate" not in entry:
+            problems.append(f"claim {claim.id!r}: the ledger names an alternative, the page did not test against it (geofact.evidence.judge)")
+        elif claim.population_rule is not None and entry.get("population") != claim.population_rule:
+            problems.append(f"claim {claim.id!r} judged on population {entry.get('population')}, the ledger says {claim.population_rule}")
+    return problems

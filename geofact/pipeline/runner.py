@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from geofact.device import THREADS_ENV, describe_device
 from geofact.training.precision import check_precision
-from geofact.pipeline.ledger import Claim, load_ledger
+from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import UNFINISHED_ERRORS, expected_parameters, notebook_parameters
@@ -274,6 +274,9 @@ def _check_claims(name: str, claims: list[Claim], reported: dict[str, Any]) -> N
             f"notebook {name!r} reported claims not in claims.yaml for it: {unknown}; "
             f"and did not report ledger claims: {missing}"
         )
+    problems = population_mismatches(claims, reported)
+    if problems:
+        raise NotebookError(f"notebook {name!r}: " + "; ".join(problems))
 
 
 SHARED_RUNS_PARAMETERS = ("capacity_grid",)  # pages declaring one read the same cached runs (geofact.training.grid)

@@ -7,6 +7,7 @@ Generated from claims.yaml and results/<profile>/<notebook>.json by `geofact sta
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,21 @@ from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
 from geofact.pipeline.report import NOT_RUN
 from geofact.pipeline.runner import verdict_label
+from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE
 
-VERDICT_TEXT = {"holds": "**holds**", "does not hold": "**does not hold**", "not in regime": "**not in regime**", NOT_RUN: NOT_RUN}
+NOT_IN_REGIME = "not in regime"
+COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
+VERDICT_TEXT = {**{v: f"**{v}**" for v in COUNTED}, NOT_RUN: NOT_RUN}
+
+
+def effect(entry: dict) -> str:
+    """A verdict's measured value and interval, for the table (empty where the page gave none)."""
+    e = entry.get("estimate")
+    if not e:
+        return ""
+    value, lo, hi = (float(e[k]) for k in ("value", "lo", "hi"))  # NaN is stored as "nan" (geofact.store.to_jsonable)
+    interval = f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else "(no interval)"
+    return f" {value:.3g} {interval}"
 
 
 def load_results(project: Project) -> dict[str, dict[str, dict[str, Any]]]:
@@ -55,18 +69,23 @@ def render_status(project: Project) -> str:
         "A verdict is *not in regime* when the runs behind it are outside the regime the paper describes",
         "(runs that did not meet its stop rule, or only cells at the capacity threshold; `geofact.training.regime`):",
         "such runs can neither confirm nor refute the claim.",
+        "An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):",
+        "the measured quantity's interval (beside the verdict in the table: value [interval]) against the range",
+        "the claim predicts and the range the alternative predicts. It *holds* where the interval excludes the",
+        "alternative, *does not hold* where it misses the claim, and is *inconclusive* where it meets both:",
+        "at this scale the data cannot tell the claim from its alternative.",
         "",
     ]
     if not profiles:
         lines += ["No results yet: run `geofact run --profile laptop`.", ""]
     for profile in profiles:
         verdicts = [(entry(c, profile) or {}).get("verdict") for c in claims]
-        n_hold, n_fail, n_out = (verdicts.count(v) for v in ("holds", "does not hold", "not in regime"))
-        lines.append(f"- **{profile}**: {n_hold} hold, {n_fail} do not hold, {n_out} not in regime, "
-                     f"{len(claims) - n_hold - n_fail - n_out} not run (of {len(claims)}).")
+        n_hold, n_fail, n_open, n_out = (verdicts.count(v) for v in COUNTED)
+        lines.append(f"- **{profile}**: {n_hold} hold, {n_fail} do not hold, {n_open} inconclusive, {n_out} not in regime, "
+                     f"{len(claims) - n_hold - n_fail - n_open - n_out} not run (of {len(claims)}).")
     lines += ["", "| Claim | Where in the paper | " + " | ".join(profiles) + " |", "|---|---|" + "---|" * len(profiles)]
     for c in claims:
-        cells = [VERDICT_TEXT[e["verdict"]] if (e := entry(c, p)) else NOT_RUN for p in profiles]
+        cells = [VERDICT_TEXT[e["verdict"]] + effect(e) if (e := entry(c, p)) else NOT_RUN for p in profiles]
         lines.append("| " + " | ".join([f"{{ref}}`{c.id} <{_anchor(c.id)}>`", _cell(c.paper), *cells]) + " |")
 
     page_text = {name: project.page(name).read_text() for name in {c.notebook for c in claims} if project.page(name).exists()}
@@ -90,6 +109,8 @@ def render_status(project: Project) -> str:
         ]
         if c.paper_value:
             lines += [f"The paper's number: {_cell(c.paper_value)}", ""]
+        if c.alternative:
+            lines += [f"The alternative it must rule out: {_cell(c.alternative)}. The population judged: {_cell(c.population)}.", ""]
         for p in profiles:
             e = entry(c, p)
             if e is None:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from geofact.evidence import judge
 from geofact.store import to_jsonable
 
 MIN_CONVERGED = 0.9  # the fraction of memorising runs that must meet the stop rule
@@ -95,7 +96,17 @@ def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: R
     they are outside the paper's regime the verdict is "not in regime", with the reasons and what the
     rule alone gave, whatever `holds` says, since such runs can neither confirm nor refute the claim."""
     report.claim(claim_id, holds=holds, measured=f"{measured}; regime: {regime.summary()}", note=note)
-    entry = report.claims[claim_id]
+    _apply_regime(report.claims[claim_id], regime, note)
+
+
+def judge_in_regime(report, claim_id: str, tests, measured: str, population: dict, regime: Regime, note: str = "") -> None:
+    """`geofact.evidence.judge(report, ...)` (tests against the claim's alternative) with the regime of
+    the runs behind it, as `claim_in_regime`: outside the paper's regime the verdict is "not in regime"."""
+    judge(report, claim_id, tests, measured=f"{measured}; regime: {regime.summary()}", population=population, note=note)
+    _apply_regime(report.claims[claim_id], regime, note)
+
+
+def _apply_regime(entry: dict, regime: Regime, note: str) -> None:
     entry["regime"] = to_jsonable(regime.as_dict())
     if not regime.ok:
         entry["note"] = "; ".join([*regime.reasons, f"the rule alone gives '{entry['verdict']}'", *([note] if note else [])])

@@ -22,6 +22,8 @@ from typing import Callable, Generator, Hashable
 
 import numpy as np
 
+from geofact.evidence import t_quantile
+
 
 @dataclass
 class DminSearch:
@@ -228,37 +230,6 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
 
 
-def t_quantile(level: float, df: int) -> float:
-    """t with P(|T| <= t) = level for Student's T with `df` degrees of freedom (exact series for
-    integer df, Abramowitz & Stegun 26.7.3-4, inverted by bisection)."""
-    if not 0 < level < 1 or df < 1:
-        raise ValueError(f"level must be in (0, 1) and df >= 1, got {level}, {df}")
-
-    def central(t: float) -> float:  # P(|T| <= t)
-        theta = math.atan(t / math.sqrt(df))
-        c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
-        if df % 2 == 0:
-            for j in range(1, df // 2):
-                term *= c2 * (2 * j - 1) / (2 * j)
-                total += term
-            return math.sin(theta) * total
-        if df == 1:
-            return 2 * theta / math.pi
-        term = total = math.cos(theta)
-        for j in range(1, (df - 1) // 2):
-            term *= c2 * (2 * j) / (2 * j + 1)
-            total += term
-        return 2 / math.pi * (theta + math.sin(theta) * total)
-
-    lo, hi = 0.0, 1.0
-    while central(hi) < level:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if central(mid) < level else (lo, mid)
-    return hi
-
-
 def _line(u: np.ndarray, v: np.ndarray, level: float) -> tuple[float, float, tuple[float, float]]:
     """Least squares v = intercept + slope u, and the Student-t interval on the slope."""
     slope, intercept = np.polyfit(u, v, 1)
@@ -299,3 +270,23 @@ def fit_power(x, y, level: float = 0.95) -> Fit:
     log_c, alpha, interval = _line(np.log(x), np.log(y), level)
     fit = Fit(POWER_FORM, {"c": float(np.exp(log_c)), "alpha": alpha}, float("nan"))
     return Fit(POWER_FORM, fit.params, _r2(y, fit(x)), interval, level)
+
+
+def log_log_curvature(x, y) -> tuple[float, float, int]:
+    """(gamma, its standard error, degrees of freedom) of least squares log y = c0 + c1 log x + gamma (log x)^2.
+
+    A power law c x^alpha is straight in log-log (gamma = 0); a + b log x, the trainable prediction, is
+    concave there (gamma < 0) whatever a and b: the sign of gamma tells the two forms apart where their
+    R^2 on a short range of x cannot (exp-scaling)."""
+    x, y = _points(x, y)
+    if (y <= 0).any():
+        raise ValueError("a log-log fit needs y > 0")
+    u = np.log(x)
+    design = np.stack([np.ones_like(u), u, u**2], axis=1)
+    coef, *_ = np.linalg.lstsq(design, np.log(y), rcond=None)
+    df = len(u) - 3
+    if df < 1 or len(set(u.tolist())) < 3:
+        return float(coef[2]) if len(set(u.tolist())) >= 3 else float("nan"), float("nan"), max(df, 0)
+    residual = np.log(y) - design @ coef
+    covariance = float((residual**2).sum()) / df * np.linalg.inv(design.T @ design)
+    return float(coef[2]), math.sqrt(max(float(covariance[2, 2]), 0.0)), df

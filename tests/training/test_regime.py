@@ -38,3 +38,17 @@ def test_a_verdict_out_of_regime_is_recorded_as_such_never_as_does_not_hold():
 def test_regime_needs_runs():
     with pytest.raises(ValueError, match="at least one run record"):
         regime([], [])
+
+
+def test_a_test_against_an_alternative_out_of_regime_is_not_in_regime():
+    import math
+
+    from geofact.evidence import Contrast, Estimate, Range
+    from geofact.training.regime import judge_in_regime
+
+    contrast = Contrast(Estimate("beta", 1.0, 0.8, 1.2, 0.95, "t", 4), Range(0.75, 1.25, "linear"), Range(-math.inf, 0.25, "flat"))
+    report = Report("nb")
+    judge_in_regime(report, "in", contrast, measured="m", population={"p": 1}, regime=regime([rec(1.0, True)], [8.0]))
+    judge_in_regime(report, "out", contrast, measured="m", population={"p": 1}, regime=regime([rec(1.0, False)], [8.0]))
+    assert report.claims["in"]["verdict"] == "holds" and report.claims["in"]["population"] == {"p": 1}
+    assert report.claims["out"]["verdict"] == NOT_IN_REGIME and "the rule alone gives 'holds'" in report.claims["out"]["note"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from geofact.training.search import (LOG_FORM, POWER_FORM, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
-                                     fit_log, fit_power, t_quantile)
+                                     fit_log, fit_power)
 
 
 @pytest.mark.parametrize("true_d", [1, 2, 3, 37, 64, 65, 1000])
@@ -63,12 +63,6 @@ def test_find_d_min_many_asks_in_rounds_and_matches_one_at_a_time():
     assert rounds[0] == [("a", 2), ("b", 2), ("c", 2)]  # the doubling phase asks every curve for the same d
     for k, t in truth.items():
         assert many[k].trials == find_d_min(lambda d, t=t: float(d >= t), d_start=2, d_max=1024).trials
-
-
-@pytest.mark.parametrize("level, df, table", [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 5, 2.571),
-                                              (0.95, 10, 2.228), (0.99, 12, 3.055), (0.9, 30, 1.697)])
-def test_t_quantile_matches_the_printed_table(level, df, table):
-    assert t_quantile(level, df) == pytest.approx(table, abs=1e-3)
 
 
 def test_fit_intervals_cover_the_true_shape_parameter_at_their_level():
@@ -168,3 +162,15 @@ def test_chained_searches_refuse_unknown_curves_and_cycles():
     for after, match in [({1: 7}, "among keys"), ({0: 1, 1: 0}, "cycle")]:
         with pytest.raises(ValueError, match=match):
             find_d_min_streaming(lambda asks: None, lambda: [], [0, 1], after=after)
+
+
+def test_log_log_curvature_is_zero_for_a_power_law_and_negative_for_a_logarithm():
+    from geofact.training.search import log_log_curvature
+
+    N = np.repeat(2.0 ** np.arange(3, 12), 2)
+    rng = np.random.default_rng(0)
+    gamma, se, df = log_log_curvature(N, 3 * N**0.5 * np.exp(rng.normal(0, 0.02, N.size)))
+    assert abs(gamma) < 3 * se and df == N.size - 3
+    gamma, se, df = log_log_curvature(N, (2 + 3 * np.log2(N)) * np.exp(rng.normal(0, 0.02, N.size)))
+    assert gamma + 3 * se < 0  # concave, clearly
+    assert math.isnan(log_log_curvature([8, 16], [3, 4])[1])  # two N: no curvature to fit

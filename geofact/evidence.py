@@ -1,0 +1,244 @@
+"""The test that turns a measurement into a verdict on a claim of the paper.
+
+A verdict on an experiment claim is a test against the alternative the claim must rule out
+(`separate`): the measured quantity's interval (`Estimate`: Student t over seeds or cells, or a
+bootstrap) is set against the range the claim predicts and the range the alternative predicts
+(`Range`). The claim holds where the interval excludes the alternative and the point estimate lies in
+the claim's range, does not hold where the interval misses the claim's range, and is *inconclusive*
+otherwise: the data at this scale cannot tell the two apart. A universal claim ("near-perfect in every
+cell") is one such test per unit, taken together (`conjunction`), its alternative the complement of
+its range. `judge` records such a verdict in a page's report
+(geofact.pipeline.report.Report) with the estimate, both ranges and the population judged, which the
+status page shows as the effect size and `geofact check` holds against the ledger's population rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from geofact.store import to_jsonable
+
+def t_quantile(level: float, df: int) -> float:
+    """t with P(|T| <= t) = level for Student's T with `df` degrees of freedom (exact series for
+    integer df, Abramowitz & Stegun 26.7.3-4, inverted by bisection)."""
+    if not 0 < level < 1 or df < 1:
+        raise ValueError(f"level must be in (0, 1) and df >= 1, got {level}, {df}")
+
+    def central(t: float) -> float:  # P(|T| <= t)
+        theta = math.atan(t / math.sqrt(df))
+        c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+        if df % 2 == 0:
+            for j in range(1, df // 2):
+                term *= c2 * (2 * j - 1) / (2 * j)
+                total += term
+            return math.sin(theta) * total
+        if df == 1:
+            return 2 * theta / math.pi
+        term = total = math.cos(theta)
+        for j in range(1, (df - 1) // 2):
+            term *= c2 * (2 * j) / (2 * j + 1)
+            total += term
+        return 2 / math.pi * (theta + math.sin(theta) * total)
+
+    lo, hi = 0.0, 1.0
+    while central(hi) < level:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if central(mid) < level else (lo, mid)
+    return hi
+
+
+HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured quantity, its point value and its two-sided interval at `confidence`."""
+
+    quantity: str  # what is measured, as a reader reads it: "beta in d_min ~ R^beta"
+    value: float
+    lo: float
+    hi: float
+    confidence: float  # e.g. 0.95
+    method: str  # how the interval is made: "Student t over 4 R values"
+    n: int  # the independent units behind it (seeds, cells, points)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if not (math.isnan(self.lo) or math.isnan(self.hi)) and self.lo > self.hi:
+            raise ValueError(f"an interval needs lo <= hi, got [{self.lo}, {self.hi}]")
+
+    @property
+    def defined(self) -> bool:
+        return all(math.isfinite(x) for x in (self.value, self.lo, self.hi))
+
+    def text(self, digits: int = 3) -> str:
+        return (f"{self.quantity} = {self.value:.{digits}g}, {self.confidence:.0%} interval "
+                f"[{self.lo:.{digits}g}, {self.hi:.{digits}g}] ({self.method}, n = {self.n})")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values of the measured quantity a hypothesis predicts: [lo, hi], either end open (infinite)."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    label: str = ""  # the hypothesis in words: "linear growth", "flat"
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.lo) or math.isnan(self.hi) or self.lo > self.hi:
+            raise ValueError(f"a range needs lo <= hi, got [{self.lo}, {self.hi}]")
+
+    def meets(self, lo: float, hi: float) -> bool:
+        """Whether [lo, hi] shares a value with this range."""
+        return lo <= self.hi and hi >= self.lo
+
+    def text(self) -> str:
+        ends = ("-inf" if self.lo == -math.inf else f"{self.lo:g}", "inf" if self.hi == math.inf else f"{self.hi:g}")
+        return f"{self.label} [{ends[0]}, {ends[1]}]".strip()
+
+    def as_dict(self) -> dict:
+        return {"lo": self.lo, "hi": self.hi, "label": self.label}
+
+
+def separate(estimate: Estimate, claim: Range, alternative: Range) -> str:
+    """The verdict of a claim against its alternative, from the interval of the measured quantity:
+
+        does not hold   the interval misses the claim's range
+        holds           the interval misses the alternative's range and the estimate is in the claim's
+        inconclusive    otherwise (or no interval): this scale cannot tell them apart
+    """
+    if claim.meets(alternative.lo, alternative.hi) and claim.lo != alternative.hi and claim.hi != alternative.lo:
+        raise ValueError(f"the claim's range {claim.text()} and the alternative's {alternative.text()} overlap: "
+                         "no measurement can separate them")
+    if not estimate.defined:
+        return INCONCLUSIVE
+    if not claim.meets(estimate.lo, estimate.hi):
+        return FAILS
+    if not alternative.meets(estimate.lo, estimate.hi) and claim.meets(estimate.value, estimate.value):
+        return HOLDS
+    return INCONCLUSIVE
+
+
+def t_interval(values, quantity: str, confidence: float = 0.95, unit: str = "values") -> Estimate:
+    """The mean of `values` with its Student-t interval (independent units: seeds, cells)."""
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size == 0 or not np.isfinite(x).all():
+        raise ValueError(f"t_interval needs finite values, got {x.tolist()}")
+    mean = float(x.mean())
+    if x.size < 2:
+        return Estimate(quantity, mean, math.nan, math.nan, confidence, f"one {unit[:-1] or unit}: no interval", 1)
+    half = t_quantile(confidence, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return Estimate(quantity, mean, mean - half, mean + half, confidence, f"Student t over {x.size} {unit}", x.size)
+
+
+def bootstrap_interval(values, quantity: str, statistic=np.mean, confidence: float = 0.95, resamples: int = 10_000,
+                       seed: int = 0, unit: str = "values") -> Estimate:
+    """`statistic` of `values` with a percentile bootstrap interval, resampling the units (seeded)."""
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size == 0 or not np.isfinite(x).all():
+        raise ValueError(f"bootstrap_interval needs finite values, got {x.tolist()}")
+    if resamples < 100:
+        raise ValueError(f"resamples must be >= 100, got {resamples}")
+    value = float(statistic(x))
+    if x.size < 2:
+        return Estimate(quantity, value, math.nan, math.nan, confidence, f"one {unit[:-1] or unit}: no interval", 1)
+    draws = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
+    stats = np.array([statistic(x[row]) for row in draws])
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(stats, [tail, 1 - tail])
+    return Estimate(quantity, value, float(lo), float(hi), confidence, f"bootstrap over {x.size} {unit}", x.size)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One measured quantity against the ranges a claim and its alternative predict."""
+
+    estimate: Estimate
+    claim: Range
+    alternative: Range
+
+    @property
+    def verdict(self) -> str:
+        return separate(self.estimate, self.claim, self.alternative)
+
+    def text(self) -> str:
+        return f"{self.estimate.text()}; the claim predicts {self.claim.text()}, the alternative {self.alternative.text()}"
+
+    def as_dict(self) -> dict:
+        return {"estimate": self.estimate.as_dict(), "claim_range": self.claim.as_dict(),
+                "alternative_range": self.alternative.as_dict(), "verdict": self.verdict}
+
+
+def conjunction(verdicts: list[str]) -> str:
+    """A claim made of several parts: it does not hold if one part does not, is inconclusive if one
+    part is, and holds only if every part does."""
+    if not verdicts:
+        raise ValueError("a verdict needs at least one test")
+    return FAILS if FAILS in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS
+
+
+SHOWN_PARTS = 3  # a verdict's text spells out this many parts; beyond, the first (the headline) and the counts
+
+
+def judge(report, claim_id: str, tests: Contrast | list[Contrast], measured: str, population: dict, note: str = "") -> str:
+    """Record on `report` (geofact.pipeline.report.Report) the verdict of `claim_id` as a test against its
+    alternative (`separate`; several tests: their `conjunction`, the first being the claim's headline
+    effect), with every estimate and range and `population`: the rule that chose the runs or cells
+    judged, as claims.yaml's `population_rule` states it. Returns the verdict."""
+    if claim_id in report.claims:
+        raise ValueError(f"claim {claim_id!r} reported twice in {report.notebook}")
+    tests = [tests] if isinstance(tests, Contrast) else list(tests)
+    verdicts = [t.verdict for t in tests]
+    verdict = conjunction(verdicts)
+    shown = [t.text() for t in tests] if len(tests) <= SHOWN_PARTS else [
+        tests[0].text(), f"{len(tests)} parts: " + ", ".join(f"{verdicts.count(v)} {v}" for v in (HOLDS, INCONCLUSIVE, FAILS))]
+    report.claims[claim_id] = {"verdict": verdict, "measured": "; ".join([measured, *shown]), "note": note,
+                               "estimate": to_jsonable(tests[0].estimate.as_dict()), "tests": to_jsonable([t.as_dict() for t in tests]),
+                               "population": to_jsonable(population)}
+    return verdict
+
+
+def sensitivity_table(estimate_at, ranges_at, confidences=(0.9, 0.95, 0.99), settings=(), setting_name: str = "") -> str:
+    """How the verdict moves with its rule, as a Markdown table: confidence levels down, the rule's
+    other setting across. `estimate_at(confidence)` gives the Estimate, `ranges_at(setting)` the
+    (claim, alternative) Ranges at one value of the setting (a tolerance, a cutoff)."""
+    settings = list(settings) or [None]
+    lines = ["| confidence | " + " | ".join(f"{setting_name} {s:g}" if s is not None else "verdict" for s in settings) + " |",
+             "|---|" + "---|" * len(settings)]
+    for level in confidences:
+        estimate = estimate_at(level)
+        cells = [separate(estimate, *ranges_at(s)) for s in settings]
+        interval = f"[{estimate.lo:.3g}, {estimate.hi:.3g}]" if estimate.defined else "no interval"
+        lines.append(f"| {level:.0%}: {interval} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def welch_difference(a: tuple[float, float, int], b: tuple[float, float, int], quantity: str, confidence: float = 0.95) -> Estimate:
+    """a - b from two independent estimates, each (value, standard error, degrees of freedom), with the
+    Welch-Satterthwaite interval (its degrees of freedom rounded down: the interval errs wide)."""
+    (va, sa, da), (vb, sb, db) = a, b
+    if min(da, db) < 1 or not all(map(math.isfinite, (va, sa, vb, sb))):
+        return Estimate(quantity, va - vb, math.nan, math.nan, confidence, "no interval (an estimate without one)", 0)
+    se = math.sqrt(sa**2 + sb**2)
+    df = max(1, int((sa**2 + sb**2) ** 2 / (sa**4 / da + sb**4 / db))) if se > 0 else da + db
+    half = t_quantile(confidence, df) * se
+    return Estimate(quantity, va - vb, va - vb - half, va - vb + half, confidence, f"Welch t, {df} degrees of freedom", da + db)
+
+
+def universal(units: dict[str, np.ndarray], quantity: str, claim: Range, alternative: Range, confidence: float = 0.95,
+              unit: str = "seeds") -> list[Contrast]:
+    """A claim about every unit ("in every cell"): one Contrast per unit, its values (e.g. a cell's seeds)
+    giving the mean and Student-t interval; the weakest first (lowest lower end, no interval first).
+    `quantity` is formatted with the unit's name: "readout from s_x at {}"."""
+    tests = [Contrast(t_interval(values, quantity.format(name), confidence, unit=unit), claim, alternative)
+             for name, values in units.items()]
+    return sorted(tests, key=lambda t: t.estimate.lo if math.isfinite(t.estimate.lo) else -math.inf)

@@ -1,0 +1,120 @@
+"""geofact.evidence: the test of a claim against its alternative, its intervals, and the verdict it records."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, Contrast, bootstrap_interval, conjunction, judge,
+                              sensitivity_table, separate, t_interval, t_quantile, welch_difference)
+from geofact.pipeline.report import Report
+
+
+@pytest.mark.parametrize("level,df,table", [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 3, 3.182), (0.95, 10, 2.228),
+                                            (0.95, 30, 2.042), (0.99, 5, 4.032), (0.90, 7, 1.895)])
+def test_t_quantile_matches_the_printed_table(level, df, table):
+    assert t_quantile(level, df) == pytest.approx(table, abs=1e-3)
+
+
+def estimate(lo, hi, value=None):
+    return Estimate("beta", (lo + hi) / 2 if value is None else value, lo, hi, 0.95, "t", 4)
+
+
+LINEAR, FLAT = Range(0.75, 1.25, "linear"), Range(-0.25, 0.25, "flat")
+
+
+def test_a_claim_holds_only_where_its_interval_excludes_the_alternative():
+    assert separate(estimate(0.8, 1.1), LINEAR, FLAT) == HOLDS
+    assert separate(estimate(0.4, 1.3), LINEAR, FLAT) == HOLDS  # wider than the claim, but not flat
+    assert separate(estimate(0.4, 1.0, 0.6), LINEAR, FLAT) == INCONCLUSIVE  # not flat, but the estimate is not linear either
+    assert separate(estimate(-0.20, 2.05, 0.92), LINEAR, FLAT) == INCONCLUSIVE  # the audit's case: flat not ruled out
+    assert separate(estimate(-0.1, 0.2), LINEAR, FLAT) == FAILS  # flat, and not linear
+    assert separate(estimate(1.5, 2.0), LINEAR, FLAT) == FAILS  # neither: the claim is what is refuted
+    assert separate(estimate(math.nan, math.nan, 1.0), LINEAR, FLAT) == INCONCLUSIVE  # one point: no interval
+    assert separate(estimate(0.51, 0.9), Range(0.5, math.inf), Range(-math.inf, 0.5)) == HOLDS  # ranges may touch
+    with pytest.raises(ValueError, match="overlap"):
+        separate(estimate(0.8, 1.1), LINEAR, Range(1.0, 2.0, "superlinear"))
+    with pytest.raises(ValueError, match="lo <= hi"):
+        Range(1.0, 0.0)
+    with pytest.raises(ValueError, match="lo <= hi"):
+        Estimate("x", 0.0, 1.0, -1.0, 0.95, "t", 3)
+
+
+def test_t_interval_is_the_textbook_one_and_one_value_has_none():
+    e = t_interval([1.0, 2.0, 3.0, 4.0], "mean", unit="seeds")
+    half = 3.182 * np.std([1, 2, 3, 4], ddof=1) / 2
+    assert e.value == 2.5 and e.lo == pytest.approx(2.5 - half, abs=1e-3) and e.hi == pytest.approx(2.5 + half, abs=1e-3)
+    assert e.n == 4 and "Student t over 4 seeds" in e.text()
+    one = t_interval([0.3], "mean", unit="cells")
+    assert one.value == 0.3 and not one.defined and "one cell" in one.method
+    with pytest.raises(ValueError, match="finite"):
+        t_interval([1.0, float("nan")], "mean")
+
+
+def test_bootstrap_interval_covers_the_statistic_and_is_seeded():
+    values = np.linspace(0.1, 0.9, 12)
+    a = bootstrap_interval(values, "mean", resamples=2000, seed=3, unit="cells")
+    assert a == bootstrap_interval(values, "mean", resamples=2000, seed=3, unit="cells")
+    assert a.value == pytest.approx(0.5) and a.lo < a.value < a.hi and a.hi - a.lo < 0.5
+    m = bootstrap_interval(values, "min", statistic=np.min, resamples=2000)
+    assert m.value == pytest.approx(0.1) and m.lo == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="resamples"):
+        bootstrap_interval(values, "mean", resamples=10)
+
+
+def test_judge_records_the_test_against_the_alternative():
+    r = Report("nb")
+    estimate = Estimate("beta", 0.92, -0.20, 2.05, 0.95, "Student t over 4 R values", 4)
+    test = Contrast(estimate, claim=Range(0.75, 1.25, "linear"), alternative=Range(-0.25, 0.25, "flat"))
+    verdict = judge(r, "c", test, measured="d_min ~ R^beta", population={"runs": "learned"})
+    entry = r.claims["c"]
+    assert verdict == entry["verdict"] == "inconclusive"
+    assert entry["estimate"]["lo"] == -0.2 and entry["tests"][0]["alternative_range"]["label"] == "flat"
+    assert entry["population"] == {"runs": "learned"} and "the alternative flat [-0.25, 0.25]" in entry["measured"]
+    json.dumps(r.as_dict(), allow_nan=False)
+    with pytest.raises(ValueError, match="reported twice"):
+        judge(r, "c", test, measured="", population={})
+
+
+def test_a_claim_of_several_parts_holds_only_if_every_part_does():
+    assert conjunction([HOLDS, HOLDS]) == HOLDS
+    assert conjunction([HOLDS, INCONCLUSIVE]) == INCONCLUSIVE
+    assert conjunction([INCONCLUSIVE, FAILS]) == FAILS
+    with pytest.raises(ValueError, match="at least one"):
+        conjunction([])
+    r = Report("nb")
+    steeper = Contrast(Estimate("alpha_frozen - alpha_learned", 0.3, 0.1, 0.5, 0.95, "Welch t", 14), Range(0, math.inf), Range(-math.inf, 0))
+    half = Contrast(Estimate("alpha_frozen", 0.9, 0.8, 1.0, 0.95, "t", 14), Range(0.25, 0.75), Range(0.75, math.inf))
+    assert judge(r, "c", [steeper, half], measured="", population={}) == FAILS
+    assert r.claims["c"]["estimate"]["quantity"] == "alpha_frozen - alpha_learned" and len(r.claims["c"]["tests"]) == 2
+
+
+def test_the_sensitivity_table_shows_the_verdict_at_every_level_and_setting():
+    def at(level):
+        half = {0.9: 0.3, 0.95: 0.5, 0.99: 1.2}[level]
+        return Estimate("beta", 0.9, 0.9 - half, 0.9 + half, level, "t", 4)
+
+    table = sensitivity_table(at, lambda tol: (Range(1 - tol, 1 + tol, "linear"), Range(-tol, tol, "flat")),
+                              settings=[0.25, 0.5], setting_name="tolerance")
+    rows = table.splitlines()
+    assert rows[0] == "| confidence | tolerance 0.25 | tolerance 0.5 |"
+    assert rows[2] == "| 90%: [0.6, 1.2] | holds | holds |"
+    assert rows[3] == "| 95%: [0.4, 1.4] | holds | inconclusive |"
+    assert rows[4] == "| 99%: [-0.3, 2.1] | inconclusive | inconclusive |"
+
+
+def test_welch_difference_widens_with_both_errors_and_degrades_to_no_interval():
+    d = welch_difference((0.48, 0.015, 12), (0.46, 0.015, 12), "alpha_frozen - alpha_learned")
+    assert d.value == pytest.approx(0.02) and d.lo < 0 < d.hi  # the audit's case: the two exponents are not told apart
+    df = int((2 * 0.015**2) ** 2 / (2 * 0.015**4 / 12))
+    assert d.hi - d.value == pytest.approx(t_quantile(0.95, df) * math.sqrt(2) * 0.015) and f"{df} degrees" in d.method
+    assert not welch_difference((0.5, float("nan"), 0), (0.4, 0.1, 5), "x").defined
+
+
+def test_a_universal_claim_is_one_test_per_unit_and_its_text_counts_them():
+    r = Report("nb")
+    cells = [Contrast(Estimate(f"readout in cell {i}", v, v - 0.02, min(1.0, v + 0.02), 0.95, "t", 3),
+                      Range(0.9, 1.0, "near-perfect"), Range(0.0, 0.9, "below")) for i, v in enumerate([0.95, 0.99, 0.91, 0.97])]
+    assert judge(r, "c", cells, measured="m", population={}) == INCONCLUSIVE  # cell 2's interval reaches below 0.9
+    assert "4 parts: 3 holds, 1 inconclusive, 0 does not hold" in r.claims["c"]["measured"]
