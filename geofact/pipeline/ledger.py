@@ -59,8 +59,10 @@ def _entries(path: Path) -> list[dict]:
         if given and len(given) < len(AGAINST_ALTERNATIVE):
             raise ValueError(f"{path}: claim {entry.get('id', '?')!r} gives {given} but not "
                              f"{[k for k in AGAINST_ALTERNATIVE if k not in given]}: a test against an alternative needs all three")
-        if "population_rule" in entry and not isinstance(entry["population_rule"], dict):
-            raise ValueError(f"{path}: claim {entry['id']!r}: population_rule must be a mapping, got {entry['population_rule']!r}")
+        rule = entry.get("population_rule")
+        if rule is not None and (not isinstance(rule, dict) or any(v is None or isinstance(v, (dict, list)) for v in rule.values())):
+            raise ValueError(f"{path}: claim {entry['id']!r}: population_rule must map names to plain values (quote a value "
+                             f"holding a comma: YAML splits it), got {rule!r}")
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ValueError(f"{path}: claim {entry['id']!r} has unknown fields {unknown}")

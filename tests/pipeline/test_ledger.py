@@ -51,6 +51,9 @@ def test_a_test_against_an_alternative_names_it_with_its_population(tmp_path):
     assert "the ledger says {'min_headroom': 3}" in population_mismatches([claim], {"a": {**judged, "population": {"min_headroom": 1}}})[0]
     assert "did not test against it" in population_mismatches([claim], {"a": {"verdict": "holds", "measured": "", "note": ""}})[0]
     assert population_mismatches([claim], {"a": {"verdict": "not run", "measured": "", "note": ""}}) == []
+    path.write_text(base + ", alternative: flat, population: p, population_rule: {cells: every (k, R) of the grid}}\n")
+    with pytest.raises(ValueError, match="quote a value holding a comma"):
+        load_ledger(path)
     path.write_text(base + ", alternative: flat}\n")
     with pytest.raises(ValueError, match="needs all three"):
         load_ledger(path)
