@@ -72,6 +72,11 @@ def _entries(path: Path) -> list[dict]:
     return entries
 
 
+def verdict_label(claim_id: str) -> str:
+    """A page's anchor for one claim's verdict (the runner writes it, the status page links to it)."""
+    return f"verdict-{claim_id}"
+
+
 def load_ledger(path: Path) -> list[Claim]:
     """The claims geofact tests, in ledger order."""
     claims = []

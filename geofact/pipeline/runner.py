@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from geofact.device import THREADS_ENV, describe_device
 from geofact.training.precision import check_precision
-from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches
+from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches, verdict_label
 from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import UNFINISHED_ERRORS, expected_parameters, notebook_parameters
@@ -238,11 +238,6 @@ def run_notebook(project: Project, name: str, profile: str, device: str, precisi
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({**report, "provenance": meta}, indent=1, sort_keys=True) + "\n")
     return RunRecord(name, profile, wall, page, results)
-
-
-def verdict_label(claim_id: str) -> str:
-    """The page's anchor for one claim's verdict; the status page links to it."""
-    return f"verdict-{claim_id}"
 
 
 def _plain(text: str) -> str:

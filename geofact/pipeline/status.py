@@ -11,11 +11,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from geofact.pipeline.ledger import load_ledger, load_not_checkable
+from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
 from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
 from geofact.pipeline.report import NOT_RUN
-from geofact.pipeline.runner import verdict_label
 from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE
 
 NOT_IN_REGIME = "not in regime"
