@@ -5,7 +5,8 @@ A verdict on an experiment claim is a test against the alternative the claim mus
 bootstrap) is set against the range the claim predicts and the range the alternative predicts
 (`Range`). The claim holds where the interval excludes the alternative and the point estimate lies in
 the claim's range, does not hold where the interval misses the claim's range, and is *inconclusive*
-otherwise: the data at this scale cannot tell the two apart. A universal claim ("near-perfect in every
+otherwise: the data at this scale cannot tell the two apart (`Contrast.units_to_decide` says roughly
+how many seeds, cells or runs would). A universal claim ("near-perfect in every
 cell") is one such test per unit, taken together (`conjunction`), its alternative the complement of
 its range. `judge` records such a verdict in a page's report
 (geofact.pipeline.report.Report) with the estimate, both ranges and the population judged, which the
@@ -170,12 +171,34 @@ class Contrast:
     def verdict(self) -> str:
         return separate(self.estimate, self.claim, self.alternative)
 
+    def units_to_decide(self) -> float | None:
+        """Where the verdict is inconclusive, about how many units (seeds, cells, runs: the estimate's n)
+        would decide it at the same estimate and spread, an interval's half-width shrinking as 1/sqrt(n):
+        enough to exclude the alternative if the estimate lies in the claim's range, else to miss the
+        claim's range. inf where the estimate sits on the range it would have to exclude; None where the
+        verdict is decided or the estimate has no interval."""
+        e = self.estimate
+        if self.verdict != INCONCLUSIVE or not e.defined or e.n < 2:
+            return None
+        target = self.alternative if self.claim.meets(e.value, e.value) else self.claim
+        distance = max(target.lo - e.value, e.value - target.hi, 0.0)
+        if distance == 0.0:
+            return math.inf
+        half = max(e.hi - e.value, e.value - e.lo)
+        return math.ceil(e.n * (half / distance) ** 2)
+
     def text(self) -> str:
-        return f"{self.estimate.text()}; the claim predicts {self.claim.text()}, the alternative {self.alternative.text()}"
+        out = f"{self.estimate.text()}; the claim predicts {self.claim.text()}, the alternative {self.alternative.text()}"
+        needed = self.units_to_decide()
+        if needed is not None:
+            out += ("; at this estimate no number of units decides it" if math.isinf(needed)
+                    else f"; about {needed} units (now {self.estimate.n}) would decide it at this spread")
+        return out
 
     def as_dict(self) -> dict:
         return {"estimate": self.estimate.as_dict(), "claim_range": self.claim.as_dict(),
-                "alternative_range": self.alternative.as_dict(), "verdict": self.verdict}
+                "alternative_range": self.alternative.as_dict(), "verdict": self.verdict,
+                "units_to_decide": self.units_to_decide()}
 
 
 def conjunction(verdicts: list[str]) -> str:

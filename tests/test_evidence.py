@@ -118,3 +118,13 @@ def test_a_universal_claim_is_one_test_per_unit_and_its_text_counts_them():
                       Range(0.9, 1.0, "near-perfect"), Range(0.0, 0.9, "below")) for i, v in enumerate([0.95, 0.99, 0.91, 0.97])]
     assert judge(r, "c", cells, measured="m", population={}) == INCONCLUSIVE  # cell 2's interval reaches below 0.9
     assert "4 parts: 3 holds, 1 inconclusive, 0 does not hold" in r.claims["c"]["measured"]
+
+
+def test_an_inconclusive_test_says_how_many_units_would_decide_it():
+    growth = Contrast(Estimate("beta", 0.92, -0.20, 2.05, 0.95, "t", 4), Range(0.75, 1.25, "linear"), Range(-0.25, 0.25, "flat"))
+    # the estimate is linear; the interval's half-width 1.13 must shrink to the 0.67 that separates it from flat
+    assert growth.units_to_decide() == math.ceil(4 * (1.13 / 0.67) ** 2) and "about 12 units (now 4)" in growth.text()
+    on_edge = Contrast(Estimate("d", 0.0, -0.1, 0.1, 0.95, "t", 5), Range(0.0, 1.0), Range(-1.0, 0.0))
+    assert math.isinf(on_edge.units_to_decide()) and "no number of units decides it" in on_edge.text()
+    decided = Contrast(Estimate("d", 0.5, 0.4, 0.6, 0.95, "t", 5), Range(0.0, 1.0), Range(-1.0, 0.0))
+    assert decided.units_to_decide() is None and "would decide" not in decided.text()
