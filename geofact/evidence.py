@@ -22,6 +22,7 @@ import numpy as np
 
 from geofact.store import to_jsonable
 
+
 def t_quantile(level: float, df: int) -> float:
     """t with P(|T| <= t) = level for Student's T with `df` degrees of freedom (exact series for
     integer df, Abramowitz & Stegun 26.7.3-4, inverted by bisection)."""
@@ -54,6 +55,7 @@ def t_quantile(level: float, df: int) -> float:
 
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+NOT_IN_REGIME = "not in regime"  # what geofact.training.regime records where the runs are outside the paper's regime
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,11 @@ class Estimate:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
         if not (math.isnan(self.lo) or math.isnan(self.hi)) and self.lo > self.hi:
             raise ValueError(f"an interval needs lo <= hi, got [{self.lo}, {self.hi}]")
+
+    @classmethod
+    def missing(cls, quantity: str, why: str, confidence: float = 0.95, n: int = 0) -> Estimate:
+        """No estimate to give (no unit to measure, or too few): `why` says which. Its test is inconclusive."""
+        return cls(quantity, math.nan, math.nan, math.nan, confidence, why, n)
 
     @property
     def defined(self) -> bool:
@@ -129,11 +136,17 @@ def separate(estimate: Estimate, claim: Range, alternative: Range) -> str:
     return INCONCLUSIVE
 
 
-def t_interval(values, quantity: str, confidence: float = 0.95, unit: str = "values") -> Estimate:
-    """The mean of `values` with its Student-t interval (independent units: seeds, cells)."""
+def _units(values, name: str) -> np.ndarray:
+    """The measured units as a flat float array; a clear error if one is not finite or there is none."""
     x = np.asarray(values, dtype=float).ravel()
     if x.size == 0 or not np.isfinite(x).all():
-        raise ValueError(f"t_interval needs finite values, got {x.tolist()}")
+        raise ValueError(f"{name} needs finite values, got {x.tolist()}")
+    return x
+
+
+def t_interval(values, quantity: str, confidence: float = 0.95, unit: str = "values") -> Estimate:
+    """The mean of `values` with its Student-t interval (independent units: seeds, cells)."""
+    x = _units(values, "t_interval")
     mean = float(x.mean())
     if x.size < 2:
         return Estimate(quantity, mean, math.nan, math.nan, confidence, f"one {unit[:-1] or unit}: no interval", 1)
@@ -144,9 +157,7 @@ def t_interval(values, quantity: str, confidence: float = 0.95, unit: str = "val
 def bootstrap_interval(values, quantity: str, statistic=np.mean, confidence: float = 0.95, resamples: int = 10_000,
                        seed: int = 0, unit: str = "values") -> Estimate:
     """`statistic` of `values` with a percentile bootstrap interval, resampling the units (seeded)."""
-    x = np.asarray(values, dtype=float).ravel()
-    if x.size == 0 or not np.isfinite(x).all():
-        raise ValueError(f"bootstrap_interval needs finite values, got {x.tolist()}")
+    x = _units(values, "bootstrap_interval")
     if resamples < 100:
         raise ValueError(f"resamples must be >= 100, got {resamples}")
     value = float(statistic(x))

@@ -312,7 +312,7 @@ pts = [(R, t) for R, t in zip(grid.R_values, thresholds["learned"]) if t]
 def growth_at(level: float) -> Estimate:
     """beta of d_min ~ R^beta on the learned thresholds, with its Student-t interval at `level`."""
     if len(pts) < 2:
-        return Estimate("beta", float("nan"), float("nan"), float("nan"), level, "fewer than 2 thresholds", len(pts))
+        return Estimate.missing("beta", "fewer than 2 thresholds", level, n=len(pts))
     fit = fit_power(*np.array(pts, dtype=float).T, level=level)
     return Estimate("beta in d_min ~ R^beta", fit.params["alpha"], *fit.interval, level,
                     f"Student t on the log-log slope over {len(pts)} values of R", len(pts))
@@ -595,7 +595,7 @@ report.number("frozen_over_learned", ratios.tolist(), glue=False)
 above_bound = {f"R={R}, d={d}": acc["learned"][i, j] for i, R in enumerate(grid.R_values) for j, d in enumerate(grid.d_values) if d >= bound}
 learned_tests = universal(above_bound, "learned accuracy at {}", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))
 judge_in_regime(report, "exp-capacity-learned", learned_tests or [Contrast(
-        Estimate("learned accuracy", float("nan"), float("nan"), float("nan"), 0.95, f"no grid d reaches the bound {bound:.0f}", 0),
+        Estimate.missing("learned accuracy", f"no grid d reaches the bound {bound:.0f}"),
         Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))],
     measured=(f"learned d_min = {dict(zip(grid.R_values, d_learned))} (grid d in {list(grid.d_values)}, N={grid.N}, "
               f"{len(grid.seeds)} seeds, lr {grid.lr:g}); bound {bound:.0f}"

@@ -269,7 +269,7 @@ report.number("zero_shot_learned_judged_mean", mean_judged, glue=bool(judged.any
 def zero_shot_at(level: float) -> Estimate:
     """The mean zero-shot accuracy over the judged cells, with its Student-t interval over cells."""
     if not judged.any():
-        return Estimate("mean zero-shot accuracy", float("nan"), float("nan"), float("nan"), level, "no cell judged", 0)
+        return Estimate.missing("mean zero-shot accuracy", "no cell judged", level)
     return t_interval(zs_learned[judged], "mean zero-shot accuracy on g' over cells", level, unit="cells")
 
 
@@ -292,7 +292,7 @@ judge_in_regime(report, "exp-transfer-learned", Contrast(transfer_estimate, *tra
 i_f, j_f = np.unravel_index(zs_frozen.argmax(), zs_frozen.shape)
 frozen_runs = zero["frozen"][acc["frozen"] >= grid.perfect]  # the zero-shot accuracy of every frozen run that memorises
 frozen_estimate = (t_interval(frozen_runs, "mean frozen zero-shot accuracy on g' over memorising runs", 0.95, unit="runs") if frozen_runs.size
-                   else Estimate("mean frozen zero-shot accuracy", float("nan"), float("nan"), float("nan"), 0.95, "no frozen run memorises", 0))
+                   else Estimate.missing("mean frozen zero-shot accuracy", "no frozen run memorises"))
 judge_in_regime(report, "exp-transfer-frozen",
     Contrast(frozen_estimate, Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")),
     measured=(f"frozen-embedding zero-shot accuracy on g' over the {frozen_runs.size} frozen runs that memorise: range "
@@ -322,7 +322,7 @@ judge_in_regime(report, "exp-transfer-frozen-retrain",
 # and the frozen model's retraining above its own zero-shot (its "transfer" is re-fitting)
 def over_judged(values: np.ndarray, quantity: str) -> Estimate:
     if not values.size:
-        return Estimate(quantity, float("nan"), float("nan"), float("nan"), 0.95, "no cell has sufficient capacity", 0)
+        return Estimate.missing(quantity, "no cell has sufficient capacity")
     return t_interval(values, f"{quantity} over cells with sufficient capacity", 0.95, unit="cells")
 
 

@@ -262,7 +262,7 @@ report.number("selectivity_frozen_max", float(selectivity["frozen"].mean(-1).max
 selectivity_tests = universal({f"R={grid.R_values[i]}, d={grid.d_values[j]}": selectivity["learned"][i, j] for i, j in zip(*np.nonzero(judged))},
                               "best selectivity at {}", Range(high, 1.0, "high"), Range(0.0, high, "below high"))
 judge_in_regime(report, "exp-selectivity-high", selectivity_tests or [Contrast(
-        Estimate("best selectivity", float("nan"), float("nan"), float("nan"), 0.95, "no cell has sufficient capacity", 0),
+        Estimate.missing("best selectivity", "no cell has sufficient capacity"),
         Range(high, 1.0, "high"), Range(0.0, high, "below high"))],
     measured=(f"best selectivity in the {int(judged.sum())} cells with sufficient capacity: "
               + (f"{sel_judged.min():.2f}-{sel_judged.max():.2f}" if judged.any() else "n/a")
@@ -277,7 +277,7 @@ judged_runs = [(name, R, d, s) for name in ("learned",) for i, R in enumerate(gr
                if judged[i, j] for s in grid.seeds]
 full_rank = [key for key in judged_runs if points[key][-1].values["k"] == key[2]]
 gain = np.array([max(s.score for s in sweeps[key]) - next(s.score for s in sweeps[key] if s.k == key[2]) for key in judged_runs])
-no_cell = Estimate("selectivity gain", float("nan"), float("nan"), float("nan"), 0.95, "no cell has sufficient capacity", 0)
+no_cell = Estimate.missing("selectivity gain", "no cell has sufficient capacity")
 judge_in_regime(report, "exp-selectivity-full-rank",
     Contrast(t_interval(gain, "best selectivity minus the full pseudoinverse's, over runs", 0.95, unit="runs") if gain.size else no_cell,
              Range(0.0, 1.0, "truncation helps"), Range(-1.0, 0.0, "the full pseudoinverse is as good")),
@@ -291,7 +291,7 @@ report.number("k_ratio_median", float(np.median(ratio)) if ratio.size else None,
 report.number("n_meaningful", int(meaningful_cells.sum()))
 judge_in_regime(report, "exp-selectivity-rank-dmin",
     Contrast(t_interval(np.abs(np.log2(ratio)), "mean |log2(best k / d_min)| over cells", 0.95, unit="cells") if ratio.size
-             else Estimate("|log2(best k / d_min)|", float("nan"), float("nan"), float("nan"), 0.95, "no meaningful cell", 0),
+             else Estimate.missing("|log2(best k / d_min)|", "no meaningful cell"),
              Range(0.0, 1.0, "within a factor 2 of d_min"), Range(1.0, math.inf, "farther")),
     measured=((f"best k / d_min(R) in the {ratio.size} cells with sufficient capacity and selectivity >= {meaningful}: median "
                f"{np.median(ratio):.2f}, range {ratio.min():.2f}-{ratio.max():.2f}, within a factor 2 in {near}") if ratio.size

@@ -95,7 +95,7 @@ from matplotlib.patches import Rectangle
 from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
-from geofact.evidence import Contrast, Estimate, Range, judge, t_interval, universal
+from geofact.evidence import NOT_IN_REGIME, Contrast, Estimate, Range, judge, t_interval, universal
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
@@ -103,7 +103,6 @@ from geofact.pipeline.plotting import COLORS, subplots
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params
-from geofact.training.regime import NOT_IN_REGIME
 from geofact.training.sweep import run_sweep, training_seconds
 
 page = Page("exp-multihop", cache_dir)
@@ -381,7 +380,7 @@ hard = [(i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values) i
 hard_means = np.array([frozen[c, i, j] for c in range(2) for i, j in hard])  # both conditions, every cell beyond the easiest
 judge(report, "exp-multihop-frozen-collapse",
     Contrast(t_interval(hard_means, "frozen mean accuracy over the cells beyond the easiest (CoT or not)", 0.95, unit="cells") if hard_means.size
-             else Estimate("frozen accuracy", float("nan"), float("nan"), float("nan"), 0.95, "no cell beyond the easiest", 0),
+             else Estimate.missing("frozen accuracy", "no cell beyond the easiest"),
              Range(0.0, collapse, "collapsed"), Range(collapse, 1.0, "solved")),
     measured=(f"frozen embeddings: cells with mean accuracy >= {collapse} (CoT or not): "
               f"{', '.join(f'k={k} R={R}' for k, R in alive_cells) or 'none'}; frozen best "
@@ -402,7 +401,7 @@ lr_tests = [Contrast(t_interval(lr_runs[cot, 0.01] - lr_runs[cot, lr_best[cot]],
                                 f"the best rate ({lr_best[cot]:g})", 0.95, unit="seeds"),
                      Range(-degrade_tolerance, 1.0, "within tolerance of the best"), Range(-1.0, -degrade_tolerance, "worse"))
             for cot in (True, False)] if 0.01 in lr_values else [
-    Contrast(Estimate("accuracy at lr 0.01", float("nan"), float("nan"), float("nan"), 0.95, "lr 0.01 not checked", 0),
+    Contrast(Estimate.missing("accuracy at lr 0.01", "lr 0.01 not checked"),
              Range(-degrade_tolerance, 1.0, "within tolerance of the best"), Range(-1.0, -degrade_tolerance, "worse"))]
 judge(report, "exp-multihop-lr", lr_tests,
     measured=(f"k={lr_k}, R={lr_R}, learned, means over {len(seeds)} seeds: " + "; ".join(

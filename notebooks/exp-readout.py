@@ -411,10 +411,6 @@ check_text = ("" if not check_cells else
 n_population = int(judged_readout.sum()) + len(check_judged)
 report.number("n_check_judged", len(check_judged))
 report.number("n_population", n_population)
-def no_interval(quantity: str, why: str, level: float = 0.95) -> Estimate:
-    return Estimate(quantity, float("nan"), float("nan"), float("nan"), level, why, 0)
-
-
 # The claim is universal ("across all cells"): one test per judged cell and readout, each the mean over
 # the cell's seeds with its Student-t interval against near-perfect and its complement; the claim holds
 # only if every one does (geofact.evidence.conjunction). The weakest cell leads.
@@ -424,7 +420,7 @@ cell_seeds |= {f"{'s_x' if what == 's' else 'h'} at N={N_c}, R={R_c}, d={c['d']}
                for c in check_judged for what in ("s", "h")}
 readout_tests = universal(cell_seeds, "readout from {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))
 if not readout_tests:
-    readout_tests = [Contrast(no_interval("readout", "no cell has sufficient capacity and enough subjects per dimension"),
+    readout_tests = [Contrast(Estimate.missing("readout", "no cell has sufficient capacity and enough subjects per dimension"),
                               Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))]
 judge_in_regime(report, "exp-readout-learned", readout_tests,
     population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom,
@@ -446,10 +442,10 @@ frozen_regime = state.judged_regime(grid, judged, None)
 # readout below the learned one, cell by cell (paired, over the cells with sufficient capacity)
 s_runs = readout["s"]["frozen"][frozen_memorised]
 s_estimate = (t_interval(s_runs, "mean frozen s_x readout over memorising runs", 0.95, unit="runs") if s_runs.size
-              else no_interval("mean frozen s_x readout", "no frozen run memorises"))
+              else Estimate.missing("mean frozen s_x readout", "no frozen run memorises"))
 h_gap = (readout["h"]["learned"].mean(-1) - readout["h"]["frozen"].mean(-1))[judged]  # (cells,)
 h_gap_estimate = (t_interval(h_gap, "learned minus frozen h readout over cells with sufficient capacity", 0.95, unit="cells")
-                  if h_gap.size else no_interval("learned minus frozen h readout", "no cell has sufficient capacity"))
+                  if h_gap.size else Estimate.missing("learned minus frozen h readout", "no cell has sufficient capacity"))
 chance_range, above_chance = Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")
 judge_in_regime(report, "exp-readout-frozen",
     [Contrast(s_estimate, chance_range, above_chance), Contrast(h_gap_estimate, Range(0.0, 1.0, "frozen h lower"), Range(-1.0, 0.0, "frozen h no lower"))],
@@ -472,7 +468,7 @@ h_minus_s_runs = (readout["h"]["frozen"] - readout["s"]["frozen"])[frozen_memori
 
 def frozen_h_at(level: float) -> Estimate:
     if not h_runs.size:
-        return no_interval("mean frozen h readout", "no frozen run memorises", level)
+        return Estimate.missing("mean frozen h readout", "no frozen run memorises", level)
     return t_interval(h_runs, "mean frozen h readout over memorising runs", level, unit="runs")
 
 
@@ -483,7 +479,7 @@ def h_chance_ranges(factor: float) -> tuple[Range, Range]:
 
 h_estimate = frozen_h_at(0.95)
 h_over_s = (t_interval(h_minus_s_runs, "mean h minus s_x readout over memorising frozen runs", 0.95, unit="runs")
-            if h_minus_s_runs.size else no_interval("mean h minus s_x readout", "no frozen run memorises"))
+            if h_minus_s_runs.size else Estimate.missing("mean h minus s_x readout", "no frozen run memorises"))
 display(Markdown(f"**The frozen h readout, against chance**, over the {h_runs.size} frozen runs that memorise (of "
                  f"{frozen_memorised.size}), at other confidence levels and other multiples of $1/N$ taken as chance "
                  "(*above chance* is the moderate reading; the chance reading is its mirror):\n\n"

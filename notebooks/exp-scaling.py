@@ -339,7 +339,7 @@ def with_interval(quantity: str, value: float, se: float, df: int, n: int, confi
 def curvature_at(w, confidence: float) -> Estimate:
     key = ("learned", w, "fixed steps")
     if key not in fits:
-        return Estimate(f"gamma, learned, width {w}", float("nan"), float("nan"), float("nan"), confidence, "no fit", 0)
+        return Estimate.missing(f"gamma, learned, width {w}", "no fit", confidence)
     x, y = np.array(fits[key]["points"], dtype=float).T
     gamma, se, df = log_log_curvature(x, y)
     return with_interval(f"log-log curvature gamma, learned, width {w}", gamma, se, df, len(x), confidence,

@@ -128,3 +128,10 @@ def test_an_inconclusive_test_says_how_many_units_would_decide_it():
     assert math.isinf(on_edge.units_to_decide()) and "no number of units decides it" in on_edge.text()
     decided = Contrast(Estimate("d", 0.5, 0.4, 0.6, 0.95, "t", 5), Range(0.0, 1.0), Range(-1.0, 0.0))
     assert decided.units_to_decide() is None and "would decide" not in decided.text()
+
+
+def test_a_missing_estimate_is_inconclusive_and_says_why():
+    e = Estimate.missing("readout", "no cell has sufficient capacity")
+    assert not e.defined and e.n == 0 and e.method == "no cell has sufficient capacity"
+    assert separate(e, Range(0.9, 1.0), Range(0.0, 0.9)) == INCONCLUSIVE
+    assert Contrast(e, Range(0.9, 1.0), Range(0.0, 0.9)).units_to_decide() is None

@@ -11,13 +11,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME
 from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
 from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
 from geofact.pipeline.report import NOT_RUN
-from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE
 
-NOT_IN_REGIME = "not in regime"
 COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
 VERDICT_TEXT = {**{v: f"**{v}**" for v in COUNTED}, NOT_RUN: NOT_RUN}
 
@@ -71,8 +70,9 @@ def render_status(project: Project) -> str:
         "An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):",
         "the measured quantity's interval (beside the verdict in the table: value [interval]) against the range",
         "the claim predicts and the range the alternative predicts. It *holds* where the interval excludes the",
-        "alternative, *does not hold* where it misses the claim, and is *inconclusive* where it meets both:",
-        "at this scale the data cannot tell the claim from its alternative.",
+        "alternative and the measured value lies in the claim's range, *does not hold* where the interval misses",
+        "the claim's range, and is *inconclusive* otherwise: at this scale the data cannot tell the claim from its",
+        "alternative (the verdict then says about how many seeds, cells or runs would).",
         "",
     ]
     if not profiles:

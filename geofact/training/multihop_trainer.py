@@ -19,8 +19,8 @@ import torch
 from torch.nn import functional as F
 
 from geofact.host import to_host
-from geofact.training.graphs import GraphedStep
 from geofact.training.config import MultiHopConfig
+from geofact.training.graphs import GraphedStep
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.precision import at_least_fp32, computing_in
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk

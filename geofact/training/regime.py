@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from geofact.evidence import judge
+from geofact.evidence import NOT_IN_REGIME, judge
 from geofact.store import to_jsonable
 
 MIN_CONVERGED = 0.9  # the fraction of memorising runs that must meet the stop rule
@@ -87,8 +87,6 @@ def regime(records: list[dict], headroom: np.ndarray | list[float], perfect: flo
                   headroom_max=float(h.max()) if h.size else float("nan"),
                   min_converged=min_converged, min_headroom=min_headroom)
 
-
-NOT_IN_REGIME = "not in regime"
 
 
 def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: Regime, note: str = "") -> None:

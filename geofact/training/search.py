@@ -282,11 +282,13 @@ def log_log_curvature(x, y) -> tuple[float, float, int]:
     if (y <= 0).any():
         raise ValueError("a log-log fit needs y > 0")
     u = np.log(x)
+    df = len(u) - 3
+    if len(set(u.tolist())) < 3:  # a parabola needs three distinct x
+        return float("nan"), float("nan"), max(df, 0)
     design = np.stack([np.ones_like(u), u, u**2], axis=1)
     coef, *_ = np.linalg.lstsq(design, np.log(y), rcond=None)
-    df = len(u) - 3
-    if df < 1 or len(set(u.tolist())) < 3:
-        return float(coef[2]) if len(set(u.tolist())) >= 3 else float("nan"), float("nan"), max(df, 0)
+    if df < 1:  # fitted exactly: no error to estimate
+        return float(coef[2]), float("nan"), 0
     residual = np.log(y) - design @ coef
     covariance = float((residual**2).sum()) / df * np.linalg.inv(design.T @ design)
     return float(coef[2]), math.sqrt(max(float(covariance[2, 2]), 0.0)), df

@@ -42,4 +42,3 @@ def test_a_claim_not_run_is_recorded_with_why_and_only_once():
     assert report.claims["exp-real-lm-layer0"] == {"verdict": "not run", "measured": "nothing", "note": "no model could be loaded"}
     with pytest.raises(ValueError, match="reported twice"):
         report.claim("exp-real-lm-layer0", holds=True, measured="x")
-

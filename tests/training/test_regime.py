@@ -3,8 +3,9 @@ import json
 import numpy as np
 import pytest
 
+from geofact.evidence import NOT_IN_REGIME
 from geofact.pipeline.report import Report
-from geofact.training.regime import NOT_IN_REGIME, claim_in_regime, regime
+from geofact.training.regime import claim_in_regime, regime
 
 
 def rec(accuracy: float, stopped: bool, steps: int = 100, loss: float = 1e-5) -> dict:
