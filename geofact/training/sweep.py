@@ -14,6 +14,7 @@ Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import os
@@ -97,6 +98,17 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
 
 def load_result(cache_dir: Path, config: Config) -> dict | None:
     return read_record(result_path(cache_dir, config), config.schema, config.as_dict())
+
+
+def written_config(cache_dir: Path, key: str) -> Config | None:
+    """The config of the run whose record is cached under `key`, or None when there is none."""
+    path = Path(cache_dir) / f"{key}.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    kind = {TrainConfig.schema: TrainConfig, MultiHopConfig.schema: MultiHopConfig}.get(record.get("schema"))
+    config = kind(**record["config"]) if kind is not None else None
+    return config if config is not None and config.key() == key else None
 
 
 def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> dict[str, torch.Tensor]:
@@ -328,12 +340,21 @@ class SweepPool:
         resumed, taken = [], set()
         if self.checkpoint_every is not None:
             for keys, settings in pending_groups(groups_dir(self.cache_dir)):
-                if all(k in self._queued and k not in taken for k in keys):
-                    chunk = [self._queued[k] for k in keys]
-                    kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
-                    if settings == group_settings(chunk[0], kept):
-                        resumed.append(chunk)
-                        taken.update(keys)
+                if any(k in taken for k in keys):
+                    continue
+                # a group killed while writing its records has some written: it is resumed whole (those
+                # records are written again, the same), as a fresh stack of the others need not round alike
+                written = {k: written_config(self.cache_dir, k) for k in keys if k not in self._queued}
+                if None in written.values():
+                    continue  # runs this call does not train: another call's group
+                if not any(k in self._queued for k in keys):  # every record written, the state left behind
+                    GroupCheckpoint(groups_dir(self.cache_dir), keys, settings).clear()
+                    continue
+                chunk = [self._queued.get(k) or written[k] for k in keys]
+                kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
+                if settings == group_settings(chunk[0], kept):
+                    resumed.append(chunk)
+                    taken.update(keys)
         size = lambda c: self.group_size or default_group_size(c, self.device)  # noqa: E731
         rest = [c for k, c in self._queued.items() if k not in taken]
         chunks = stack_chunks(rest, lambda c: (type(c), c.shape_key()), size, spread=spread)
@@ -341,7 +362,7 @@ class SweepPool:
 
     def _job(self, chunk: list[Config]) -> tuple:
         for c in chunk:
-            del self._queued[c.key()]
+            self._queued.pop(c.key(), None)  # a resumed group may hold runs whose records were written
         kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
         return chunk, str(self.device), self.cache_dir, self.save_weights, kept, self.checkpoint_every
 
@@ -394,10 +415,11 @@ class SweepPool:
             self._tags.pop(c.key(), None)
 
     def _done(self, chunk: list[Config]) -> None:
-        for c in chunk:
+        owed = [c for c in chunk if c.key() in self._tags]
+        for c in owed:
             record = load_result(self.cache_dir, c)
             self._ready += [(tag, record) for tag in self._tags.pop(c.key())]
-        self._trained_steps += sum(c.max_steps for c in chunk)
+        self._trained_steps += sum(c.max_steps for c in owed)
         if self._bar is not None:  # runs that stopped early skip their remaining steps
             self._bar.n = self._trained_steps
             self._bar.refresh()

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ import geofact.training.resume as resume_module
 from geofact.settings import DEADLINE_ENV, deadline
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.resume import BudgetSpent, GroupCheckpoint
-from geofact.training.sweep import groups_dir, run_sweep
+from geofact.training.sweep import group_settings, groups_dir, run_sweep
 
 TIMING = ("group_seconds", "provenance")  # what may differ between an interrupted and an uninterrupted group
 
@@ -81,6 +82,46 @@ def test_a_multihop_group_stopped_by_the_budget_resumes_to_the_records_of_an_uni
     assert outcome(tmp_path / "cut") == outcome(tmp_path / "ref")
     assert [r["steps"] for r in resumed] == [r["steps"] for r in reference]
     assert len({r["steps"] for r in reference}) > 1  # the runs left the stack at different steps
+
+
+def test_a_group_killed_while_writing_its_records_resumes_whole_and_leaves_no_state(tmp_path, monkeypatch):
+    """Killed after some of a group's records are written (the window CI's random SIGKILL once hit): the
+    group is resumed from its state, not the other runs trained afresh in a smaller stack (whose
+    records and rounding need not match), and its state is cleared."""
+    import geofact.training.sweep as sweep_module
+
+    reference = run_sweep(RUNS, tmp_path / "ref", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=None)
+    write, written = sweep_module.save_result, []
+
+    class Killed(Exception):
+        pass
+
+    def killed_after_two(*args, **kwargs):
+        if len(written) == 2:
+            raise Killed
+        written.append(1)
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "save_result", killed_after_two)
+    with pytest.raises(Killed):
+        run_sweep(RUNS, tmp_path / "cut", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=0)
+    assert len(list((tmp_path / "cut").glob("*.json"))) == 2 and list(groups_dir(tmp_path / "cut").glob("*.npz"))
+    monkeypatch.undo()
+    resumed = run_sweep(RUNS, tmp_path / "cut", progress=False, workers=1, checkpoints=(50, 300))
+    assert outcome(tmp_path / "cut") == outcome(tmp_path / "ref")  # group_size included: one stack of six
+    assert [r["steps"] for r in resumed] == [r["steps"] for r in reference]
+    assert not list(groups_dir(tmp_path / "cut").iterdir())
+
+
+def test_a_state_left_behind_by_a_group_whose_records_are_all_written_is_cleared(tmp_path):
+    run_sweep(RUNS, tmp_path, progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=None)
+    keys, settings = [c.key() for c in RUNS], group_settings(RUNS[0], (50, 300))
+    GroupCheckpoint(groups_dir(tmp_path), keys, settings).save(
+        resume_module.GroupState(step=64, alive=[0], tensors={}, meta={}, seconds=1.0))
+    run_sweep(RUNS[:1], tmp_path, progress=False, workers=1, checkpoints=(50, 300))  # all cached: no group to form
+    assert list(groups_dir(tmp_path).iterdir())  # the pool forms groups only when it has runs to train
+    run_sweep([*RUNS, replace(RUNS[0], seed=9)], tmp_path, progress=False, workers=1, checkpoints=(50, 300))
+    assert not list(groups_dir(tmp_path).iterdir())
 
 
 def test_past_the_deadline_a_sweep_starts_nothing(tmp_path, monkeypatch):
