@@ -66,6 +66,9 @@ min_headroom = 3.0  # sufficient capacity: every learned seed memorises and d is
 headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 chance_factor = 5.0  # the verdict calls an accuracy near chance below this many times 1/N
 high_accuracy = 0.9  # retrained accuracy the verdict calls high (Appendix D: retraining "recovers high accuracy")
+trajectory_grid = None  # the second grid, at a larger N (geofact.training.grid.ladder_grids); None: none
+erosion_tolerance = 0.05  # a mean drop from the peak to the stop beyond this is called erosion
+erosion_tolerances = [0.02, 0.05, 0.1]  # the table of how that call moves with the tolerance
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -79,12 +82,13 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
+from geofact.pipeline.along_training import cell_courses, drop_panels, erosion_summary
 from geofact.pipeline.curves import headroom_curves, trajectory_panels
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
-from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime
 
 page = Page("exp-freeze-transfer", cache_dir)
@@ -180,6 +184,51 @@ report.number("trajectory_final_zero_shot", float(final))
 # {glue:text}`trajectory_peak_zero_shot:.3f` (mean over runs of each run's best state) against
 # {glue:text}`trajectory_final_zero_shot:.3f` at the stop rule, where the verdict is taken.
 #
+# ## Zero-shot transfer along training, at two $N$
+#
+# Is the transfer a property of the converged model, or of a moment in training? For every run of the
+# capacity grid and of a second grid at a larger $N$ (`trajectory_grid`: one $d$ ladder per $R$, from
+# below the learned threshold to several times it, two seeds, both regimes, the same recipe with the
+# batch in proportion to $N$, so that a step is as many epochs at both $N$), the zero-shot accuracy on
+# $g'$ at every checkpoint and at the stop rule gives three numbers per run: its **peak** (the largest
+# over the kept states), its value at the **stop**, and the **drop** between them. The cells judged
+# are those with sufficient capacity (every learned seed memorises, $d \geq$
+# {glue:text}`min_headroom:g` $d_{\min}$), as for the verdicts; the test pools their runs. The peak is
+# the largest of six or so noisy measurements, so it sits above the run's best by about the
+# measurement noise and the drop is never negative: a mean drop is called erosion only beyond
+# `erosion_tolerance` = {glue:text}`erosion_tolerance:g`, and the table shows the call at other
+# tolerances. (The retraining conditions below run on the capacity grid's final models only.)
+
+# %%
+second_grids = ladder_grids(trajectory_grid, precision)
+cells_by_n = {grid.N: cell_courses(grid, points, "zero_shot", headroom, judged)}
+for g in second_grids:
+    g_records = train_grid(g, cache, device)
+    g_state = grid_state(g, g_records, [min_headroom])
+    g_points = analyse_grid(g, g_records, cache, transfer_at, "zero-shot-transfer",
+                            {"new_task_offset": new_task_offset, "alpha": alpha}, device=device,
+                            desc=f"zero-shot transfer at N={g.N}, R={g.R_values[0]}")
+    cells_by_n.setdefault(g.N, []).extend(cell_courses(g, g_points, "zero_shot", g_state.headroom,
+                                                       g_state.population[min_headroom]))
+    print(f"N={g.N}, R={g.R_values[0]}: learned d_min {g_state.d_min[0]} on d = {list(g.d_values)}; "
+          f"{sum(r['stopped_early'] for r in g_records.values())} of {len(g_records)} runs met the stop rule")
+report.number("erosion_tolerance", erosion_tolerance)
+if len(cells_by_n) > 1:
+    display(Markdown("Shown in {numref}`fig-transfer-drop`."))
+
+# %% mystnb={"figure": {"caption": "Drop of the zero-shot accuracy on $g'$ between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-transfer-drop"}}
+if len(cells_by_n) > 1:
+    fig, axes = subplots(1, 2, width=5.0, height=3.8, sharey=True)
+    drop_panels(axes[0], cells_by_n, "zero-shot accuracy on g'", erosion_tolerance)
+    plt.show()
+
+# %%
+erosion_text, erosion = erosion_summary(cells_by_n, "zero-shot transfer", erosion_tolerance, erosion_tolerances,
+                                        substantial, "substantial")
+report.number("erosion", erosion, glue=False)
+display(Markdown(erosion_text))
+
+# %% [markdown]
 # ## The four conditions (`fig:frozen-freeze-panel`, and the same for learned embeddings)
 #
 # Final accuracy after {glue:text}`retrain_steps:d` steps of retraining the subject embeddings

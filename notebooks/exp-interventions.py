@@ -58,6 +58,10 @@ min_headroom = 3.0  # sufficient capacity: every learned seed memorises and d is
 # (from about 3x its threshold a run meets the paper's stop rule within 15,000 steps: exp-capacity's table)
 headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 split_seed = 0  # held-out subjects and the swaps
+trajectory_grid = None  # the second grid, at a larger N (geofact.training.grid.ladder_grids); None: none
+erosion_tolerance = 0.05  # a mean drop from the peak to the stop beyond this is called erosion
+erosion_tolerances = [0.02, 0.05, 0.1]  # the table of how that call moves with the tolerance
+erosion_control = None  # {"R": R, "d": d, "weight_decay": w}: one cell of the grid retrained with another weight decay; None: none
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -72,13 +76,15 @@ from matplotlib import pyplot as plt
 from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
-from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
+from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
+from geofact.pipeline.along_training import cell_courses, drop_panels, erosion_summary, run_course
 from geofact.pipeline.curves import headroom_curves, r_colors, trajectory_panels
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
-from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
+from geofact.training.sweep import run_sweep
 from geofact.training.regime import judge_in_regime
 
 page = Page("exp-interventions", cache_dir)
@@ -171,6 +177,91 @@ display(Markdown(
     f"**What the trajectory shows.** At the largest $d$, {len(reached)} of {len(first_high)} learned runs reach selectivity "
     f"{high} at some checkpoint or at their stop" + (f" (first at step {min(reached)}, median {int(np.median(reached))})" if reached else "")
     + ". The verdicts below are taken at the stop rule."))
+
+# %% [markdown]
+# ## Selectivity along training, at two $N$
+#
+# Is the edit's selectivity a property of the converged model, or of a moment in training? For every
+# run of the capacity grid and of a second grid at a larger $N$ (`trajectory_grid`: one $d$ ladder per
+# $R$, from below the learned threshold to several times it, two seeds, both regimes, the same recipe
+# with the batch in proportion to $N$, so that a step is as many epochs at both $N$), the best
+# selectivity at every checkpoint and at the stop rule gives three numbers per run: its **peak** (the
+# largest over the kept states), its value at the **stop**, and the **drop** between them. The cells
+# judged are those with sufficient capacity (every learned seed memorises, $d \geq$
+# {glue:text}`min_headroom:g` $d_{\min}$), as for the verdicts; the test pools their runs. The peak is
+# the largest of six or so noisy measurements, so it sits above the run's best by about the
+# measurement noise and the drop is never negative: a mean drop is called erosion only beyond
+# `erosion_tolerance` = {glue:text}`erosion_tolerance:g`, and the table shows the call at other
+# tolerances.
+
+# %%
+second_grids = ladder_grids(trajectory_grid, precision)
+cells_by_n = {grid.N: cell_courses(grid, points, "selectivity", headroom, judged)}
+for g in second_grids:
+    g_records = train_grid(g, cache, device)
+    g_state = grid_state(g, g_records, [min_headroom])
+    g_points = analyse_grid(g, g_records, cache, analyse, "interventions", analysis_params, device=device,
+                            desc=f"interventions at N={g.N}, R={g.R_values[0]}")
+    cells_by_n.setdefault(g.N, []).extend(cell_courses(g, g_points, "selectivity", g_state.headroom,
+                                                       g_state.population[min_headroom]))
+    print(f"N={g.N}, R={g.R_values[0]}: learned d_min {g_state.d_min[0]} on d = {list(g.d_values)}; "
+          f"{sum(r['stopped_early'] for r in g_records.values())} of {len(g_records)} runs met the stop rule")
+report.number("erosion_tolerance", erosion_tolerance)
+if len(cells_by_n) > 1:
+    display(Markdown("Shown in {numref}`fig-interventions-drop`."))
+
+# %% mystnb={"figure": {"caption": "Drop of the best selectivity between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-interventions-drop"}}
+if len(cells_by_n) > 1:
+    fig, axes = subplots(1, 2, width=5.0, height=3.8, sharey=True)
+    drop_panels(axes[0], cells_by_n, "best selectivity", erosion_tolerance)
+    plt.show()
+
+# %%
+erosion_text, erosion = erosion_summary(cells_by_n, "selectivity", erosion_tolerance, erosion_tolerances, high, "high")
+report.number("erosion", erosion, glue=False)
+display(Markdown(erosion_text))
+
+# %% [markdown]
+# ### One controlled comparison: weight decay
+#
+# AdamW's decoupled weight decay (0.1, Appendix B) keeps shrinking every weight after the training loss
+# is nearly zero, and the stop rule (loss below $10^{-4}$) lets that go on for thousands of steps
+# after the model has memorised: a candidate cause of an erosion. `erosion_control` retrains one cell
+# of the capacity grid, every seed and both regimes, with another weight decay and nothing else
+# changed (the same batches, initialisation and checkpoints), and compares each seed's drop with its
+# own run at the grid's weight decay.
+
+# %%
+if erosion_control is not None:
+    if set(erosion_control) != {"R", "d", "weight_decay"} or erosion_control["R"] not in grid.R_values \
+            or erosion_control["d"] not in grid.d_values or erosion_control["weight_decay"] < 0:
+        raise ValueError(f"erosion_control must be None or {{'R': one of {list(grid.R_values)}, 'd': one of "
+                         f"{list(grid.d_values)}, 'weight_decay': >= 0}}, got {erosion_control}")
+    R_x, d_x, wd_x = erosion_control["R"], erosion_control["d"], erosion_control["weight_decay"]
+    x_configs = {(name, s): grid.config(R_x, d_x, frozen, s, weight_decay=wd_x) for name, frozen in REGIMES.items()
+                 for s in grid.seeds}
+    x_records = dict(zip(x_configs, run_sweep(list(x_configs.values()), cache, device=device, checkpoints=grid.checkpoints)))
+    control_lines = []
+    for name in REGIMES:
+        base = [run_course(points[name, R_x, d_x, s], "selectivity") for s in grid.seeds]
+        other = []
+        for s in grid.seeds:
+            record = x_records[name, s]
+            states = [(cp["step"], cp["loss"]) for cp in record.get("checkpoints", []) if cp["step"] in grid.checkpoints]
+            states.append((None, record["final_loss"]))
+            values = [analyse_state(cache, x_configs[name, s], step, analyse, "interventions", analysis_params,
+                                    record["accuracy"], device)["values"]["selectivity"] for step, _ in states]
+            other.append((max(values), values[-1], record["steps"]))
+        diff = t_interval([(b[0] - b[2]) - (o[0] - o[1]) for b, o in zip(base, other)],
+                          f"drop at weight decay {grid.config(R_x, d_x, False, 0).weight_decay:g} minus drop at {wd_x:g}",
+                          unit="seeds")
+        control_lines.append(
+            f"- {name}: at weight decay {grid.config(R_x, d_x, False, 0).weight_decay:g} peak {np.mean([b[0] for b in base]):.3f}, "
+            f"stop {np.mean([b[2] for b in base]):.3f} (steps {[records[name, R_x, d_x, s]['steps'] for s in grid.seeds]}); "
+            f"at {wd_x:g} peak {np.mean([o[0] for o in other]):.3f}, stop {np.mean([o[1] for o in other]):.3f} "
+            f"(steps {[o[2] for o in other]}); {diff.text()}.")
+        report.number(f"control_{name}", diff.as_dict(), glue=False)
+    display(Markdown(f"**Weight decay at R = {R_x}, d = {d_x}** (paired by seed):\n\n" + "\n".join(control_lines)))
 
 # %% [markdown]
 # ## The rank $k$: follows, stays and selectivity

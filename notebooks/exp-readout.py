@@ -80,6 +80,9 @@ chance_factor = 5.0  # the verdict calls a readout at chance below this many tim
 min_samples_per_dim = 4.0  # a cell is judged only where each ridge map is fitted on at least this many subjects per dimension
 samples_per_dim_cutoffs = [0.0, 1.0, 2.0, 4.0]  # the table of how the verdict moves with it
 readout_check = None  # {"N": ..., "R": ..., "d_values": [...]}: the readout check at a larger N (None: none)
+trajectory_grid = None  # the second grid, at a larger N (geofact.training.grid.ladder_grids); None: none
+erosion_tolerance = 0.05  # a mean drop from the peak to the stop beyond this is called erosion
+erosion_tolerances = [0.02, 0.05, 0.1]  # the table of how that call moves with the tolerance
 split_seed = 0  # the held-out subjects and the baselines' randomness
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
@@ -94,12 +97,13 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval, universal
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
+from geofact.pipeline.along_training import cell_courses, drop_panels, erosion_summary
 from geofact.pipeline.curves import headroom_curves, trajectory_panels
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.heatmap import heatmap_panels
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots
-from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime, regime
 from geofact.training.sweep import run_sweep
 
@@ -203,6 +207,49 @@ for what in ("s", "h"):
 display(Markdown("**What the trajectory shows.** At the largest $d$, learned embeddings read out "
                  + ("; ".join(lines) if lines else "nothing: no checkpoint memorises")
                  + ". The verdicts below are taken at the stop rule."))
+
+# %% [markdown]
+# ## The readout along training, at two $N$
+#
+# Is the linear structure a property of the converged model, or of a moment in training? For every run
+# of the capacity grid and of a second grid at a larger $N$ (`trajectory_grid`: one $d$ ladder per
+# $R$, from below the learned threshold to several times it, two seeds, both regimes, the same recipe
+# with the batch in proportion to $N$, so that a step is as many epochs at both $N$), the readout from
+# $s_x$ at every checkpoint and at the stop rule gives three numbers per run: its **peak** (the
+# largest over the kept states), its value at the **stop**, and the **drop** between them. The cells
+# judged are those with sufficient capacity (every learned seed memorises, $d \geq$
+# {glue:text}`min_headroom:g` $d_{\min}$), as above, without the sample-size rule; the test pools their
+# runs. The peak is the largest of six or so noisy measurements, so it sits above the run's best by
+# about the measurement noise and the drop is never negative: a mean drop is called erosion only
+# beyond `erosion_tolerance` = {glue:text}`erosion_tolerance:g`, and the table shows the call at
+# other tolerances.
+
+# %%
+second_grids = ladder_grids(trajectory_grid, precision)
+cells_by_n = {grid.N: cell_courses(grid, points, "s", headroom, judged)}
+for g in second_grids:
+    g_records = train_grid(g, cache, device)
+    g_state = grid_state(g, g_records, [min_headroom])
+    g_points = analyse_grid(g, g_records, cache, readouts, "readouts", readout_params, device=device,
+                            desc=f"readouts at N={g.N}, R={g.R_values[0]}")
+    cells_by_n.setdefault(g.N, []).extend(cell_courses(g, g_points, "s", g_state.headroom, g_state.population[min_headroom]))
+    print(f"N={g.N}, R={g.R_values[0]}: learned d_min {g_state.d_min[0]} on d = {list(g.d_values)}; "
+          f"{sum(r['stopped_early'] for r in g_records.values())} of {len(g_records)} runs met the stop rule")
+report.number("erosion_tolerance", erosion_tolerance)
+if len(cells_by_n) > 1:
+    display(Markdown("Shown in {numref}`fig-readout-drop`."))
+
+# %% mystnb={"figure": {"caption": "Drop of the readout from $s_x$ between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-readout-drop"}}
+if len(cells_by_n) > 1:
+    fig, axes = subplots(1, 2, width=5.0, height=3.8, sharey=True)
+    drop_panels(axes[0], cells_by_n, "readout from s_x", erosion_tolerance)
+    plt.show()
+
+# %%
+erosion_text, erosion = erosion_summary(cells_by_n, "readout from $s_x$", erosion_tolerance, erosion_tolerances,
+                                        near_perfect, "near-perfect")
+report.number("erosion", erosion, glue=False)
+display(Markdown(erosion_text))
 
 # %% [markdown]
 # ## Heatmaps

@@ -123,3 +123,30 @@ def by_cell(values: dict[tuple[str, int, int, int], float], R_values, d_values, 
     """{regime: array (R, d, seed)} from per-run values keyed as capacity grids key them."""
     return {name: np.array([[[values[name, R, d, s] for s in seeds] for d in d_values] for R in R_values], dtype=float)
             for name in REGIMES}
+
+
+def ladder_grids(value: dict | None, precision: str | None = None) -> list[CapacityGrid]:
+    """The second grid of the mechanism pages (issue 34: the mechanism along training at a second N), one
+    CapacityGrid per R with a d ladder of its own, so that each R spans the same headroom without paying
+    for the cells far below or far above its threshold. `value` (a page's `trajectory_grid` parameter):
+    the CapacityGrid fields but R_values and d_values, and `d_ladders`, a list of {"R": R, "d_values":
+    [...]}; each ladder must reach below its learned threshold for d_min (and so the headroom) to be
+    measured. None: no second grid."""
+    if value is None:
+        return []
+    if not isinstance(value, dict) or not isinstance(value.get("d_ladders"), list) or not value["d_ladders"]:
+        raise ValueError(f"trajectory_grid must be None or a dict of CapacityGrid fields with a non-empty list "
+                         f"'d_ladders' of {{'R': R, 'd_values': [...]}}, got {value!r}")
+    common = {k: v for k, v in value.items() if k != "d_ladders"}
+    if {"R_values", "d_values"} & set(common):
+        raise ValueError("trajectory_grid sets R and d through d_ladders, not R_values or d_values")
+    grids = []
+    for ladder in value["d_ladders"]:
+        if not isinstance(ladder, dict) or set(ladder) != {"R", "d_values"}:
+            raise ValueError(f"each of trajectory_grid's d_ladders must be {{'R': R, 'd_values': [...]}}, got {ladder!r}")
+        grid = CapacityGrid(R_values=(ladder["R"],), d_values=tuple(ladder["d_values"]), **common)
+        grids.append(grid if precision is None else replace(grid, precision=precision))
+    Rs = [g.R_values[0] for g in grids]
+    if Rs != sorted(set(Rs)):
+        raise ValueError(f"trajectory_grid's d_ladders must have increasing, distinct R, got {Rs}")
+    return grids

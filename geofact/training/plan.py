@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.training.grid import REGIMES, CapacityGrid
+from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.model import n_params
 from geofact.training.precision import check_precision
 
@@ -146,15 +146,21 @@ def _grid(params: dict) -> CapacityGrid:
     return CapacityGrid.from_parameter(params.get("capacity_grid"), params.get("precision"))
 
 
-def _per_state(grid: CapacityGrid, what: str, page: str, cost: Callable[[TrainConfig], tuple[float, float]],
+def _with_second(params: dict) -> list[CapacityGrid]:
+    """The capacity grid and the mechanism pages' second grid (`trajectory_grid`, one grid per R)."""
+    return [_grid(params), *ladder_grids(params.get("trajectory_grid"), params.get("precision"))]
+
+
+def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], tuple[float, float]],
                final_only: bool = False, final_extra: float = 0.0) -> Analysis:
-    """An analysis of every run's kept states (or its final state alone), `cost(config)` = (FLOPs, ops) a
-    state; the final state costs `final_extra` times more besides."""
+    """An analysis of every run's kept states (or its final state alone) over `grids`, `cost(config)` =
+    (FLOPs, ops) a state; the final state costs `final_extra` times more besides."""
     states, flops, ops = 0, 0.0, 0.0
-    for config in grid.configs().values():
-        n = (1 if final_only else len(grid.checkpoints) + 1) + final_extra
-        f, o = cost(config)
-        states, flops, ops = states + (1 if final_only else len(grid.checkpoints) + 1), flops + n * f, ops + n * o
+    for grid in grids:
+        for config in grid.configs().values():
+            n = (1 if final_only else len(grid.checkpoints) + 1) + final_extra
+            f, o = cost(config)
+            states, flops, ops = states + (1 if final_only else len(grid.checkpoints) + 1), flops + n * f, ops + n * o
     return Analysis(page, what, states, flops, ops)
 
 
@@ -196,9 +202,12 @@ def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analys
         configs = [grid.config(check["R"], d, False, s, N=check["N"], batch_size=grid.batch_size * check["N"] // grid.N)
                    for d in check["d_values"] for s in grid.seeds]
         groups = groups_of("exp-readout", "readout check at a larger N", configs, size)
+    second = [c for g in _with_second(params)[1:] for c in g.configs().values()]  # trained by the first mechanism page
+    groups += groups_of("exp-readout", "second grid (trajectory_grid)", second, size) if second else []
     fits = len(params["cv_alphas"]) * params["cv_folds"]
-    return groups, [_per_state(grid, "readouts (4 per state)", "exp-readout", lambda c: (4 * _ridge(c), 4 * 12.0 * c.R)),
-                    _per_state(grid, "cross-validated readouts", "exp-readout",
+    return groups, [_per_state(_with_second(params), "readouts (4 per state)", "exp-readout",
+                               lambda c: (4 * _ridge(c), 4 * 12.0 * c.R)),
+                    _per_state([grid], "cross-validated readouts", "exp-readout",
                                lambda c: (2 * fits * _ridge(c), 2 * fits * 12.0 * c.R), final_only=True)]
 
 
@@ -210,15 +219,19 @@ def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[
         edited = c.R * max(1, round(params["held_out"] * c.N))
         return ranks * c.R * _predict_flops(c, edited) + _ridge(c), ranks * c.R * 14.0
 
-    # the final state sweeps twice (the embedding target too)
-    return [], [_per_state(grid, "rank sweeps", "exp-interventions", sweep, final_extra=1.0)]
+    control = params.get("erosion_control")
+    retrained = [] if control is None else [grid.config(control["R"], control["d"], frozen, s, weight_decay=control["weight_decay"])
+                                            for frozen in REGIMES.values() for s in grid.seeds]
+    groups = groups_of("exp-interventions", "erosion control (another weight decay)", retrained, size) if retrained else []
+    # the final state sweeps twice (the embedding target too); the control's few states are left out
+    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0)]
 
 
 def plan_transfer(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
-    zero_shot = _per_state(grid, "zero-shot transfer", "exp-freeze-transfer",
+    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer",
                            lambda c: (2 * (_ridge(c) + 2 * _predict_flops(c, c.N * c.R)), 2 * 40.0))
     return groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size), [zero_shot]
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from geofact.training.grid import PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold
+from geofact.training.grid import PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold, ladder_grids
 
 SMALL = dict(N=16, R_values=[1, 4], d_values=[8, 16], seeds=[0, 1], lr=1e-3, batch_size=32, max_steps=10)
 
@@ -54,3 +54,26 @@ def test_by_cell_arranges_values_as_R_by_d_by_seed():
     arrays = by_cell(values, [1, 2], [8, 16, 32], [0, 1])
     assert arrays["learned"].shape == (2, 3, 2) and arrays["frozen"][1, 2, 1] == pytest.approx(232.1)
     assert np.all(np.diff(arrays["learned"][:, :, 0], axis=1) > 0)
+
+
+LADDERS = {"N": 64, "seeds": [0, 1], "lr": 1e-3, "batch_size": 64, "max_steps": 100, "checkpoints": [0, 50],
+           "d_ladders": [{"R": 2, "d_values": [4, 8, 16]}, {"R": 4, "d_values": [8, 16]}]}
+
+
+def test_ladder_grids_give_one_capacity_grid_per_R_with_its_own_d():
+    grids = ladder_grids(LADDERS, precision="bf16")
+    assert [(g.R_values, g.d_values) for g in grids] == [((2,), (4, 8, 16)), ((4,), (8, 16))]
+    assert all(g.N == 64 and g.seeds == (0, 1) and g.checkpoints == (0, 50) and g.precision == "bf16" for g in grids)
+    assert ladder_grids(None) == []
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"d_ladders": []}, "d_ladders"),
+    ({"R_values": [2]}, "not R_values or d_values"),
+    ({"d_ladders": [{"R": 2}]}, "d_ladders must be"),
+    ({"d_ladders": [{"R": 4, "d_values": [8]}, {"R": 2, "d_values": [8]}]}, "increasing, distinct R"),
+    ({"d_ladders": [{"R": 2, "d_values": [8, 4]}]}, "d_values must be a non-empty increasing"),
+])
+def test_ladder_grids_name_what_is_wrong(change, message):
+    with pytest.raises(ValueError, match=message):
+        ladder_grids({**LADDERS, **change})

@@ -1,0 +1,180 @@
+"""The mechanism along training, per cell: a metric's peak over a run's kept states, its value at the
+stop rule, and the drop between them (issue 34, item 3).
+
+Section 5.1 measures readout, selectivity and transfer once, after training. Whether the structure it
+describes is a property of the converged model or of a moment in training shows in each run's
+course: the three mechanism pages take it at every checkpoint (geofact.analysis.trajectory) of two
+grids, the capacity grid and a second one at a larger N (`geofact.training.grid.ladder_grids`).
+
+    cells = cell_courses(grid, points, "s", state, min_headroom)   # one CellCourse per (regime, R, d)
+    test = erosion_test(cells, "learned", tolerance)                # pooled over the judged cells' runs
+    drop_panels(axes, {128: cells_128, 512: cells_512}, "readout from s_x")
+
+The peak is the largest of a run's measured states (checkpoints and stop): a maximum of noisy
+measurements, it sits above the run's true best by about the measurement's noise, so the drop from it
+is never negative and a small one is not erosion. `erosion_test` therefore calls a drop erosion only
+beyond a tolerance, and `tolerance_table` shows how that call moves with it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib import pyplot as plt
+
+from geofact.evidence import Contrast, Estimate, Range, t_interval
+from geofact.training.grid import REGIMES, CapacityGrid
+
+MARKERS = ("o", "s", "^", "D")  # one per N, in increasing N
+
+
+@dataclass(frozen=True)
+class CellCourse:
+    """One (regime, R, d) cell's metric along training, over its seeds."""
+
+    N: int
+    regime: str
+    R: int
+    d: int
+    headroom: float  # d / d_min(R), the learned threshold (NaN where none on the grid)
+    judged: bool  # in the population the page judges (sufficient capacity)
+    peaks: tuple[float, ...]  # per seed: the largest value over its states
+    peak_steps: tuple[int, ...]  # per seed: the step of that state
+    stops: tuple[float, ...]  # per seed: the value at the stop rule (or the step budget)
+
+    @property
+    def drops(self) -> np.ndarray:
+        return np.asarray(self.peaks) - np.asarray(self.stops)
+
+    def estimate(self, what: str, confidence: float = 0.95) -> Estimate:
+        """"peak", "stop" or "drop" over the cell's seeds, with its Student-t interval."""
+        values = {"peak": self.peaks, "stop": self.stops, "drop": self.drops}[what]
+        return t_interval(values, f"{what} at N={self.N}, {self.regime}, R={self.R}, d={self.d}", confidence, unit="seeds")
+
+
+def run_course(points: list, metric: str) -> tuple[float, int, float]:
+    """(peak, step of the peak, value at the stop) of one run's states (geofact.analysis.trajectory.Point,
+    sorted by step, the stop last)."""
+    values = [p.get(metric) for p in points]
+    best = int(np.argmax(values))
+    return float(values[best]), int(points[best].step), float(values[-1])
+
+
+def cell_courses(grid: CapacityGrid, points: dict, metric: str, headroom: np.ndarray, judged: np.ndarray) -> list[CellCourse]:
+    """Every cell of `grid` (points: {(regime, R, d, seed): [Point]}); `headroom` and `judged` are (R, d)
+    arrays (geofact.analysis.judging.grid_state: .headroom, .population[h])."""
+    cells = []
+    for regime in REGIMES:
+        for i, R in enumerate(grid.R_values):
+            for j, d in enumerate(grid.d_values):
+                courses = [run_course(points[regime, R, d, s], metric) for s in grid.seeds]
+                peaks, steps, stops = zip(*courses)
+                cells.append(CellCourse(grid.N, regime, R, d, float(headroom[i, j]), bool(judged[i, j]), peaks, steps, stops))
+    return cells
+
+
+def pooled(cells: list[CellCourse], regime: str, what: str = "drop", confidence: float = 0.95) -> Estimate:
+    """`what` ("peak", "stop", "drop") over every run of the judged cells of one regime (a run is the unit)."""
+    N = sorted({c.N for c in cells})
+    values = [v for c in cells if c.judged and c.regime == regime
+              for v in {"peak": c.peaks, "stop": c.stops, "drop": c.drops}[what]]
+    quantity = f"mean {what} over the judged {regime} runs at N={'/'.join(map(str, N))}"
+    if not values:
+        return Estimate.missing(quantity, "no judged cell", confidence)
+    return t_interval(values, quantity, confidence, unit="runs")
+
+
+def erosion_test(cells: list[CellCourse], regime: str, tolerance: float, confidence: float = 0.95) -> Contrast:
+    """Does the structure persist to the stop rule? The claim "persists" predicts a mean drop from the peak
+    below `tolerance`, its alternative "erodes" a drop of at least that."""
+    if tolerance <= 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance}")
+    return Contrast(pooled(cells, regime, "drop", confidence), Range(-math.inf, tolerance, "persists to the stop"),
+                    Range(tolerance, math.inf, "erodes"))
+
+
+def tolerance_table(cells_by_n: dict[int, list[CellCourse]], tolerances: list[float], confidence: float = 0.95) -> str:
+    """The erosion verdict per (N, regime) at each tolerance, as a Markdown table."""
+    lines = ["| N | regime | mean drop [interval] | " + " | ".join(f"tolerance {t:g}" for t in tolerances) + " |",
+             "|---|---|---|" + "---|" * len(tolerances)]
+    for N, cells in cells_by_n.items():
+        for regime in REGIMES:
+            e = pooled(cells, regime, "drop", confidence)
+            value = f"{e.value:.3f} [{e.lo:.3f}, {e.hi:.3f}] (n = {e.n})" if e.defined else e.method
+            lines.append(f"| {N} | {regime} | {value} | " + " | ".join(erosion_test(cells, regime, t, confidence).verdict
+                                                                        for t in tolerances) + " |")
+    return "\n".join(lines)
+
+
+def course_table(cells: list[CellCourse], digits: int = 3) -> str:
+    """Per cell: headroom, peak, its median step, stop and drop with their 95% Student-t intervals over seeds, as Markdown."""
+    def cell(e: Estimate) -> str:
+        return f"{e.value:.{digits}f} [{e.lo:.2f}, {e.hi:.2f}]" if e.defined else f"{e.value:.{digits}f}"
+
+    lines = ["| N | regime | R | d | d/d_min | judged | peak | at step | stop | drop |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        headroom = f"{c.headroom:.2g}" if math.isfinite(c.headroom) else "-"
+        lines.append(f"| {c.N} | {c.regime} | {c.R} | {c.d} | {headroom} | {'yes' if c.judged else 'no'} | "
+                     f"{cell(c.estimate('peak'))} | {int(np.median(c.peak_steps))} | {cell(c.estimate('stop'))} | "
+                     f"{cell(c.estimate('drop'))} |")
+    return "\n".join(lines)
+
+
+def cells_meeting(cells: list[CellCourse], regime: str, cutoff: float) -> dict[str, int]:
+    """How many judged cells of a regime have a mean over seeds >= cutoff at the peak and at the stop, of how many."""
+    judged = [c for c in cells if c.judged and c.regime == regime]
+    return {"peak": sum(np.mean(c.peaks) >= cutoff for c in judged), "stop": sum(np.mean(c.stops) >= cutoff for c in judged),
+            "of": len(judged)}
+
+
+def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float | None = None) -> None:
+    """One panel per regime: each cell's drop (mean over seeds, bar: min to max) against headroom, one
+    colour per R and one marker per N; hollow markers are cells outside the judged population."""
+    Rs = sorted({c.R for cells in cells_by_n.values() for c in cells})
+    colors = {R: plt.get_cmap("viridis")(i / max(1, len(Rs) - 1)) for i, R in enumerate(Rs)}  # as curves.r_colors
+    for ax, regime in zip(axes, REGIMES):
+        for (N, cells), marker in zip(sorted(cells_by_n.items()), MARKERS):
+            for c in cells:
+                if c.regime != regime or not math.isfinite(c.headroom):
+                    continue
+                drops = c.drops
+                ax.errorbar([c.headroom], [drops.mean()], yerr=[[drops.mean() - drops.min()], [drops.max() - drops.mean()]],
+                            fmt=marker, color=colors[c.R], mfc=colors[c.R] if c.judged else "none", capsize=2, markersize=5)
+        for R in Rs:
+            ax.plot([], [], "o", color=colors[R], label=f"R={R}")
+        for N, marker in zip(sorted(cells_by_n), MARKERS):
+            ax.plot([], [], marker, color="black", mfc="none", label=f"N={N}")
+        if tolerance is not None:
+            ax.axhline(tolerance, color="black", linestyle=":", linewidth=1, label=f"tolerance {tolerance:g}")
+        ax.set(xscale="log", xlabel="headroom d / d_min(R) (learned threshold)", ylabel=f"drop of {label}: peak - stop",
+               title=f"{regime} embeddings")
+        ax.legend(ncol=2, fontsize="small", title="filled: judged cells", title_fontsize="small")
+
+
+def erosion_summary(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float, tolerances: list[float],
+                    cutoff: float, cutoff_label: str) -> tuple[str, dict]:
+    """The page's account of a metric along training (Markdown) and what it reports: per (N, regime) the
+    erosion test, its largest judged cell, and how many judged cells meet the verdict's `cutoff` at the
+    peak and at the stop; then the tolerance table and every judged cell."""
+    lines, reported = [], {}
+    for N, cells in cells_by_n.items():
+        for regime in REGIMES:
+            test, meeting = erosion_test(cells, regime, tolerance), cells_meeting(cells, regime, cutoff)
+            reported[f"N={N} {regime}"] = {"erosion": test.as_dict(), f"{cutoff_label} at peak and stop": meeting}
+            e = test.estimate
+            if not e.defined:
+                lines.append(f"- N = {N}, {regime}: {e.method}.")
+                continue
+            worst = max((c for c in cells if c.judged and c.regime == regime), key=lambda c: c.drops.mean())
+            lines.append(f"- N = {N}, {regime}: mean drop {e.value:.3f} [{e.lo:.3f}, {e.hi:.3f}] over {e.n} runs: "
+                         f"**{test.verdict}**; the largest in R = {worst.R}, d = {worst.d} (headroom {worst.headroom:.2g}): "
+                         f"{np.mean(worst.peaks):.3f} at the peak, {np.mean(worst.stops):.3f} at the stop. Judged cells "
+                         f"{cutoff_label} (mean over seeds >= {cutoff:g}): {meeting['peak']} of {meeting['of']} at the peak, "
+                         f"{meeting['stop']} at the stop.")
+    text = (f"**Does the {label} persist to the stop rule?** (persists: a mean drop below {tolerance:g}; 95% intervals over runs)\n\n"
+            + "\n".join(lines) + "\n\nHow the call moves with the tolerance:\n\n" + tolerance_table(cells_by_n, tolerances)
+            + "\n\nEvery judged cell: peak, stop and drop with their 95% Student-t intervals over seeds (the step is the "
+            "median over seeds of the peak's step):\n\n" + course_table([c for cells in cells_by_n.values() for c in cells if c.judged]))
+    return text, reported
