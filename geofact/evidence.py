@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 
 import numpy as np
 
+from geofact.stats import wilson_interval
 from geofact.store import to_jsonable
 
 
@@ -254,6 +256,25 @@ def sensitivity_table(estimate_at, ranges_at, confidences=(0.9, 0.95, 0.99), set
         interval = f"[{estimate.lo:.3g}, {estimate.hi:.3g}]" if estimate.defined else "no interval"
         lines.append(f"| {level:.0%}: {interval} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def exact(value: float, quantity: str, confidence: float = 0.95, method: str = "exact count") -> Estimate:
+    """A quantity with no sampling error (a count, a table's entry): its interval is the point."""
+    return Estimate(quantity, float(value), float(value), float(value), confidence, method, 1)
+
+
+def proportion_difference(a: tuple[int, int], b: tuple[int, int], quantity: str, confidence: float = 0.95) -> Estimate:
+    """p_a - p_b of two independent proportions, each (successes, trials), with Newcombe's hybrid score
+    interval (method 10 of Newcombe 1998: built from the two Wilson intervals, sound near 0 and 1)."""
+    (sa, na), (sb, nb) = a, b
+    if na < 1 or nb < 1 or not (0 <= sa <= na and 0 <= sb <= nb):
+        raise ValueError(f"proportion_difference needs 0 <= successes <= trials, trials >= 1; got {a}, {b}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    (la, ua), (lb, ub) = wilson_interval(sa, na, z), wilson_interval(sb, nb, z)
+    pa, pb = sa / na, sb / nb
+    lo = pa - pb - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
+    hi = pa - pb + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+    return Estimate(quantity, pa - pb, lo, hi, confidence, f"Newcombe score interval, {na} and {nb} trials", na + nb)
 
 
 def welch_difference(a: tuple[float, float, int], b: tuple[float, float, int], quantity: str, confidence: float = 0.95) -> Estimate:

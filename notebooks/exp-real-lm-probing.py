@@ -74,6 +74,7 @@ min_token_fraction = 0.5  # a relation is judged only if its distinct first toke
 plateau_mrr = 0.1  # the last layer's MRR within this of the best layer's is "a plateau"
 comparable_mrr = 0.05  # best-layer MRRs of the two aggregation modes within this are "comparable"
 mrr_tolerance = 0.05  # the category means of Section 5.3 are reproduced within this
+bootstrap_resamples = 2000  # resamples of the relations behind the best layer's interval
 torch_threads = None  # CPU threads for torch (None: every core this process may use)
 cache_dir = None  # the probe cache; None means .geofact/runs in this checkout
 device = "cpu"
@@ -85,7 +86,8 @@ import torch
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
-from geofact.evidence import FAILS, Contrast, Range, judge, t_interval, universal
+from geofact.evidence import FAILS, Contrast, Estimate, Range, judge, proportion_difference, t_interval, universal
+from geofact.stats import wilson_interval
 from geofact.nl.corpus import corpus_table, load_corpus, render_corpus
 from geofact.nl.lm import TINY, ModelUnavailable, load_lm
 from geofact.nl.probe import ProbeConfig
@@ -407,32 +409,46 @@ report.number("paper_table_in_range", table_counts["in_range"])
 report.number("paper_table_n", table_counts["n"])
 print(f"the paper's table: of {table_counts['n']} (model, category) best layers, {table_counts['above_half']} above half the depth, "
       f"{table_counts['at_half']} at half, {table_counts['below_half']} below; {table_counts['in_range']} within {low:.0%}-{high:.0%}")
-report.claim(
-    "exp-real-lm-depth-table",
-    holds=table_counts["in_range"] >= table_counts["n"] / 2,
-    measured=(f"tab:real-lm-best-mrr: {table_counts['in_range']} of {table_counts['n']} best layers within {low:.0%}-{high:.0%} of the depth; "
-              f"{table_counts['above_half']} above half, {table_counts['at_half']} at half, {table_counts['below_half']} below"),
-    note="'roughly' taken as: at least half of the table's best layers in the range",
-)
-depth_fraction = {}
+table_lo, table_hi = wilson_interval(table_counts["in_range"], table_counts["n"])
+judge(report, "exp-real-lm-depth-table",
+      Contrast(Estimate(f"fraction of the table's best layers within {low:.0%}-{high:.0%}", table_counts["in_range"] / table_counts["n"],
+                        table_lo, table_hi, 0.95, f"Wilson score interval over {table_counts['n']} (model, category) rows", table_counts["n"]),
+               Range(0.5, 1.0, "mostly within the range"), Range(0.0, 0.5, "mostly outside it")),
+      measured=(f"tab:real-lm-best-mrr: {table_counts['in_range']} of {table_counts['n']} best layers within {low:.0%}-{high:.0%} of the depth; "
+                f"{table_counts['above_half']} above half, {table_counts['at_half']} at half, {table_counts['below_half']} below"),
+      population={"rows": "every (model, category) row of tab:real-lm-best-mrr", "unit": "row"},
+      note="'roughly' taken as: at least half of the table's best layers in the range; the rows as a sample of (model, category) pairs")
+depth_fraction, depth_tests = {}, []
 for spec in judged_specs:
     curve = np.mean([layer_table(results[spec][mode][c])["hits1"] for c in judged_categories], axis=0)  # (L + 1,)
     depth_fraction[spec] = (int(np.argmax(curve)), len(curve) - 1)
+    # the best layer's uncertainty: the relations of each category resampled (a percentile bootstrap)
+    per_category = [np.array([[row["hits1"] for row in r["layers"]] for r in results[spec][mode][c]]) for c in judged_categories]
+    rng = np.random.default_rng(split_seed)
+    draws = [np.argmax(np.mean([h[rng.integers(0, len(h), len(h))].mean(0) for h in per_category], axis=0)) / (len(curve) - 1)
+             for _ in range(bootstrap_resamples)]
+    fraction = Estimate(f"best layer's depth fraction, {spec}", depth_fraction[spec][0] / depth_fraction[spec][1],
+                        *np.quantile(draws, [0.025, 0.975]), 0.95,
+                        f"percentile bootstrap over the relations of each category ({bootstrap_resamples} resamples)",
+                        sum(len(h) for h in per_category))
+    depth_tests += [Contrast(fraction, Range(low, 1.0, f"not below {low:.0%}"), Range(0.0, low, f"below {low:.0%}")),
+                    Contrast(fraction, Range(0.0, high, f"not above {high:.0%}"), Range(high, 1.0, f"above {high:.0%}"))]
 in_upper_half = {p: vsum[p]["best_fraction"] > 0.5 for p in pairs}
 in_range = {spec: low <= layer / depth <= high for spec, (layer, depth) in depth_fraction.items()}
 in_wider = {spec: low - 0.1 <= layer / depth <= high + 0.1 for spec, (layer, depth) in depth_fraction.items()}
 report.number("upper_half_pairs", int(sum(in_upper_half.values())))
 report.number("overall_best_layer", depth_fraction[first][0] if first in depth_fraction else "none")
 if pairs:
-    report.claim(
-        "exp-real-lm-upper-half",
-        holds=all(in_range.values()),
+    judge(report, "exp-real-lm-upper-half", sorted(depth_tests, key=lambda t: t.verdict != FAILS),
+        population={"models": "the judged models", "categories": "the judged categories", "relations": "every probed relation",
+                    "unit": "model, its relations resampled"},
         measured=stand_in + ("; ".join(f"{spec}: best layer of the category-averaged Hits@1 {layer}/{depth} ({layer / depth:.0%})"
                                        for spec, (layer, depth) in depth_fraction.items())
                              + f"; per category {int(sum(in_upper_half.values()))} of {len(pairs)} (model, category) best layers above half ("
                              + ", ".join(f"{c} {vsum[spec, c]['best_layer']}/{vsum[spec, c]['depth']}" for spec, c in pairs) + ")"),
-        note=(f"holds if every judged model's best layer is within {low:.0%}-{high:.0%} of its depth; with 10 points of slack either side "
-              f"({low - 0.1:.0%}-{high + 0.1:.0%}) it would {'hold' if all(in_wider.values()) else 'still not hold'}"),
+        note=(f"holds if every judged model's best layer is within {low:.0%}-{high:.0%} of its depth, both ends excluded from "
+              f"the wrong side by the bootstrap interval; the point estimate with 10 points of slack either side "
+              f"({low - 0.1:.0%}-{high + 0.1:.0%}) is {'inside' if all(in_wider.values()) else 'still outside'}"),
     )
 
 # %%
@@ -473,13 +489,23 @@ for spec in judged_specs:
     if "people" in results[spec][mode]:
         curve = layer_table(results[spec][mode]["people"])["mrr"]  # (L + 1,)
         shape[spec] = dict(l0=float(curve[0]), best=float(curve.max()), last=float(curve[-1]), at=int(curve.argmax()), depth=len(curve) - 1)
+shape_tests = []
+for spec, v in shape.items():
+    people_records = results[spec][mode]["people"]
+    shape_tests += [
+        Contrast(t_interval([r["layers"][v["at"]]["mrr"] - r["layers"][0]["mrr"] for r in people_records],
+                            f"best-layer minus layer-0 MRR, {spec} people", unit="relations"),
+                 Range(min_gain, 1.0, "climbs"), Range(-1.0, 0.0, "no climb")),
+        Contrast(t_interval([r["layers"][v["at"]]["mrr"] - r["layers"][-1]["mrr"] for r in people_records],
+                            f"best-layer minus last-layer MRR, {spec} people", unit="relations"),
+                 Range(-1.0, plateau_mrr, "plateaus"), Range(plateau_mrr, 1.0, "falls at the top"))]
 if shape:
-    report.claim(
-        "exp-real-lm-perlayer",
-        holds=all(v["best"] - v["l0"] >= min_gain and v["best"] - v["last"] <= plateau_mrr for v in shape.values()),
+    judge(report, "exp-real-lm-perlayer", sorted(shape_tests, key=lambda t: t.verdict != FAILS),
+        population={"models": "the judged models", "category": "people", "relations": "every probed relation",
+                    "unit": "model, its relations paired by layer"},
         measured=stand_in + "; ".join(f"{spec} people MRR: layer 0 {v['l0']:.3f}, best {v['best']:.3f} at {v['at']}/{v['depth']}, "
                                       f"last layer {v['last']:.3f}" for spec, v in shape.items()),
-        note=f"climb taken as best - layer 0 >= {min_gain}; plateau as best - last <= {plateau_mrr}",
+        note=f"climb taken as best - layer 0 >= {min_gain}; plateau as best - last <= {plateau_mrr}; the best layer is chosen on the same relations",
     )
 elif first is not None:
     report.not_run("exp-real-lm-perlayer", "the people category was not probed")
@@ -500,13 +526,19 @@ for spec in judged_specs:
     if all(rel in records for rel in EASY + HARD):
         per_relation[spec] = {rel: records[rel]["layers"][best]["hits1"] for rel in EASY + HARD}
         per_relation[spec]["_majority"] = {rel: records[rel]["majority"]["hits1"] for rel in EASY + HARD}
+        per_relation[spec]["_counts"] = {rel: (round(records[rel]["layers"][best]["hits1"] * records[rel]["n_val"]), records[rel]["n_val"])
+                                         for rel in EASY + HARD}
+# each easy relation against each hard one: the difference of their Hits@1 over their held-out subjects
+relation_tests = [Contrast(proportion_difference(v["_counts"][e], v["_counts"][h], f"Hits@1 {e} minus {h}, {spec} people"),
+                           Range(0.0, 1.0, "easier"), Range(-1.0, 0.0, "no easier"))
+                  for spec, v in per_relation.items() for e in EASY for h in HARD]
 if per_relation:
-    report.claim(
-        "exp-real-lm-per-relation",
-        holds=all(min(v[r] for r in EASY) > max(v[r] for r in HARD) for v in per_relation.values()),
+    judge(report, "exp-real-lm-per-relation", sorted(relation_tests, key=lambda t: t.verdict != FAILS),
+        population={"models": "the judged models", "category": "people", "relations": "gender, country of birth against religion, occupation",
+                    "unit": "held-out subject (per relation pair)"},
         measured=stand_in + "; ".join(f"{spec} people: " + ", ".join(f"{rel} {v[rel]:.3f} (majority {v['_majority'][rel]:.3f})" for rel in EASY + HARD)
                                       for spec, v in per_relation.items()),
-        note="easy = gender, country of birth; hard = religion, occupation; Hits@1 at the category's best layer",
+        note="easy = gender, country of birth; hard = religion, occupation; Hits@1 at the category's best layer; each of the four pairs tested",
     )
 elif first is not None:
     report.not_run("exp-real-lm-per-relation", "the people category or one of its four relations was not probed")
@@ -521,10 +553,19 @@ elif first is not None:
 report.number("comparable_mrr", comparable_mrr)
 aggregation = {(spec, c): (a["best_mrr"], b["best_mrr"]) for (spec, c), (a, b) in robustness.items()
                if spec in judged_specs and c in PAPER_CATEGORIES}
+aggregation_tests = []
+for spec, c in aggregation:
+    by_relation = {r["config"]["relation"]: r for r in results[spec][other_mode][c]}
+    a_best, b_best = robustness[spec, c][0]["best_layer"], robustness[spec, c][1]["best_layer"]
+    difference = t_interval([r["layers"][a_best]["mrr"] - by_relation[r["config"]["relation"]]["layers"][b_best]["mrr"]
+                             for r in results[spec][mode][c] if r["config"]["relation"] in by_relation],
+                            f"best-layer MRR, {mode} minus {other_mode}, {spec} {c}", unit="relations")
+    aggregation_tests += [Contrast(difference, Range(-comparable_mrr, 1.0, "comparable (not lower)"), Range(-1.0, -comparable_mrr, f"{mode} lower")),
+                          Contrast(difference, Range(-1.0, comparable_mrr, "comparable (not higher)"), Range(comparable_mrr, 1.0, f"{mode} higher"))]
 if aggregation:
-    report.claim(
-        "exp-real-lm-aggregation",
-        holds=all(abs(a - b) <= comparable_mrr for a, b in aggregation.values()),
+    judge(report, "exp-real-lm-aggregation", sorted(aggregation_tests, key=lambda t: t.verdict != FAILS),
+        population={"models": "the judged models", "categories": "the robustness categories of the paper's table",
+                    "relations": "every probed relation", "unit": "(model, category), its relations paired by mode"},
         measured=stand_in + "; ".join(f"{spec} {c}: best MRR {mode} {a:.3f}, {other_mode} {b:.3f}" for (spec, c), (a, b) in aggregation.items()),
         note=f"comparable taken as within {comparable_mrr} MRR",
     )
@@ -545,9 +586,15 @@ print("Section 5.3 against the table's means: " + ", ".join(f"{c} {v:.2f} vs {ta
 category_cells = [c for c in PAPER_TEXT_BEST_MRR if c in judged_categories]
 if paper_run and category_cells:
     ours = {c: float(np.mean([summaries[spec][c]["best_mrr"] for spec in paper_run])) for c in category_cells}
-    report.claim(
-        "exp-real-lm-category-mrr",
-        holds=all(abs(ours[c] - PAPER_TEXT_BEST_MRR[c]) <= mrr_tolerance for c in category_cells),
+    category_tests = []
+    for c in category_cells:
+        mean_mrr = t_interval([summaries[spec][c]["best_mrr"] for spec in paper_run], f"best-layer MRR on {c}, mean over the paper's models",
+                              unit="models")
+        text = PAPER_TEXT_BEST_MRR[c]
+        category_tests += [Contrast(mean_mrr, Range(text - mrr_tolerance, 1.0, "as the text (not lower)"), Range(0.0, text - mrr_tolerance, "lower")),
+                           Contrast(mean_mrr, Range(0.0, text + mrr_tolerance, "as the text (not higher)"), Range(text + mrr_tolerance, 1.0, "higher"))]
+    judge(report, "exp-real-lm-category-mrr", sorted(category_tests, key=lambda t: t.verdict != FAILS),
+        population={"models": "the paper's models that ran", "categories": "the paper's five", "unit": "model"},
         measured=(f"best-layer MRR averaged over {', '.join(paper_run)}: "
                   + ", ".join(f"{c} {ours[c]:.3f} (paper {PAPER_TEXT_BEST_MRR[c]:.2f})" for c in category_cells)),
         note=f"within {mrr_tolerance} of the text; the text {'matches' if text_matches_table else 'does not match'} the paper's own table",

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, Contrast, bootstrap_interval, conjunction, judge,
-                              sensitivity_table, separate, t_interval, t_quantile, welch_difference)
+from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, Contrast, bootstrap_interval, conjunction, exact, judge,
+                              proportion_difference, sensitivity_table, separate, t_interval, t_quantile, welch_difference)
 from geofact.pipeline.report import Report
 
 
@@ -135,3 +135,19 @@ def test_a_missing_estimate_is_inconclusive_and_says_why():
     assert not e.defined and e.n == 0 and e.method == "no cell has sufficient capacity"
     assert separate(e, Range(0.9, 1.0), Range(0.0, 0.9)) == INCONCLUSIVE
     assert Contrast(e, Range(0.9, 1.0), Range(0.0, 0.9)).units_to_decide() is None
+
+
+def test_proportion_difference_is_newcombes_score_interval():
+    # Newcombe (1998), Table II, example (a): 56/70 against 48/80 gives 0.2 with [0.0524, 0.3339]
+    e = proportion_difference((56, 70), (48, 80), "p1 - p2")
+    assert e.value == pytest.approx(0.2) and e.lo == pytest.approx(0.0524, abs=5e-4) and e.hi == pytest.approx(0.3339, abs=5e-4)
+    at_the_edges = proportion_difference((32, 32), (0, 32), "all against none")
+    assert at_the_edges.hi == 1.0 and 0.8 < at_the_edges.lo < 1.0  # a Wald interval would be [1, 1]
+    with pytest.raises(ValueError, match="successes <= trials"):
+        proportion_difference((5, 4), (1, 4), "x")
+
+
+def test_an_exact_quantity_has_its_point_as_interval():
+    e = exact(7.32, "parameters (millions)")
+    assert (e.lo, e.value, e.hi) == (7.32, 7.32, 7.32) and e.defined
+    assert separate(e, Range(6.9, 7.7, "within 5%"), Range(7.7, math.inf, "more")) == HOLDS
