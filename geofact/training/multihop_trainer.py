@@ -12,7 +12,6 @@ so a wrong hop derails the rest of the path, as at inference.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -24,8 +23,8 @@ from geofact.training.graphs import GraphedStep
 from geofact.training.model import causal_hidden, head, hidden
 from geofact.training.precision import at_least_fp32, computing_in
 from geofact.training.multihop import BatchSampler, _pad, query_sets, sequences, walk
-from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
-from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
+from geofact.training.resume import GroupCheckpoint, GroupState, stack_state
+from geofact.training.stack import StackedGroup, StackedUpdates, run_weights, stack_params, start_group, train_in_blocks
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
 SAMPLE_KEYS = 2**24  # query tokens drawn at once by the batch sampler (bounds its memory)
@@ -97,36 +96,27 @@ def evaluate(p: dict[str, torch.Tensor], tables: torch.Tensor, queries: torch.Te
     return correct.double() / counts[:, None]
 
 
-class QueryGroup:
-    """The multi-hop runs still training: stacked weights and optimiser, bijection tables, eval sets
-    and batch sampler, and which run sits at each stack position (`alive`)."""
+class QueryGroup(StackedGroup):
+    """The multi-hop runs still training (geofact.training.stack.StackedGroup): stacked weights and
+    optimiser, bijection tables, eval sets and batch sampler, and `previous`, each run's loss at the
+    step before the next check (NaN before any step)."""
 
     def __init__(self, configs: list[MultiHopConfig], device: torch.device, dtype: torch.dtype) -> None:
-        self.configs, self.device = configs, device
+        super().__init__(configs, device, StackedUpdates(stack_params(configs, dtype), configs, device))
         self.sets = [query_sets(c) for c in configs]
         self.tables = _pad([torch.as_tensor(s.task.bijections) for s in self.sets], device)  # (M, R_max, N)
         self.eval_queries = _pad([s.eval for s in self.sets], device)  # (M, E_max, k + 1)
         self.eval_counts = torch.tensor([len(s.eval) for s in self.sets], device=device)
         self.sample = BatchSampler(configs, self.sets, device)
-        self.update = StackedUpdates(stack_params(configs, dtype), configs, device)
-        self.alive = list(range(len(configs)))  # stack position i holds run alive[i]
-        self._step: HopStep | None = None  # made for this stack when first needed
+        self.previous = torch.full((len(configs),), float("nan"), dtype=dtype, device=device)  # (M',)
 
-    def keep(self, positions: list[int]) -> None:
-        """Keep the runs at these stack positions; the others leave the stack."""
-        self.update.keep(positions)
-        rows = torch.tensor(positions, dtype=torch.long, device=self.device)
+    def _keep_rows(self, rows: torch.Tensor, positions: list[int]) -> None:
         self.tables, self.eval_queries, self.eval_counts = self.tables[rows], self.eval_queries[rows], self.eval_counts[rows]
         self.sample.keep(positions)
-        self.alive = [self.alive[i] for i in positions]
-        self._step = None
 
-    @property
-    def step(self) -> HopStep:
-        """One step between checks, for the stack as it is now (a CUDA graph on CUDA)."""
-        if self._step is None:
-            self._step = HopStep(self)
-        return self._step
+    def _make_step(self) -> HopStep:
+        """One step between checks, for the stack as it is now."""
+        return HopStep(self)
 
     def accuracy(self) -> torch.Tensor:
         """Each run's per-output accuracy (M', outputs) by greedy generation on its eval set, on the device."""
@@ -230,9 +220,7 @@ def hop_state(group: QueryGroup, logs: list[HopLog], step: int, seconds: float) 
 
 def resume_hops(group: QueryGroup, logs: list[HopLog], state: GroupState) -> None:
     """Put a written state back: the same stack, bit for bit, and the runs' logs so far."""
-    if len(state.alive) < len(group.alive):
-        group.keep(list(state.alive))  # a fresh group's positions are its runs
-    restore_stack(group.update, state.tensors)
+    group.restore(state)
     book = state.meta
     for m, log in enumerate(logs):
         log.steps, log.reason, log.last_loss = book["steps"][m], book["reasons"][m], book["last_loss"][m]
@@ -241,6 +229,7 @@ def resume_hops(group: QueryGroup, logs: list[HopLog], state: GroupState) -> Non
         log.acc_curve = [(int(t), x) for t, x in book["acc_curves"][m]]
     for name, weights in state.weights.items():  # "final/m": the weights of a run that stopped
         logs[int(name.split("/")[1])].weights = weights
+    group.previous = torch.tensor([logs[m].last_loss for m in group.alive], dtype=group.previous.dtype, device=group.device)
 
 
 def train_block(group: QueryGroup, logs: list[HopLog], steps: range) -> None:
@@ -276,31 +265,24 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
     check every `checkpoint.every_s` seconds (and past a time budget's deadline, which then raises
     `BudgetSpent`), and a group that finds a state continues from it to the same results."""
     device = start_group(configs, device, "train_multihop")
-    started, first = time.perf_counter(), configs[0]
+    first = configs[0]
     group = QueryGroup(configs, device, dtype)
     logs = [HopLog(steps=first.max_steps) for _ in configs]
-    state = checkpoint.load() if checkpoint is not None else None
-    step, seconds_before = (state.step, state.seconds) if state is not None else (0, 0.0)
-    if state is not None:  # continue where the group was checkpointed: the same stack, bit for bit
-        resume_hops(group, logs, state)
-    # the loss of the step before each check, for a run that stops there on accuracy (NaN before any step)
-    group.previous = torch.tensor([logs[m].last_loss for m in group.alive], dtype=dtype, device=device)
-    first_step = step
-    while group.alive and step < first.max_steps:
-        if checkpoint is not None and step > first_step and checkpoint.due():
-            seconds = seconds_before + time.perf_counter() - started
-            checkpoint.save_or_stop(hop_state(group, logs, step, seconds), first.max_steps, len(configs))
-        end = min(step + first.check_every, first.max_steps)
-        train_block(group, logs, range(step, end))
+
+    def train(steps: range) -> None:
+        train_block(group, logs, steps)
         if progress is not None:
-            progress.update(len(group.alive) * (end - step))
-        step = end
+            progress.update(len(group.alive) * len(steps))
+
+    elapsed = train_in_blocks(group, first.max_steps, first.check_every, train, checkpoint,
+                              lambda step, seconds: hop_state(group, logs, step, seconds),
+                              lambda state: resume_hops(group, logs, state))
     if group.alive:  # the last check, at max_steps: no step follows it
         check(group, logs, first.max_steps, group.accuracy(), None, group.previous)
     for i, m in enumerate(group.alive):
         if logs[m].weights is None:  # trained to max_steps
             logs[m].weights = run_weights(group.update.params, i, configs[m])
-    seconds = seconds_before + time.perf_counter() - started
+    seconds = elapsed()
     return [MultiHopResult(c, log.steps, log.last_loss, log.final[-1], log.final if c.cot else None, log.reason,
                            len(s.eval), None if s.pool is None else len(s.pool), log.loss_curve, log.acc_curve,
                            seconds, log.weights) for c, s, log in zip(configs, group.sets, logs)]

@@ -9,6 +9,9 @@ learning rate and its relation count come from the configs.
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 import numpy as np
 import torch
 from torch.nn import functional as F
@@ -18,6 +21,7 @@ from geofact.host import resolve
 from geofact.training.model import init_params
 from geofact.training.precision import check_precision
 from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
+from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack
 
 
 def stack_params(configs: list, dtype: torch.dtype, init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
@@ -110,3 +114,69 @@ class StackedUpdates:
         grad = self.stack.columns({**values, **self.no_grad}, out=self.opt.grad)  # (M, P)
         clip_grad_norms_(grad, self.grad_clip)
         self.opt.step()
+
+
+class StackedGroup:
+    """The runs of a group still training: their StackedUpdates (`update`) and which run sits at each
+    stack position (`alive`: stack position i holds run alive[i]; `configs` stays every run's). A
+    trainer's group adds its task tensors, cut with the stack in `_keep_rows`, and its step between
+    host reads, made for the stack as it is in `_make_step`."""
+
+    def __init__(self, configs: list, device: torch.device, update: StackedUpdates) -> None:
+        self.configs, self.device, self.update = configs, device, update
+        self.alive = list(range(len(configs)))
+        self._step = None
+
+    def _keep_rows(self, rows: torch.Tensor, positions: list[int]) -> None:
+        """Cut the trainer's own per-run tensors to these stack positions (`alive` already is)."""
+        raise NotImplementedError
+
+    def _make_step(self):
+        raise NotImplementedError
+
+    @property
+    def step(self):
+        """The trainer's step for the stack as it is now (a CUDA graph on CUDA: geofact.training.graphs)."""
+        if self._step is None:
+            self._step = self._make_step()
+        return self._step
+
+    def keep(self, positions: list[int]) -> None:
+        """Keep the runs at these stack positions; the others leave the stack."""
+        self.update.keep(positions)
+        self.alive = [self.alive[i] for i in positions]
+        self._keep_rows(torch.tensor(positions, dtype=torch.long, device=self.device), positions)
+        self._step = None
+
+    def restore(self, state: GroupState) -> None:
+        """Put a written state's stack back, bit for bit (the trainer restores its own bookkeeping)."""
+        if len(state.alive) < len(self.alive):
+            self.keep(list(state.alive))  # a fresh group's positions are its runs
+        restore_stack(self.update, state.tensors)
+
+
+def train_in_blocks(group: StackedGroup, max_steps: int, block_steps: int, train: Callable[[range], None],
+                    checkpoint: GroupCheckpoint | None = None, state_at: Callable[[int, float], GroupState] | None = None,
+                    resume: Callable[[GroupState], None] | None = None) -> Callable[[], float]:
+    """The loop both trainers run: from the checkpointed state, if any (`resume` puts it back), `train`
+    each block of at most `block_steps` steps until `max_steps` or until no run is left in the stack;
+    at a block boundary every `checkpoint.every_s` seconds, the group's state (`state_at(step,
+    seconds)`) is written, and past a time budget's deadline the group stops with BudgetSpent
+    (geofact.training.resume). Returns the training time behind the results so far, as a function."""
+    started = time.perf_counter()
+    state = checkpoint.load() if checkpoint is not None else None
+    step, seconds_before = (state.step, state.seconds) if state is not None else (0, 0.0)
+    if state is not None:
+        resume(state)
+    first_step = step
+
+    def seconds() -> float:
+        return seconds_before + time.perf_counter() - started
+
+    while step < max_steps and group.alive:
+        if checkpoint is not None and step > first_step and checkpoint.due():
+            checkpoint.save_or_stop(state_at(step, seconds()), max_steps, len(group.configs))
+        end = min(step + block_steps, max_steps)
+        train(range(step, end))
+        step = end
+    return seconds

@@ -17,7 +17,6 @@ stack. The results are those of stopping it at once: the same steps, curves and 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -29,8 +28,8 @@ from geofact.training.data import FactSampler, facts
 from geofact.training.graphs import GraphedStep
 from geofact.training.model import forward
 from geofact.training.precision import at_least_fp32, computing_in
-from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack, stack_state
-from geofact.training.stack import StackedUpdates, run_weights, stack_params, start_group
+from geofact.training.resume import GroupCheckpoint, GroupState, stack_state
+from geofact.training.stack import StackedGroup, StackedUpdates, run_weights, stack_params, start_group, train_in_blocks
 from geofact.training.step import covers, loss_and_grads
 
 
@@ -83,14 +82,13 @@ class RunLog:
     final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
 
 
-class FactGroup:
-    """The runs still training: their stacked weights and optimiser, facts and batch sampler, and
-    which run sits at each stack position (`alive`). Everything a block of steps reads."""
+class FactGroup(StackedGroup):
+    """The single-hop runs still training (geofact.training.stack.StackedGroup): their stacked weights and
+    optimiser, facts and batch sampler. Everything a block of steps reads."""
 
     def __init__(self, configs: list[TrainConfig], device: torch.device, dtype: torch.dtype,
                  init: list[dict[str, torch.Tensor]] | None, train_only: tuple[str, ...] | None) -> None:
-        self.configs, self.device = configs, device
-        self.update = StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only)
+        super().__init__(configs, device, StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only))
         self.precision = configs[0].precision
         # the backward written out (geofact.training.step), in float32 matmuls; autograd for bf16 and the rest
         self.by_hand = covers(self.update.params) and self.precision != "bf16"
@@ -99,29 +97,20 @@ class FactGroup:
         n_max = max(self.n_facts)
         self.padded = torch.stack([F.pad(t, (0, 0, 0, n_max - len(t))) for t in tables]).to(device)  # (M, n_max, 3)
         self.sampler = FactSampler([c.seed for c in configs], self.n_facts, configs[0].batch_size, n_max, device)
-        self.alive = list(range(len(configs)))  # stack position i holds run alive[i]
         self._counts()
 
     def _counts(self) -> None:
         self.n_alive = torch.tensor([self.n_facts[m] for m in self.alive], device=self.device)  # (M',)
         self.rows = torch.arange(len(self.alive), device=self.device)[:, None]
-        self._step: StopRuleStep | None = None  # made for this stack when first needed
 
-    @property
-    def step(self) -> StopRuleStep:
-        """One step with the stop rule, for the stack as it is now (a CUDA graph on CUDA)."""
-        if self._step is None:
-            self._step = StopRuleStep(self)
-        return self._step
-
-    def keep(self, positions: list[int]) -> None:
-        """Keep the runs at these stack positions; the others leave the stack."""
-        self.update.keep(positions)
-        rows = torch.tensor(positions, dtype=torch.long, device=self.device)
+    def _keep_rows(self, rows: torch.Tensor, positions: list[int]) -> None:
         self.padded = self.padded[rows]
         self.sampler = self.sampler.keep(positions)
-        self.alive = [self.alive[i] for i in positions]
         self._counts()
+
+    def _make_step(self) -> StopRuleStep:
+        """One step with the stop rule, for the stack as it is now."""
+        return StopRuleStep(self)
 
     def step_batches(self, steps: range) -> list[torch.Tensor]:
         """Each step's batch (M', B, 3) of facts, drawn a few steps at a time (the sampler's memory is bounded)."""
@@ -297,9 +286,7 @@ def group_state(group: FactGroup, logs: list[RunLog], step: int, seconds: float)
 
 def resume_group(group: FactGroup, logs: list[RunLog], state: GroupState) -> None:
     """Put a written state back: the same stack, bit for bit, and the runs' logs so far."""
-    if len(state.alive) < len(group.alive):
-        group.keep(list(state.alive))  # a fresh group's positions are its runs
-    restore_stack(group.update, state.tensors)
+    group.restore(state)
     for m, log in enumerate(logs):
         log.steps, log.last_loss = int(state.tensors["steps"][m]), float(state.tensors["last_loss"][m])
         log.curve = [(int(t), x) for t, x in state.meta["curves"][m]]
@@ -345,29 +332,26 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         raise ValueError(f"block_steps must be an integer >= 1, got {block_steps!r}")
     device = start_group(configs, device, "train_group")
     keep = set(check_checkpoints(checkpoints, configs[0].max_steps))
-    started, max_steps = time.perf_counter(), configs[0].max_steps
+    max_steps = configs[0].max_steps
     group = FactGroup(configs, device, dtype, init, train_only)
     logs = [RunLog(steps=max_steps) for _ in configs]
-    state = checkpoint.load() if checkpoint is not None else None
-    step, seconds_before = (state.step, state.seconds) if state is not None else (0, 0.0)
-    if state is not None:  # continue where the group was checkpointed
-        resume_group(group, logs, state)
-    first_step, measure = step, evaluate or eval_every is not None
-    while step < max_steps and group.alive:
-        if checkpoint is not None and step > first_step and checkpoint.due():
-            seconds = seconds_before + time.perf_counter() - started
-            checkpoint.save_or_stop(group_state(group, logs, step, seconds), max_steps, len(configs))
-        block = train_block(group, range(step, min(step + block_steps, max_steps)), keep, eval_every)
+    measure = evaluate or eval_every is not None
+
+    def train(steps: range) -> None:
+        block = train_block(group, steps, keep, eval_every)
         stopped = read_block(block, group, logs, log_every)
         finish(group, logs, stopped, block.at_stop, measure, eval_every is not None)
         if progress is not None:
-            progress.update(sum(min(logs[m].steps, block.steps.stop) - step for m in group.alive))
+            progress.update(sum(min(logs[m].steps, steps.stop) - steps.start for m in group.alive))
         if len(stopped) == len(group.alive):
             group.alive = []  # every run has stopped: nothing reads the stack again
         elif stopped:  # stopped runs leave the stack, so the runs that go on pay nothing for them
             group.keep([i for i in range(len(group.alive)) if i not in stopped])
-        step = block.steps.stop
+
+    elapsed = train_in_blocks(group, max_steps, block_steps, train, checkpoint,
+                              lambda step, seconds: group_state(group, logs, step, seconds),
+                              lambda state: resume_group(group, logs, state))
     finish(group, logs, list(range(len(group.alive))), group.update.stack.flat, measure, eval_every is not None)
-    seconds = seconds_before + time.perf_counter() - started
+    seconds = elapsed()
     return [RunResult(c, log.steps, log.last_loss, log.accuracy, log.steps < c.max_steps, log.curve, log.acc_curve,
                       seconds, log.final, log.kept, log.kept_losses) for c, log in zip(configs, logs)]
