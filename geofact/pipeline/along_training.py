@@ -135,10 +135,12 @@ def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, toler
     Rs = sorted({c.R for cells in cells_by_n.values() for c in cells})
     colors = {R: plt.get_cmap("viridis")(i / max(1, len(Rs) - 1)) for i, R in enumerate(Rs)}  # as curves.r_colors
     for ax, regime in zip(axes, REGIMES):
+        shown = 0
         for (N, cells), marker in zip(sorted(cells_by_n.items()), MARKERS):
             for c in cells:
                 if c.regime != regime or not math.isfinite(c.headroom):
                     continue
+                shown += 1
                 drops = c.drops
                 ax.errorbar([c.headroom], [drops.mean()], yerr=[[drops.mean() - drops.min()], [drops.max() - drops.mean()]],
                             fmt=marker, color=colors[c.R], mfc=colors[c.R] if c.judged else "none", capsize=2, markersize=5)
@@ -148,8 +150,8 @@ def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, toler
             ax.plot([], [], marker, color="black", mfc="none", label=f"N={N}")
         if tolerance is not None:
             ax.axhline(tolerance, color="black", linestyle=":", linewidth=1, label=f"tolerance {tolerance:g}")
-        ax.set(xscale="log", xlabel="headroom d / d_min(R) (learned threshold)", ylabel=f"drop of {label}: peak - stop",
-               title=f"{regime} embeddings")
+        ax.set(xscale="log" if shown else "linear", xlabel="headroom d / d_min(R) (learned threshold)",
+               ylabel=f"drop of {label}: peak - stop", title=f"{regime} embeddings" + ("" if shown else ": no threshold on the grid"))
         ax.legend(ncol=2, fontsize="small", title="filled: judged cells", title_fontsize="small")
 
 

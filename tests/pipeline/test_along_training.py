@@ -1,7 +1,9 @@
 """The mechanism along training (geofact.pipeline.along_training): peak, stop and drop per run and cell,
 and the erosion test against its tolerance."""
 
+import io
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from geofact.pipeline.along_training import (
     cell_courses,
     cells_meeting,
     course_table,
+    drop_panels,
     erosion_summary,
     erosion_test,
     run_course,
@@ -75,3 +78,19 @@ def test_the_summary_counts_cells_at_peak_and_stop_and_tabulates_every_judged_ce
     assert text.count("| 16 | learned | 2 |") == 2 and "| 16 | learned | 1 |" not in course_table([c for c in cells if c.judged])
     table = tolerance_table({16: cells}, [0.02, 0.5])
     assert "does not hold | holds" in table  # a drop of about 0.31 is erosion at 0.02 and not at 0.5
+
+
+def test_the_drop_figure_draws_grids_without_a_threshold():
+    from matplotlib import pyplot as plt
+
+    cells = course_cells(0.3)
+    no_threshold = [replace(c, headroom=math.nan) for c in cells]
+    fig, axes = plt.subplots(1, 2)
+    drop_panels(axes, {16: no_threshold}, "metric", 0.05)
+    fig.savefig(io.BytesIO(), format="png")  # a log axis with nothing on it would raise here
+    assert axes[0].get_xscale() == "linear" and "no threshold" in axes[0].get_title()
+    fig, axes = plt.subplots(1, 2)
+    drop_panels(axes, {16: cells}, "metric", 0.05)
+    fig.savefig(io.BytesIO(), format="png")
+    assert axes[0].get_xscale() == "log" and len(axes[1].lines) > 0
+    plt.close("all")
