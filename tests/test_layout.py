@@ -64,7 +64,7 @@ def test_the_pipeline_never_reaches_a_model():
 def test_the_rules_see_real_imports():
     # the checker itself: a science module's imports are found, function-level ones included
     assert "geofact.training.sweep" in imports("geofact.analysis.trajectory")
-    assert "geofact.pipeline.status" in imports("geofact.pipeline.runner")  # imported inside a function
+    assert "geofact.pipeline.verdicts" in imports("geofact.pipeline.cli")  # imported inside a function
     assert any(is_under(m, "geofact.training.model") for m in closure("geofact.analysis.trajectory"))
 
 

@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     project = Project(args.root.resolve()) if args.root else Project.find()
 
     if args.command == "run":
-        from geofact.pipeline.runner import NotebookError, RunUnfinished, run
+        from geofact.pipeline.runner import RunUnfinished, run
+        from geofact.pipeline.verdicts import NotebookError
 
         try:
             from geofact.training.cluster import parse_options

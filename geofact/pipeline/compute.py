@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import geofact
-from geofact.pipeline.profiles import load_profile
 from geofact.pipeline.project import Project
-from geofact.pipeline.script import UNFINISHED_MARK, UNFINISHED_STATUS, expected_parameters
+from geofact.pipeline.script import UNFINISHED_MARK, UNFINISHED_STATUS, RunSettings
 from geofact.settings import DEADLINE_ENV, RESULTS_PATH_ENV, past_deadline
 from geofact.store import record_key, write_json
 
@@ -160,23 +159,20 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     standard output. `precision` is the policy passed to pages that declare it (None: the device's
     default, geofact.training.precision). Raises ComputeFailed at the first page that fails, ComputeUnfinished when the
     budget left pages for the next command."""
-    from geofact.device import describe_device  # torch: imported once a command runs, not for the CLI's help
-
     echo = echo or sys.stderr.buffer
     if budget is not None and not budget > 0:
         raise ValueError(f"budget must be a number of seconds > 0, got {budget!r}")
     names = list(dict.fromkeys(names or DEFAULT_PAGES))
     for n in names:
         project.source(n)  # fail on a typo before anything runs
-    load_profile(profile, project.profiles_dir)
-    describe_device(device)  # asking for a device that is not here is an error, not a silent CPU run
+    settings = RunSettings.resolve(project, profile, device, precision)  # a device that is not here is an error, not a CPU run
     if budget is not None:  # the pages and their sweep workers inherit it
         os.environ[DEADLINE_ENV] = str(time.time() + budget)
     sources = source_sha256()
     done: list[Computed] = []
     unfinished: list[tuple[str, str]] = []
     for i, name in enumerate(names, 1):
-        params = expected_parameters(project, name, profile, device, precision)
+        params = settings.parameters(project, name)
         key = marker_key(project, name, params, device, sources)
         marker = None if force else computed_before(project, profile, name, key)
         if marker is not None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geofact.pipeline import standins
-from geofact.pipeline.profiles import load_profile
+from geofact.pipeline.profiles import Profile, load_profile
 
 if TYPE_CHECKING:
     from geofact.pipeline.project import Project
@@ -149,6 +149,32 @@ def notebook_parameters(project: Project, name: str) -> set[str]:
         return declared_parameters(parameters_cell(split_cells(project.source(name).read_text())).source)
     except (ValueError, SyntaxError) as exc:
         raise ValueError(f"notebook {name!r} {exc}") from None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every page of one `geofact run` or `geofact compute` executes with, resolved once and passed
+    down: the profile (its file read and checked), the device as asked and as described (a device that
+    is not here is an error before any page runs), and the precision policy (None: the device's default)."""
+
+    profile: Profile
+    device: str
+    device_description: str
+    precision: str | None = None
+
+    @classmethod
+    def resolve(cls, project: Project, profile: str, device: str, precision: str | None = None) -> RunSettings:
+        from geofact.device import describe_device  # torch: imported once a command runs, not for the CLI's help
+        from geofact.training.precision import check_precision
+
+        settings = cls(load_profile(profile, project.profiles_dir), device, describe_device(device), precision)
+        if precision is not None:
+            check_precision(precision, device)
+        return settings
+
+    def parameters(self, project: Project, name: str) -> dict[str, Any]:
+        """The parameters this profile gives notebook `name` (only those its parameters cell declares)."""
+        return self.profile.parameters_for(name, notebook_parameters(project, name), self.device, self.precision)
 
 
 def expected_parameters(project: Project, name: str, profile: str, device: str | None,

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 from geofact.pipeline.check import check
 from geofact.pipeline.project import Project
-from geofact.pipeline.runner import WIDGET_MIME
+from geofact.pipeline.execute import WIDGET_MIME
 from geofact.provenance import GIT_COMMIT_ENV
 from tests.pipeline.book import build_book, copy_project, geofact
 

@@ -5,7 +5,9 @@ import pytest
 
 from geofact.pipeline.project import Project
 
-from geofact.pipeline.runner import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, plan_units, run
+from geofact.pipeline.execute import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page
+from geofact.pipeline.runner import run
+from geofact.pipeline.units import plan_units
 from geofact.pipeline.script import notebook_parameters
 
 
