@@ -387,7 +387,7 @@ display(Markdown(
 # `geofact.training.benchmark` on the device that trained the page's runs (executed from records alone,
 # `geofact run --records-only`, the page shows the benchmark recorded there), at $N$ = {glue:text}`bench_N:d`, batch
 # {glue:text}`bench_batch:d`, $R$ = 8 (the paper's shapes): model-steps per second of the plain one-run-at-a-time PyTorch loop
-# (`geofact.training.reference`: `nn.Module`, `torch.optim.AdamW`, `clip_grad_norm_`) and of the
+# (`geofact.training.plain_loop`: `nn.Module`, `torch.optim.AdamW`, `clip_grad_norm_`) and of the
 # stacked trainer, with the matmul FLOP/s achieved as a fraction of this device's float32 matmul peak.
 # "untuned" is the plain loop before `configure_cpu` (flush-to-zero, malloc that keeps freed memory,
 # threads); every other column runs after it, so the ratios compare the trainers and not the settings.

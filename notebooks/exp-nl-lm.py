@@ -73,7 +73,7 @@ from geofact.device import configure_cpu
 from geofact.evidence import Contrast, Estimate, Range, exact, judge, t_interval, universal
 from geofact.nl.corpus import load_corpus
 from geofact.nl.corpus_lm import CorpusLMConfig, OneLayerLM, corpus_lm_readout, greedy_hits, trained_corpus_lm
-from geofact.nl.probe import ProbeConfig
+from geofact.nl.cosine_probe import ProbeConfig
 from geofact.pipeline.display import Markdown, display
 from geofact.pipeline.page import Page
 from geofact.pipeline.plotting import COLORS, subplots

@@ -6,9 +6,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "geofact"
 # Modules that build or train networks: what the book toolchain must never pull in.
-MODELS = ("geofact.transformer", "geofact.constructions", "geofact.training.model", "geofact.training.multihop",
-          "geofact.training.trainer", "geofact.training.multihop_trainer", "geofact.training.sweep",
-          "geofact.analysis", "geofact.nl.lm", "geofact.nl.corpus_lm", "geofact.nl.states", "geofact.nl.probing")
+MODELS = ("geofact.transformer", "geofact.constructions", "geofact.training.model", "geofact.training.hop_queries",
+          "geofact.training.trainer", "geofact.training.hop_trainer", "geofact.training.sweep",
+          "geofact.analysis", "geofact.nl.lm", "geofact.nl.corpus_lm", "geofact.nl.states", "geofact.nl.relation_probing")
 
 
 def module_name(path: Path) -> str:

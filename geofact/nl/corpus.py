@@ -7,7 +7,7 @@ facts. `load_corpus()` reads and validates both; `validate()` lists every proble
 at the first, so a curator sees them all at once.
 
 A fact is rendered through a template into a sentence whose subject and answer spans are known in
-characters, which is what the probes (`geofact.nl.probing`) and the corpus LM (`geofact.nl.corpus_lm`)
+characters, which is what the probes (`geofact.nl.relation_probing`) and the corpus LM (`geofact.nl.corpus_lm`)
 need to find the subject's tokens and the answer's first token.
 """
 

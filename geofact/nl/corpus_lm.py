@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
-from geofact.nl.probe import ProbeConfig, probe_and_score, unit_rows
+from geofact.nl.cosine_probe import ProbeConfig, probe_and_score, unit_rows
 from geofact.progress import progress
 from geofact.store import (
     keyed,

@@ -3,8 +3,8 @@
 `benchmark()` trains `runs` runs for `steps` steps at each d (no early stopping), four ways, in one
 process so that the ratios compare like with like:
 
-    plain, torch defaults    reference.train_single before configure_cpu() (what a plain script gets)
-    plain                    reference.train_single after configure_cpu()
+    plain, torch defaults    plain_loop.train_single before configure_cpu() (what a plain script gets)
+    plain                    plain_loop.train_single after configure_cpu()
     stacked                  all runs as one train_group
     default policy           train_group in stacks of sweep.default_group_size (what run_sweep does)
 
@@ -36,7 +36,7 @@ from geofact.store import (
 )
 from geofact.training.config import TrainConfig
 from geofact.training.graphs import eager_steps, graphs_wanted
-from geofact.training.reference import train_single
+from geofact.training.plain_loop import train_single
 from geofact.training.sweep import default_group_size, provenance
 from geofact.training.trainer import DEFAULT_BLOCK_STEPS, train_group
 

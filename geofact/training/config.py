@@ -131,7 +131,7 @@ class MultiHopConfig(_Run):
 
     The model is the single-hop one with a learned attention head and learned positional embeddings;
     defaults are the appendix's recipe. How queries are drawn is not in the paper; here it is two
-    choices (geofact.training.multihop):
+    choices (geofact.training.hop_queries):
 
     * `train_queries=None`: every batch is drawn fresh, uniformly from all N R^k queries; an integer:
       a fixed pool of that many distinct queries (at most N R^k), batches drawn from the pool.
@@ -168,7 +168,7 @@ class MultiHopConfig(_Run):
     task_seed: int | None = None  # the bijections; None means `seed`
     precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
 
-    schema: ClassVar[str] = "geofact.training.multihop/1"
+    schema: ClassVar[str] = "geofact.training.hop_queries/1"
 
     def __post_init__(self) -> None:
         self._check_model_and_optimiser()

@@ -1,6 +1,6 @@
 """Time-budgeted, resumable training: a stacked group checkpoints in flight and resumes where it stopped.
 
-A group of stacked runs (`trainer.train_group`, `multihop_trainer.train_multihop`) can take many
+A group of stacked runs (`trainer.train_group`, `hop_trainer.train_multihop`) can take many
 minutes at the paper's scale, longer than a cluster job or a lent node may run. With a
 `GroupCheckpoint` it writes its whole state (the stacked weights, AdamW moments and step counts, which
 runs have stopped, the curves and kept checkpoints so far) every `every_s` seconds of training, at a

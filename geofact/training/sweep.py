@@ -9,7 +9,7 @@ interrupted sweep loses at most the steps since then, and a time budget ($GEOFAC
 checkpoint and raise `BudgetSpent`. Each JSON holds the config, the result, the code
 version and the device; the NPZ holds the trained weights under their parameter names.
 Single-hop runs (TrainConfig) train with `trainer.train_group`, multi-hop runs (MultiHopConfig) with
-`multihop_trainer.train_multihop`; one sweep may hold both.
+`hop_trainer.train_multihop`; one sweep may hold both.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from geofact.store import (
 from geofact.training.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import n_params
-from geofact.training.multihop_trainer import train_multihop
+from geofact.training.hop_trainer import train_multihop
 from geofact.training.resume import (
     DEFAULT_EVERY_S,
     BudgetSpent,

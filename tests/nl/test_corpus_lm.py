@@ -13,7 +13,7 @@ from geofact.nl.corpus_lm import (
     prepare,
     trained_corpus_lm,
 )
-from geofact.nl.probe import ProbeConfig
+from geofact.nl.cosine_probe import ProbeConfig
 
 SMALL = CorpusLMConfig(categories=("programming_languages",), d=32, epochs=40, batch_size=64, lr=3e-3)
 

@@ -5,8 +5,8 @@ import torch
 
 from geofact.nl.corpus import facts, render
 from geofact.nl.lm import SMOLLM2, load_lm
-from geofact.nl.probe import ProbeConfig
-from geofact.nl.probing import probe_category
+from geofact.nl.cosine_probe import ProbeConfig
+from geofact.nl.relation_probing import probe_category
 from geofact.nl.states import encode
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
 from geofact.host import host_reads, resolve
-from geofact.training import multihop_trainer
+from geofact.training import hop_trainer
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.training.multihop import query_sets
+from geofact.training.hop_queries import query_sets
 from geofact.training.trainer import train_group
 
 
@@ -90,10 +90,10 @@ def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(quer
     hops = [MultiHopConfig(N=16, R=R, k=2, d=16, batch_size=32, max_steps=25, check_every=10, eval_queries=40,
                            seed=s, cot=True, **queries) for s, R in [(0, 2), (1, 3)]]
     sets = {c: query_sets(c) for c in hops}  # host data (the tasks' tables, drawn with numpy), made beforehand
-    monkeypatch.setattr(multihop_trainer, "query_sets", sets.__getitem__)
+    monkeypatch.setattr(hop_trainer, "query_sets", sets.__getitem__)
     reads = Reads(fill=0)
     with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
-        results = multihop_trainer.train_multihop(hops, device="meta")
+        results = hop_trainer.train_multihop(hops, device="meta")
     checks = [call for call in reads.calls if len(call) >= 2]
     assert [len(call) for call in checks] == [3, 3, 3, 2]  # checks at 0, 10, 20 (accuracy, last and this loss), 25
     assert checks[0][0] == (2, 2)  # per-hop accuracy of both runs

@@ -18,7 +18,7 @@ from geofact.host import host_reads
 from geofact.training import graphs
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.graphs import GraphedStep
-from geofact.training.multihop_trainer import train_multihop
+from geofact.training.hop_trainer import train_multihop
 from geofact.training.trainer import FactGroup, train_group
 from tests.training.test_fake_device import Reads
 

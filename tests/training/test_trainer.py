@@ -3,7 +3,7 @@ import torch
 
 from geofact.training.config import TrainConfig
 from geofact.training.model import forward, head, hidden, init_params
-from geofact.training.reference import SingleRunModel, train_single
+from geofact.training.plain_loop import SingleRunModel, train_single
 from geofact.training.trainer import train_group
 
 BASE = dict(N=48, d=12, batch_size=64, max_steps=40)

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from geofact.nl.probe import (
+from geofact.nl.cosine_probe import (
     ProbeConfig,
     chance_metrics,
     fit_probes,

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from geofact.nl import probing
-from geofact.nl.probe import ProbeConfig
-from geofact.nl.probing import best_layer_summary, layer_table, probe_category
+from geofact.nl import relation_probing
+from geofact.nl.cosine_probe import ProbeConfig
+from geofact.nl.relation_probing import best_layer_summary, layer_table, probe_category
 
 FAST = ProbeConfig(rank=8, max_epochs=3)
 
@@ -20,7 +20,7 @@ def test_records_cover_every_layer_and_are_cached(corpus, tiny_lm, tmp_path, mon
         assert r["config"]["category_digest"] == corpus.category("people").digest and r["model_info"]["n_layers"] == 2
         assert 0 <= r["layers"][0]["hits1"] <= r["layers"][0]["hits10"] <= 1
     # a second call reads the cache: nothing is fit again
-    monkeypatch.setattr(probing, "probe_and_score", lambda *a, **k: pytest.fail("recomputed a cached relation"))
+    monkeypatch.setattr(relation_probing, "probe_and_score", lambda *a, **k: pytest.fail("recomputed a cached relation"))
     again = probe_category(tiny_lm, corpus, "people", tmp_path, relations=["gender", "country_of_birth"],
                            probe=FAST, max_entities=40)
     assert again == records
@@ -29,8 +29,8 @@ def test_records_cover_every_layer_and_are_cached(corpus, tiny_lm, tmp_path, mon
 def test_an_interrupted_category_resumes_with_what_it_has(corpus, tiny_lm, tmp_path, monkeypatch):
     probe_category(tiny_lm, corpus, "films", tmp_path, relations=["genre"], probe=FAST, max_entities=30)
     fitted = []
-    real_fit = probing.probe_and_score
-    monkeypatch.setattr(probing, "probe_and_score", lambda *a, **k: fitted.append(1) or real_fit(*a, **k))
+    real_fit = relation_probing.probe_and_score
+    monkeypatch.setattr(relation_probing, "probe_and_score", lambda *a, **k: fitted.append(1) or real_fit(*a, **k))
     records = probe_category(tiny_lm, corpus, "films", tmp_path, relations=["genre", "director"], probe=FAST,
                              max_entities=30)
     assert len(fitted) == 1 and len(records) == 2
@@ -39,7 +39,7 @@ def test_an_interrupted_category_resumes_with_what_it_has(corpus, tiny_lm, tmp_p
                    max_entities=30)
     assert len(fitted) == 2
     files = sorted((tmp_path / "tiny-llama-2x32").glob("films.genre.*.json"))
-    assert len(files) == 2 and all(json.loads(f.read_text())["schema"] == probing.SCHEMA for f in files)
+    assert len(files) == 2 and all(json.loads(f.read_text())["schema"] == relation_probing.SCHEMA for f in files)
 
 
 def test_bad_arguments_are_named(corpus, tiny_lm, tmp_path):

@@ -3,7 +3,7 @@ import torch
 
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
-from geofact.training.multihop import IGNORE, BatchSampler, query_ids, query_sets, sequences, walk
+from geofact.training.hop_queries import IGNORE, BatchSampler, query_ids, query_sets, sequences, walk
 
 
 def compose(task: KHopTask, s0: int, relations: list[int]) -> int:

@@ -20,12 +20,12 @@ import torch
 
 from geofact.nl.corpus import Corpus, facts, render, template_for_run
 from geofact.nl.lm import LoadedLM
-from geofact.nl.probe import ProbeConfig, chance_metrics, probe_and_score, unit_rows
+from geofact.nl.cosine_probe import ProbeConfig, chance_metrics, probe_and_score, unit_rows
 from geofact.nl.states import encode, subject_states
 from geofact.store import keyed, read_record, record_key, write_json
 from geofact.training.sweep import provenance
 
-SCHEMA = "geofact.nl.probe/1"
+SCHEMA = "geofact.nl.cosine_probe/1"
 
 
 def _slug(text: str) -> str:

