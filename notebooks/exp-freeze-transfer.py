@@ -218,7 +218,7 @@ if len(cells_by_n) > 1:
 
 # %% mystnb={"figure": {"caption": "Drop of the zero-shot accuracy on $g'$ between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-transfer-drop"}}
 if len(cells_by_n) > 1:
-    fig, axes = subplots(1, 2, width=5.0, height=3.8, sharey=True)
+    fig, axes = subplots(2, 1, width=5.0, height=3.8, sharey=True)
     drop_panels(axes[0], cells_by_n, "zero-shot accuracy on g'", erosion_tolerance)
     plt.show()
 

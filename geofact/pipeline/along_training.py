@@ -132,6 +132,8 @@ def cells_meeting(cells: list[CellCourse], regime: str, cutoff: float) -> dict[s
 def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float | None = None) -> None:
     """One panel per regime: each cell's drop (mean over seeds, bar: min to max) against headroom, one
     colour per R and one marker per N; hollow markers are cells outside the judged population."""
+    if len(axes) != len(REGIMES):
+        raise ValueError(f"drop_panels needs one axis per regime ({len(REGIMES)}), got {len(axes)}")
     Rs = sorted({c.R for cells in cells_by_n.values() for c in cells})
     colors = {R: plt.get_cmap("viridis")(i / max(1, len(Rs) - 1)) for i, R in enumerate(Rs)}  # as curves.r_colors
     for ax, regime in zip(axes, REGIMES):

@@ -93,4 +93,6 @@ def test_the_drop_figure_draws_grids_without_a_threshold():
     drop_panels(axes, {16: cells}, "metric", 0.05)
     fig.savefig(io.BytesIO(), format="png")
     assert axes[0].get_xscale() == "log" and len(axes[1].lines) > 0
+    with pytest.raises(ValueError, match="one axis per regime"):
+        drop_panels(axes[:1], {16: cells}, "metric")
     plt.close("all")
