@@ -9,7 +9,7 @@ otherwise: the data at this scale cannot tell the two apart (`Contrast.units_to_
 how many seeds, cells or runs would). A universal claim ("near-perfect in every
 cell") is one such test per unit, taken together (`conjunction`), its alternative the complement of
 its range. `judge` records such a verdict in a page's report
-(geofact.pipeline.report.Report) with the estimate, both ranges and the population judged, which the
+(geofact.pages.report.Report) with the estimate, both ranges and the population judged, which the
 status page shows as the effect size and `geofact check` holds against the ledger's population rule.
 """
 
@@ -58,6 +58,7 @@ def t_quantile(level: float, df: int) -> float:
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 NOT_IN_REGIME = "not in regime"  # what geofact.training.regime records where the runs are outside the paper's regime
+NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ SHOWN_PARTS = 3  # a verdict's text spells out this many parts; beyond, the firs
 
 
 def judge(report, claim_id: str, tests: Contrast | list[Contrast], measured: str, population: dict, note: str = "") -> str:
-    """Record on `report` (geofact.pipeline.report.Report) the verdict of `claim_id` as a test against its
+    """Record on `report` (geofact.pages.report.Report) the verdict of `claim_id` as a test against its
     alternative (`separate`; several tests: their `conjunction`, the first being the claim's headline
     effect), with every estimate and range and `population`: the rule that chose the runs or cells
     judged, as claims.yaml's `population_rule` states it. Returns the verdict."""

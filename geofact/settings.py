@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 RESULTS_PATH_ENV = "GEOFACT_RESULTS_PATH"  # where the page's Report writes its results (set only under `geofact run`)
 RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # `geofact run --records-only`: pages execute from cached records alone
@@ -40,3 +41,19 @@ def deadline() -> float | None:
 def past_deadline() -> bool:
     limit = deadline()
     return limit is not None and time.time() >= limit
+
+
+def checkout_root(start: Path | None = None) -> Path:
+    """The nearest directory at or above `start` (default: the working directory) holding _toc.yml and
+    notebooks/: a geofact checkout, where both the pages and the publisher find their files."""
+    here = Path(start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "_toc.yml").exists() and (candidate / "notebooks").is_dir():
+            return candidate
+    raise FileNotFoundError(f"no geofact checkout (a folder with _toc.yml and notebooks/) at or above {here}")
+
+
+def runs_dir(root: Path) -> Path:
+    """The training-run cache of the checkout at `root` (geofact.training.sweep): one JSON + NPZ per run, not committed."""
+    return Path(root) / ".geofact" / "runs"
+

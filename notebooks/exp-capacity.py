@@ -81,10 +81,10 @@ import numpy as np
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.heatmap import heatmap_panels
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pages.display import Markdown, display
+from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import judge_in_regime, regime

@@ -77,12 +77,12 @@ from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_s
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
-from geofact.pipeline.along_training import cell_courses, drop_panels, erosion_summary, run_course
-from geofact.pipeline.curves import headroom_curves, r_colors, trajectory_panels
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.heatmap import heatmap_panels
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, run_course
+from geofact.pages.curves import headroom_curves, r_colors, trajectory_panels
+from geofact.pages.display import Markdown, display
+from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.sweep import run_sweep
 from geofact.training.regime import judge_in_regime

@@ -96,10 +96,10 @@ from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, pred
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
 from geofact.evidence import NOT_IN_REGIME, Contrast, Estimate, Range, judge, t_interval, universal
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.heatmap import heatmap_panels
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.display import Markdown, display
+from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params

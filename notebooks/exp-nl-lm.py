@@ -74,9 +74,9 @@ from geofact.evidence import Contrast, Estimate, Range, exact, judge, t_interval
 from geofact.nl.corpus import load_corpus
 from geofact.nl.corpus_lm import CorpusLMConfig, OneLayerLM, corpus_lm_readout, greedy_hits, trained_corpus_lm
 from geofact.nl.cosine_probe import ProbeConfig
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.display import Markdown, display
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.stats import wilson_interval
 
 page = Page("exp-nl-lm", cache_dir)

@@ -97,12 +97,12 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval, universal
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
-from geofact.pipeline.along_training import cell_courses, drop_panels, erosion_summary
-from geofact.pipeline.curves import headroom_curves, trajectory_panels
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.heatmap import heatmap_panels
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary
+from geofact.pages.curves import headroom_curves, trajectory_panels
+from geofact.pages.display import Markdown, display
+from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime, regime
 from geofact.training.sweep import run_sweep

@@ -103,9 +103,9 @@ from geofact.nl.relation_probing import (
     paper_depth_counts,
     probe_category,
 )
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.display import Markdown, display
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.store import refuse_in_records_only
 
 page = Page("exp-real-lm-probing", cache_dir)

@@ -79,9 +79,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact.evidence import Contrast, Estimate, Range, judge, sensitivity_table, t_quantile, welch_difference
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.display import Markdown, display
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.training.config import TrainConfig
 from geofact.training.search import find_d_min_streaming, fit_log, fit_power, log_log_curvature
 from geofact.training.sweep import SweepPool, training_seconds

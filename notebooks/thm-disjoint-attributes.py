@@ -60,9 +60,9 @@ from geofact.constructions.disjoint import (
     disjoint_embeddings,
 )
 from geofact.constructions.primitives import averaging_head
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
-from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.weights import draw_matrix, residual_stream, show_source
 from geofact.task import DisjointAttributeTask
 
 page = Page("thm-disjoint-attributes")

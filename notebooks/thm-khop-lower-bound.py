@@ -66,8 +66,8 @@ from geofact.lower_bound import (
     translation_check,
     trees_disjoint,
 )
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, subplots
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, subplots
 from geofact.task import KHopTask, random_bijections
 
 page = Page("thm-khop-lower-bound")

@@ -53,8 +53,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact import codes
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.stats import binomial_upper_tail, wilson_interval
 
 page = Page("thm-orthogonal-codes")

@@ -76,9 +76,9 @@ from geofact.constructions.shared import (
     relation_head,
     selector_mlp,
 )
-from geofact.pipeline.page import Page
-from geofact.pipeline.plotting import COLORS, PAPER_STYLE, subplots
-from geofact.pipeline.weights import draw_matrix, residual_stream, show_source
+from geofact.pages.page import Page
+from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pages.weights import draw_matrix, residual_stream, show_source
 from geofact.task import SharedAttributeTask
 
 page = Page("thm-shared-attributes")

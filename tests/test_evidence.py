@@ -8,7 +8,7 @@ import pytest
 
 from geofact.evidence import (FAILS, HOLDS, INCONCLUSIVE, Estimate, Range, Contrast, bootstrap_interval, conjunction, exact, judge,
                               proportion_difference, sensitivity_table, separate, t_interval, t_quantile, welch_difference)
-from geofact.pipeline.report import Report
+from geofact.pages.report import Report
 
 
 @pytest.mark.parametrize("level,df,table", [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 3, 3.182), (0.95, 10, 2.228),

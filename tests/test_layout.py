@@ -1,5 +1,7 @@
-"""The package's import rules (README, "Import rules"): the science never imports the publishing side,
-and the publishing side never reaches a model, directly or through another module."""
+"""The package's import rules (README, "Import rules"), three groups: the science (everything but the two
+below) imports neither the page tools (geofact.pages) nor the publisher (geofact.pipeline); the page
+tools may import the science but not the publisher; the publisher never reaches a model, directly or
+through another module, and does not import the page tools."""
 
 import ast
 from pathlib import Path
@@ -54,9 +56,23 @@ def test_nothing_outside_the_pipeline_imports_it():
     assert {name: ms for name, ms in offenders.items() if ms} == {}
 
 
+def test_the_science_never_imports_the_page_tools():
+    offenders = {name: sorted(m for m in imports(name) if is_under(m, "geofact.pages"))
+                 for name in MODULES if not is_under(name, "geofact.pages")}
+    assert {name: ms for name, ms in offenders.items() if ms} == {}  # the publisher included
+
+
+def test_the_page_tools_reach_the_science_and_not_the_publisher():
+    pages = [name for name in MODULES if is_under(name, "geofact.pages")]
+    assert len(pages) >= 9
+    reached = {name: sorted(m for m in closure(name) if is_under(m, "geofact.pipeline")) for name in pages}
+    assert {name: ms for name, ms in reached.items() if ms} == {}
+    assert "geofact.training.grid" in imports("geofact.pages.curves")  # the science is theirs to use
+
+
 def test_the_pipeline_never_reaches_a_model():
     pipeline = [name for name in MODULES if is_under(name, "geofact.pipeline")]
-    assert len(pipeline) >= 14
+    assert len(pipeline) >= 16
     reached = {name: sorted(m for m in closure(name) if any(is_under(m, model) for model in MODELS)) for name in pipeline}
     assert {name: ms for name, ms in reached.items() if ms} == {}
 

@@ -5,7 +5,7 @@ there before, and from when).
     records = train_grid(grid, cache)                     # trains what is missing, keeps the checkpoints
     points = analyse_grid(grid, records, cache, fn, "name", params)  # fn(TrainedModel) -> {metric: value}
     finals = final_values(grid, points, "s")              # {regime: (R, d, seed)} at the stop rule
-    curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps (geofact.pipeline.curves)
+    curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps (geofact.pages.curves)
 
 A run that met the stop rule before a checkpoint step has no checkpoint there: its state from then on
 is its final one, so `value_at_steps` carries the final value forward.
@@ -18,6 +18,7 @@ code computes afresh.
 
 from __future__ import annotations
 
+import ast
 import dis
 import hashlib
 import inspect
@@ -87,12 +88,26 @@ def _code_and_globals(fn: Callable, seen: set[int]) -> list[str]:
     return parts
 
 
+def code_without_prose(source: str) -> str:
+    """Python source as its syntax tree without docstrings (comments the parser drops): what runs, so that
+    rewording a docstring or a comment does not recompute a cached analysis."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 def analysis_code_hash(analyse: Callable) -> str:
     """sha256 of the code an analysis runs: the geofact.analysis package, the function's own source and
-    that of the functions of its module it calls, and the plain values they read there."""
+    that of the functions of its module it calls, and the plain values they read there (the package's
+    modules without their prose: `code_without_prose`)."""
     h = hashlib.sha256()
     for path in sorted((Path(geofact.__file__).parent / "analysis").glob("*.py")):
-        h.update(path.read_bytes())
+        h.update(path.name.encode() + code_without_prose(path.read_text()).encode())
     for part in _code_and_globals(analyse, set()):
         h.update(part.encode())
     return h.hexdigest()

@@ -8,6 +8,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from geofact.settings import checkout_root, runs_dir
+
 
 @dataclass(frozen=True)
 class Project:
@@ -15,12 +17,8 @@ class Project:
 
     @classmethod
     def find(cls, start: Path | None = None) -> "Project":
-        """The nearest directory at or above `start` holding _toc.yml and notebooks/."""
-        here = Path(start or Path.cwd()).resolve()
-        for candidate in (here, *here.parents):
-            if (candidate / "_toc.yml").exists() and (candidate / "notebooks").is_dir():
-                return cls(candidate)
-        raise FileNotFoundError(f"no geofact checkout (a folder with _toc.yml and notebooks/) at or above {here}")
+        """The checkout at or above `start` (geofact.settings.checkout_root)."""
+        return cls(checkout_root(start))
 
     @property
     def notebooks_dir(self) -> Path:
@@ -40,8 +38,8 @@ class Project:
 
     @property
     def runs_dir(self) -> Path:
-        """The training-run cache (geofact.training.sweep): one JSON + NPZ per run, not committed."""
-        return self.root / ".geofact" / "runs"
+        """The training-run cache (geofact.settings.runs_dir)."""
+        return runs_dir(self.root)
 
     @property
     def ledger_path(self) -> Path:

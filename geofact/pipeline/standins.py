@@ -1,8 +1,7 @@
 """Stand-ins for the page toolchain where it is not installed: a GPU lease, under `geofact compute`.
 
-A page is written for Jupyter: it shows Markdown (`geofact.pipeline.display`: IPython's, or the
-`Markdown` and `show_nothing` below where IPython is not installed), glues numbers into its prose with
-myst-nb, and its project helper reads notebooks with jupytext and nbformat. A lease has none of
+A page is written for Jupyter: it shows Markdown (`geofact.pages.display`: IPython's, or stand-ins
+that show nothing where IPython is not installed), glues numbers into its prose with myst-nb, and its project helper reads notebooks with jupytext and nbformat. A lease has none of
 them, and under `geofact compute` a page runs only for the records it leaves, so there `glue(...)`
 has nothing to glue into and becomes a no-op, and the notebook readers, which the compute path never
 calls, fail with a message naming what is missing if anything does call them. Each stand-in is
@@ -10,8 +9,7 @@ installed only where its module cannot be imported: where the toolchain is insta
 real one and run as under `geofact run`. (IPython itself gets none: libraries look for it in
 `sys.modules` to tell whether a notebook runs them, and must find nothing.)
 
-(This keeps the page-side modules that every page imports as they are: changing them would make every
-executed page stale, the paper-profile theory results included.)
+(The page tools, geofact.pages, need none of this: they import nothing from the publisher.)
 """
 
 from __future__ import annotations
@@ -22,15 +20,8 @@ import types
 from typing import Any
 
 
-class Markdown:
-    """Markdown text kept as it is (`.data`, as IPython's): nothing renders it on a node."""
-
-    def __init__(self, data: str = "", *args: Any, **kwargs: Any) -> None:
-        self.data = data
-
-
-def show_nothing(*objs: Any, **kwargs: Any) -> None:
-    """`display` and `glue` where no page shows anything: the script's output is its records."""
+def glue_nothing(*objs: Any, **kwargs: Any) -> None:
+    """myst-nb's `glue` where no page shows anything: the script's output is its records."""
 
 
 def _absent(name: str) -> types.ModuleType:
@@ -54,7 +45,7 @@ def _module(name: str, **attributes: Any) -> types.ModuleType:
 
 
 STAND_INS = {
-    "myst_nb": lambda: {"myst_nb": _module("myst_nb", glue=show_nothing)},
+    "myst_nb": lambda: {"myst_nb": _module("myst_nb", glue=glue_nothing)},
     "jupytext": lambda: {"jupytext": _absent("jupytext")},
     "nbformat": lambda: {"nbformat": _absent("nbformat")},
 }

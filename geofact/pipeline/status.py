@@ -15,7 +15,7 @@ from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME
 from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
 from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
-from geofact.pipeline.report import NOT_RUN
+from geofact.evidence import NOT_RUN
 
 COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
 VERDICT_TEXT = {**{v: f"**{v}**" for v in COUNTED}, NOT_RUN: NOT_RUN}

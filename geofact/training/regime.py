@@ -4,7 +4,7 @@ The paper trains each run until its training loss is below 1e-4 (at most 15,000 
 mechanism claims on "configurations with sufficient capacity", whose d reaches several times the
 smallest d that memorises (its grid: d up to 768 against thresholds <= 128). A verdict taken on runs
 that stopped at the step budget, or only on cells at the capacity threshold, says nothing about the
-paper's claim, so such a verdict is recorded as "not in regime" (geofact.pipeline.report) instead of "holds"
+paper's claim, so such a verdict is recorded as "not in regime" (geofact.pages.report) instead of "holds"
 or "does not hold".
 
     converged fraction  among the runs that memorise (accuracy >= perfect), the fraction that met the
@@ -90,7 +90,7 @@ def regime(records: list[dict], headroom: np.ndarray | list[float], perfect: flo
 
 
 def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: Regime, note: str = "") -> None:
-    """`report.claim(...)` (geofact.pipeline.report.Report) with the regime of the runs behind the verdict: when
+    """`report.claim(...)` (geofact.pages.report.Report) with the regime of the runs behind the verdict: when
     they are outside the paper's regime the verdict is "not in regime", with the reasons and what the
     rule alone gave, whatever `holds` says, since such runs can neither confirm nor refute the claim."""
     report.claim(claim_id, holds=holds, measured=f"{measured}; regime: {regime.summary()}", note=note)

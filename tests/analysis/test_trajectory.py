@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from geofact.analysis.trajectory import Point, analyse_grid, final_values, train_grid
-from geofact.pipeline.curves import value_at_steps
+from geofact.analysis.trajectory import Point, analyse_grid, code_without_prose, final_values, train_grid
+from geofact.pages.curves import value_at_steps
 from geofact.settings import RECORDS_ONLY_ENV
 from geofact.store import RecordMissing
 from geofact.training.grid import CapacityGrid
@@ -74,3 +74,11 @@ def test_attribute_names_are_not_mistaken_for_globals():
     before = trajectory.analysis_code_hash(namespace["analyse"])
     namespace["records"] = {"a": 2}
     assert trajectory.analysis_code_hash(namespace["analyse"]) == before
+
+
+def test_rewording_a_docstring_or_a_comment_is_not_a_change_of_code():
+    plain = 'def f(x):\n    return x + 1\n'
+    worded = '"""A module."""\n\n\ndef f(x):\n    """Adds one."""\n    return x + 1  # the successor\n'
+    assert code_without_prose(plain) == code_without_prose(worded)
+    assert code_without_prose(plain) != code_without_prose(plain.replace("+ 1", "+ 2"))
+    assert "Pass" in code_without_prose('def g():\n    """Only a docstring."""\n')

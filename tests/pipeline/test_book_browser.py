@@ -156,7 +156,7 @@ def test_every_figure_has_a_caption_and_a_name(pages):
 
 def test_figure_text_is_legible_at_normal_zoom(pages):
     """A figure's "small" text (legends, ticks: 10.4 pt at 110 dpi, 15.9 px in the PNG) must read at
-    >= 9 px, so no figure may be shown below 0.58 of its size (geofact.pipeline.plotting.MAX_FIGURE_WIDTH)."""
+    >= 9 px, so no figure may be shown below 0.58 of its size (geofact.pages.plotting.MAX_FIGURE_WIDTH)."""
     shrunk = {name: [(src.rsplit("/", 1)[-1], round(scale, 2)) for src, scale in p["imageScales"] if scale < MIN_SHOWN_SCALE]
               for name, p in pages.items()}
     assert {name: images for name, images in shrunk.items() if images} == {}

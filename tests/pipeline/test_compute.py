@@ -28,8 +28,8 @@ import sys
 
 import matplotlib.pyplot as plt
 
-from geofact.pipeline.display import Markdown, display
-from geofact.pipeline.page import Page
+from geofact.pages.display import Markdown, display
+from geofact.pages.page import Page
 from geofact.pipeline.standins import is_stand_in
 
 page = Page("{name}", cache_dir)

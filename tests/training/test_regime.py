@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from geofact.evidence import NOT_IN_REGIME
-from geofact.pipeline.report import Report
+from geofact.pages.report import Report
 from geofact.training.regime import claim_in_regime, regime
 
 

@@ -8,7 +8,7 @@ import torch
 
 from geofact.constructions import key_value_memory
 from geofact.constructions.khop import lookup_mlp
-from geofact.pipeline.weights import draw_matrix, residual_stream, source_markdown
+from geofact.pages.weights import draw_matrix, residual_stream, source_markdown
 from geofact.task import KHopTask
 
 

@@ -4,7 +4,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from geofact.pipeline.heatmap import heatmap, heatmap_panels  # noqa: E402
+from geofact.pages.heatmap import heatmap, heatmap_panels  # noqa: E402
 
 
 def test_heatmap_annotates_every_finite_cell_with_mean_and_std():

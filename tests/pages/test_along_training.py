@@ -1,4 +1,4 @@
-"""The mechanism along training (geofact.pipeline.along_training): peak, stop and drop per run and cell,
+"""The mechanism along training (geofact.pages.along_training): peak, stop and drop per run and cell,
 and the erosion test against its tolerance."""
 
 import io
@@ -10,7 +10,7 @@ import pytest
 
 from geofact.analysis.trajectory import Point
 from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE
-from geofact.pipeline.along_training import (
+from geofact.pages.along_training import (
     cell_courses,
     cells_meeting,
     course_table,

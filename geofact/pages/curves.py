@@ -1,4 +1,4 @@
-"""The two kinds of line figure the single-hop pages share, in the book's style (geofact.pipeline.plotting):
+"""The two kinds of line figure the single-hop pages share, in the book's style (geofact.pages.plotting):
 
 * `headroom_curves`: a metric at the stop rule against d / d_min(R), one line per R, learned (solid)
   against frozen (dashed), mean ± std over seeds;

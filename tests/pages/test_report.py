@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from geofact.pipeline.report import Report
+from geofact.pages.report import Report
 from geofact.settings import RESULTS_PATH_ENV
 from geofact.store import to_jsonable
 

@@ -20,11 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from geofact.evidence import NOT_RUN
 from geofact.settings import RESULTS_PATH_ENV
 from geofact.store import to_jsonable
 
 VERDICTS = ("holds", "does not hold")
-NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
 
 
 class Report:

@@ -1,4 +1,4 @@
-from geofact.pipeline.notebook import interactive
+from geofact.pages.notebook import interactive
 from geofact.progress import progress
 from geofact.settings import RESULTS_PATH_ENV, is_batch_run
 

@@ -1,4 +1,4 @@
-"""Grids of mean ± std (the capacity, readout and multi-hop heatmaps), in the book's style (geofact.pipeline.plotting)."""
+"""Grids of mean ± std (the capacity, readout and multi-hop heatmaps), in the book's style (geofact.pages.plotting)."""
 
 from __future__ import annotations
 
