@@ -1,6 +1,6 @@
 import pytest
 
-from geofact.training.config import TrainConfig
+from geofact.training.config import MultiHopConfig, TrainConfig
 
 
 @pytest.mark.parametrize("kwargs,name", [
