@@ -25,7 +25,7 @@ from geofact.nl.states import encode, subject_states
 from geofact.store import keyed, read_record, record_key, write_json
 from geofact.training.sweep import provenance
 
-SCHEMA = "geofact.nl.cosine_probe/1"
+SCHEMA = "geofact.nl.probe/1"  # the records' name from before the module was renamed: cached probes stay valid
 
 
 def _slug(text: str) -> str:

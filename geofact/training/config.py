@@ -168,7 +168,7 @@ class MultiHopConfig(_Run):
     task_seed: int | None = None  # the bijections; None means `seed`
     precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
 
-    schema: ClassVar[str] = "geofact.training.hop_queries/1"
+    schema: ClassVar[str] = "geofact.training.multihop/1"  # the records' name from before the modules were renamed
 
     def __post_init__(self) -> None:
         self._check_model_and_optimiser()

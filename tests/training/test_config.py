@@ -1,6 +1,6 @@
 import pytest
 
-from geofact.training.config import TrainConfig
+from geofact.training.config import MultiHopConfig, TrainConfig
 
 
 @pytest.mark.parametrize("kwargs,name", [
@@ -32,3 +32,12 @@ def test_only_the_stackable_fields_may_differ_within_a_stack():
             value = getattr(base, field)
             other = dataclasses.replace(base, **{field: value * 2 if isinstance(value, int) else value / 2})
             assert other.shape_key() != base.shape_key(), field
+
+
+def test_record_schemas_keep_their_names():
+    """Cached records are read back under these names (geofact.store.read_record): renaming a module must not
+    rename them, or every cached run and probe would be refused."""
+    from geofact.nl.relation_probing import SCHEMA as PROBE_SCHEMA
+
+    assert (TrainConfig.schema, MultiHopConfig.schema, PROBE_SCHEMA) == (
+        "geofact.training.run/1", "geofact.training.multihop/1", "geofact.nl.probe/1")

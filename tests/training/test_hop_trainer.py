@@ -103,7 +103,7 @@ def test_the_loss_rule_stops_after_patience_checks():
 def test_sweeps_cache_multihop_runs(tmp_path):
     configs = [tiny(max_steps=60, seed=s) for s in range(2)]
     first = run_sweep(configs, tmp_path, progress=False)
-    assert [r["schema"] for r in first] == ["geofact.training.hop_queries/1"] * 2
+    assert [r["schema"] for r in first] == ["geofact.training.multihop/1"] * 2
     assert first[0]["eval_size"] == 96 and first[0]["pool_size"] is None and len(first[0]["hop_accuracy"]) == 2
     before = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     assert run_sweep(configs, tmp_path, progress=False) == first
