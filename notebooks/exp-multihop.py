@@ -92,7 +92,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 from matplotlib.patches import Rectangle
 
-from geofact.analysis.multihop import cot_dimension, no_cot_tree_dimension, predicted_cells
+from geofact.analysis.hop_sizes import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
 from geofact.evidence import NOT_IN_REGIME, Contrast, Estimate, Range, judge, t_interval, universal

@@ -1,6 +1,6 @@
 import pytest
 
-from geofact.analysis.multihop import cot_dimension, cot_mlp_width, no_cot_tree_dimension, predicted_cells
+from geofact.analysis.hop_sizes import cot_dimension, cot_mlp_width, no_cot_tree_dimension, predicted_cells
 from geofact.constructions.cot import chain_of_thought
 from geofact.constructions.khop import embedding_precomputation
 from geofact.task import KHopTask
