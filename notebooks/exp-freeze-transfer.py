@@ -82,7 +82,7 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary
+from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
@@ -202,16 +202,9 @@ report.number("trajectory_final_zero_shot", float(final))
 # %%
 second_grids = ladder_grids(trajectory_grid, precision)
 cells_by_n = {grid.N: cell_courses(grid, points, "zero_shot", headroom, judged)}
-for g in second_grids:
-    g_records = train_grid(g, cache, device)
-    g_state = grid_state(g, g_records, [min_headroom])
-    g_points = analyse_grid(g, g_records, cache, transfer_at, "zero-shot-transfer",
-                            {"new_task_offset": new_task_offset, "alpha": alpha}, device=device,
-                            desc=f"zero-shot transfer at N={g.N}, R={g.R_values[0]}")
-    cells_by_n.setdefault(g.N, []).extend(cell_courses(g, g_points, "zero_shot", g_state.headroom,
-                                                       g_state.population[min_headroom]))
-    print(f"N={g.N}, R={g.R_values[0]}: learned d_min {g_state.d_min[0]} on d = {list(g.d_values)}; "
-          f"{sum(r['stopped_early'] for r in g_records.values())} of {len(g_records)} runs met the stop rule")
+for N, cells in grid_cells(second_grids, cache, transfer_at, "zero-shot-transfer", {"new_task_offset": new_task_offset, "alpha": alpha}, "zero_shot",
+                           min_headroom, device, "zero-shot transfer").items():
+    cells_by_n.setdefault(N, []).extend(cells)
 report.number("erosion_tolerance", erosion_tolerance)
 if len(cells_by_n) > 1:
     display(Markdown("Shown in {numref}`fig-transfer-drop`."))

@@ -77,7 +77,7 @@ from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_s
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, run_course
+from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells, run_course
 from geofact.pages.curves import headroom_curves, r_colors, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
@@ -197,15 +197,9 @@ display(Markdown(
 # %%
 second_grids = ladder_grids(trajectory_grid, precision)
 cells_by_n = {grid.N: cell_courses(grid, points, "selectivity", headroom, judged)}
-for g in second_grids:
-    g_records = train_grid(g, cache, device)
-    g_state = grid_state(g, g_records, [min_headroom])
-    g_points = analyse_grid(g, g_records, cache, analyse, "interventions", analysis_params, device=device,
-                            desc=f"interventions at N={g.N}, R={g.R_values[0]}")
-    cells_by_n.setdefault(g.N, []).extend(cell_courses(g, g_points, "selectivity", g_state.headroom,
-                                                       g_state.population[min_headroom]))
-    print(f"N={g.N}, R={g.R_values[0]}: learned d_min {g_state.d_min[0]} on d = {list(g.d_values)}; "
-          f"{sum(r['stopped_early'] for r in g_records.values())} of {len(g_records)} runs met the stop rule")
+for N, cells in grid_cells(second_grids, cache, analyse, "interventions", analysis_params, "selectivity",
+                           min_headroom, device, "interventions").items():
+    cells_by_n.setdefault(N, []).extend(cells)
 report.number("erosion_tolerance", erosion_tolerance)
 if len(cells_by_n) > 1:
     display(Markdown("Shown in {numref}`fig-interventions-drop`."))

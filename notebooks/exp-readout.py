@@ -97,7 +97,7 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval, universal
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary
+from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
@@ -227,14 +227,9 @@ display(Markdown("**What the trajectory shows.** At the largest $d$, learned emb
 # %%
 second_grids = ladder_grids(trajectory_grid, precision)
 cells_by_n = {grid.N: cell_courses(grid, points, "s", headroom, judged)}
-for g in second_grids:
-    g_records = train_grid(g, cache, device)
-    g_state = grid_state(g, g_records, [min_headroom])
-    g_points = analyse_grid(g, g_records, cache, readouts, "readouts", readout_params, device=device,
-                            desc=f"readouts at N={g.N}, R={g.R_values[0]}")
-    cells_by_n.setdefault(g.N, []).extend(cell_courses(g, g_points, "s", g_state.headroom, g_state.population[min_headroom]))
-    print(f"N={g.N}, R={g.R_values[0]}: learned d_min {g_state.d_min[0]} on d = {list(g.d_values)}; "
-          f"{sum(r['stopped_early'] for r in g_records.values())} of {len(g_records)} runs met the stop rule")
+for N, cells in grid_cells(second_grids, cache, readouts, "readouts", readout_params, "s",
+                           min_headroom, device, "readouts").items():
+    cells_by_n.setdefault(N, []).extend(cells)
 report.number("erosion_tolerance", erosion_tolerance)
 if len(cells_by_n) > 1:
     display(Markdown("Shown in {numref}`fig-readout-drop`."))

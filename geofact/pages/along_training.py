@@ -54,6 +54,27 @@ class CellCourse:
         return t_interval(values, f"{what} at N={self.N}, {self.regime}, R={self.R}, d={self.d}", confidence, unit="seeds")
 
 
+def grid_cells(grids: list[CapacityGrid], cache_dir, analyse, name: str, params: dict, metric: str, min_headroom: float,
+               device: str = "cpu", desc: str = "analyses") -> dict[int, list[CellCourse]]:
+    """{N: cells} of `metric` over the second grid's capacity grids (geofact.training.grid.ladder_grids):
+    each trained (what is missing), `analyse` cached at every state as the page's own analysis is
+    (geofact.analysis.trajectory), and its cells judged at `min_headroom`; one line per grid says its
+    threshold and how many runs met the stop rule."""
+    from geofact.analysis.judging import grid_state
+    from geofact.analysis.trajectory import analyse_grid, train_grid
+
+    cells: dict[int, list[CellCourse]] = {}
+    for grid in grids:
+        records = train_grid(grid, cache_dir, device)
+        state = grid_state(grid, records, [min_headroom])
+        points = analyse_grid(grid, records, cache_dir, analyse, name, params, device=device,
+                              desc=f"{desc} at N={grid.N}, R={grid.R_values[0]}")
+        cells.setdefault(grid.N, []).extend(cell_courses(grid, points, metric, state.headroom, state.population[min_headroom]))
+        print(f"N={grid.N}, R={grid.R_values[0]}: learned d_min {state.d_min[0]} on d = {list(grid.d_values)}; "
+              f"{sum(r['stopped_early'] for r in records.values())} of {len(records)} runs met the stop rule")
+    return cells
+
+
 def run_course(points: list, metric: str) -> tuple[float, int, float]:
     """(peak, step of the peak, value at the stop) of one run's states (geofact.analysis.trajectory.Point,
     sorted by step, the stop last)."""
