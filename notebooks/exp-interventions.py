@@ -226,43 +226,108 @@ display(Markdown(erosion_text))
 # own run at the grid's weight decay.
 
 # %%
+def selectivity_course(config, record: dict) -> tuple[list[int], list[float]]:
+    """(steps, best selectivity) of one run at the grid's checkpoints before its end, then at its end."""
+    steps = [cp["step"] for cp in record.get("checkpoints", []) if cp["step"] in grid.checkpoints and cp["step"] < record["steps"]]
+    values = [analyse_state(cache, config, step, analyse, "interventions", analysis_params, record["accuracy"],
+                            device)["values"]["selectivity"] for step in steps + [None]]
+    return steps + [record["steps"]], values
+
+
+def effect_words(estimate) -> str:
+    """A paired difference with its interval, and whether the interval excludes 0."""
+    if not math.isfinite(estimate.lo):
+        return f"{estimate.value:.3f} (one seed: no interval)"
+    seen = "an effect" if estimate.lo > 0 or estimate.hi < 0 else "no effect this scale can see"
+    return f"{estimate.value:.3f} [{estimate.lo:.3f}, {estimate.hi:.3f}] ({seen})"
+
+
 if erosion_control is not None:
     if set(erosion_control) != {"R", "d", "weight_decay"} or erosion_control["R"] not in grid.R_values \
             or erosion_control["d"] not in grid.d_values or erosion_control["weight_decay"] < 0:
         raise ValueError(f"erosion_control must be None or {{'R': one of {list(grid.R_values)}, 'd': one of "
                          f"{list(grid.d_values)}, 'weight_decay': >= 0}}, got {erosion_control}")
     R_x, d_x, wd_x = erosion_control["R"], erosion_control["d"], erosion_control["weight_decay"]
-    x_configs = {(name, s): grid.config(R_x, d_x, frozen, s, weight_decay=wd_x) for name, frozen in REGIMES.items()
-                 for s in grid.seeds}
-    x_records = dict(zip(x_configs, run_sweep(list(x_configs.values()), cache, device=device, checkpoints=grid.checkpoints)))
-    control_lines, step_ratio = [], []
-    for name in REGIMES:
-        base = [run_course(points[name, R_x, d_x, s], "selectivity") for s in grid.seeds]
-        other = []
+    wd_grid = grid.config(R_x, d_x, False, 0).weight_decay
+    # three arms per seed: the grid's run, the control (another weight decay, the stop rule) and the control
+    # continued without the stop rule for as many steps as the grid's run took
+    arm_configs = {}
+    for name, frozen in REGIMES.items():
         for s in grid.seeds:
-            record = x_records[name, s]
-            states = [(cp["step"], cp["loss"]) for cp in record.get("checkpoints", []) if cp["step"] in grid.checkpoints]
-            states.append((None, record["final_loss"]))
-            values = [analyse_state(cache, x_configs[name, s], step, analyse, "interventions", analysis_params,
-                                    record["accuracy"], device)["values"]["selectivity"] for step, _ in states]
-            other.append((max(values), values[-1], record["steps"]))
-        diff = t_interval([(b[0] - b[2]) - (o[0] - o[1]) for b, o in zip(base, other)],
-                          f"drop at weight decay {grid.config(R_x, d_x, False, 0).weight_decay:g} minus drop at {wd_x:g}",
-                          unit="seeds")
+            arm_configs["grid", name, s] = grid.config(R_x, d_x, frozen, s)
+            arm_configs["control", name, s] = grid.config(R_x, d_x, frozen, s, weight_decay=wd_x)
+            arm_configs["continued", name, s] = grid.config(R_x, d_x, frozen, s, weight_decay=wd_x, loss_threshold=0.0,
+                                                            max_steps=records[name, R_x, d_x, s]["steps"])
+    arm_records = dict(zip(arm_configs, run_sweep(list(arm_configs.values()), cache, device=device, checkpoints=grid.checkpoints)))
+    arms = {key: selectivity_course(arm_configs[key], arm_records[key]) for key in arm_configs}
+    control_lines, step_ratio, separated = [], [], {}
+    for name in REGIMES:
+        peak_and_stop = {arm: [(max(arms[arm, name, s][1]), arms[arm, name, s][1][-1]) for s in grid.seeds]
+                         for arm in ("grid", "control", "continued")}
+        grid_steps = [arm_records["grid", name, s]["steps"] for s in grid.seeds]
+        control_steps = [arm_records["control", name, s]["steps"] for s in grid.seeds]
+        diff = t_interval([(g[0] - g[1]) - (c[0] - c[1]) for g, c in zip(peak_and_stop["grid"], peak_and_stop["control"])],
+                          f"drop at weight decay {wd_grid:g} minus drop at {wd_x:g}", unit="seeds")
+        time_effect = t_interval([c[1] - x[1] for c, x in zip(peak_and_stop["control"], peak_and_stop["continued"])],
+                                 f"weight decay {wd_x:g}: selectivity at its own stop minus after the grid run's steps",
+                                 unit="seeds")
+        decay_effect = t_interval([x[1] - g[1] for x, g in zip(peak_and_stop["continued"], peak_and_stop["grid"])],
+                                  f"at the grid run's steps: weight decay {wd_x:g} minus {wd_grid:g}", unit="seeds")
+        peak_effect = t_interval([c[0] - g[0] for c, g in zip(peak_and_stop["control"], peak_and_stop["grid"])],
+                                 f"peak at weight decay {wd_x:g} minus at {wd_grid:g}", unit="seeds")
+        separated[name] = (time_effect, decay_effect, peak_effect)
         control_lines.append(
-            f"- {name}: at weight decay {grid.config(R_x, d_x, False, 0).weight_decay:g} peak {np.mean([b[0] for b in base]):.3f}, "
-            f"stop {np.mean([b[2] for b in base]):.3f} (steps {[records[name, R_x, d_x, s]['steps'] for s in grid.seeds]}); "
-            f"at {wd_x:g} peak {np.mean([o[0] for o in other]):.3f}, stop {np.mean([o[1] for o in other]):.3f} "
-            f"(steps {[o[2] for o in other]}); {diff.text()}.")
+            f"- {name}: at weight decay {wd_grid:g} peak {np.mean([g[0] for g in peak_and_stop['grid']]):.3f}, "
+            f"stop {np.mean([g[1] for g in peak_and_stop['grid']]):.3f} (steps {grid_steps}); "
+            f"at {wd_x:g} peak {np.mean([c[0] for c in peak_and_stop['control']]):.3f}, "
+            f"stop {np.mean([c[1] for c in peak_and_stop['control']]):.3f} (steps {control_steps}), "
+            f"continued to the grid run's steps {np.mean([x[1] for x in peak_and_stop['continued']]):.3f}; {diff.text()}.")
         report.number(f"control_{name}", diff.as_dict(), glue=False)
-        step_ratio.append(np.mean([records[name, R_x, d_x, s]["steps"] for s in grid.seeds]) / np.mean([o[2] for o in other]))
+        report.number(f"control_time_{name}", time_effect.as_dict(), glue=False)
+        report.number(f"control_decay_{name}", decay_effect.as_dict(), glue=False)
+        step_ratio.append(np.mean(grid_steps) / np.mean(control_steps))
     display(Markdown(
         f"**Weight decay at R = {R_x}, d = {d_x}** (paired by seed):\n\n" + "\n".join(control_lines) + "\n\n"
-        f"Weight decay {wd_x:g} does not change the peak; it changes what happens after it. The runs also reach the "
-        f"stop rule {min(step_ratio):.1f} to {max(step_ratio):.1f} times sooner, so this one comparison cannot tell "
-        "weight decay's pull on the weights after memorising from the longer time it keeps the loss above the "
-        "threshold: both are weight decay's doing, and a run at the grid's weight decay stopped as early would "
-        "separate them."))
+        "Its peak minus the grid's: " + "; ".join(f"{name} {effect_words(e[2])}" for name, e in separated.items()) + ". "
+        f"Its runs also reach the stop rule {min(step_ratio):.1f} to {max(step_ratio):.1f} times sooner: the third arm, "
+        "below, separates the two."))
+
+# %% [markdown]
+# ### Weight decay, or the steps it adds?
+#
+# The runs at the control's weight decay reach the stop rule sooner, so the comparison above mixes
+# weight decay's pull on the weights with the extra steps it causes. The third arm separates them:
+# each control run trained again without the stop rule (`loss_threshold` 0) for exactly as many steps
+# as its own seed's run at the grid's weight decay took. Up to its own stop it is the control run
+# itself (the same initialisation and batches). Paired by seed, two differences of selectivity:
+#
+# - **training on**: the control run at its own stop minus the same run after the grid run's steps
+#   (what the extra steps cost, at the control's weight decay);
+# - **weight decay at equal steps**: the continued run minus the grid's run at its stop (what weight
+#   decay costs, at the same step).
+#
+# An interval that excludes 0 is an effect; one that includes 0 is none this scale can see.
+#
+# Shown in {numref}`fig-interventions-control`.
+
+# %% mystnb={"figure": {"caption": "Best selectivity along training at the control cell, per seed, for the grid's run (its weight decay, the stop rule), the control (another weight decay, the stop rule) and the control continued without the stop rule to the grid run's number of steps; the last point of each line is the run's end.", "name": "fig-interventions-control"}}
+if erosion_control is not None:
+    fig, axes = subplots(2, 1, width=4.8, height=3.6, sharey=True)
+    arm_style = {"grid": (COLORS["measured"], f"weight decay {wd_grid:g}, stop rule"),
+                 "control": (COLORS["alt"], f"weight decay {wd_x:g}, stop rule"),
+                 "continued": (COLORS["theory"], f"weight decay {wd_x:g}, to the grid run's steps")}
+    for ax, name in zip(axes[0], REGIMES):
+        for arm, (color, label) in arm_style.items():
+            for i, s in enumerate(grid.seeds):
+                steps, values = arms[arm, name, s]
+                ax.plot(steps, values, "o-", color=color, alpha=0.8, markersize=3, label=label if i == 0 else None)
+        ax.set(xlabel="training step", ylabel="best selectivity", title=f"{name}: R={R_x}, d={d_x}")
+    axes[0][0].legend(fontsize="small")
+    plt.show()
+
+    display(Markdown("**What separates them** (95% Student-t intervals over seeds):\n\n" + "\n".join(
+        f"- {name}: training on {effect_words(time_effect)}; weight decay at equal steps {effect_words(decay_effect)}."
+        for name, (time_effect, decay_effect, _) in separated.items())))
 
 # %% [markdown]
 # ## The rank $k$: follows, stays and selectivity
