@@ -220,9 +220,13 @@ def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[
         return ranks * c.R * _predict_flops(c, edited) + _ridge(c), ranks * c.R * 14.0
 
     control = params.get("erosion_control")
-    retrained = [] if control is None else [grid.config(control["R"], control["d"], frozen, s, weight_decay=control["weight_decay"])
-                                            for frozen in REGIMES.values() for s in grid.seeds]
-    groups = groups_of("exp-interventions", "erosion control (another weight decay)", retrained, size) if retrained else []
+    groups = []
+    if control is not None:  # the control, and the control trained on to the grid run's steps (unknown here: the budget)
+        retrained = [grid.config(control["R"], control["d"], frozen, s, weight_decay=control["weight_decay"])
+                     for frozen in REGIMES.values() for s in grid.seeds]
+        groups = groups_of("exp-interventions", "erosion control (another weight decay)", retrained, size) \
+            + groups_of("exp-interventions", "erosion control trained on", [replace(c, loss_threshold=0.0) for c in retrained],
+                        size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
     return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0)]
 
