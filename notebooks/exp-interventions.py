@@ -77,7 +77,7 @@ from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_s
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells, run_course
+from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, r_colors, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
