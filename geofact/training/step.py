@@ -7,13 +7,18 @@ embeddings' as one scatter-add per table. A small model's step is mostly per-ope
 passes over the (runs, batch, N) logits, which is what this saves. tests/training/test_step.py checks
 it against autograd in float64, in one chunk of the output and in several.
 
-The N-way output in chunks of entities. Where a run's (B, N) logits exceed `WHOLE` entries, they are
-never whole in memory: a first pass takes the log-sum-exp chunk by chunk, a second recomputes each
-chunk's logits and turns them into its softmax columns, their two gradients and nothing else. On a CPU
-a chunk stays in cache (at the paper's N = 4096 and batch 1024, several times fewer passes over main
-memory), on a GPU it bounds memory; the one-hot part of the cross-entropy gradient is a gather and a
-scatter of the target columns, outside the chunks. Below `WHOLE` (every laptop-profile run) the
-logits are whole and the arithmetic is the one this trainer always had.
+The N-way output in chunks of entities. Where a run's (B, N) logits exceed `WHOLE` entries, a first
+pass takes each chunk's row maximum and sum of exponentials, whose combination is the log-sum-exp; a
+second turns each chunk into its softmax columns and their two gradients. What the second pass starts
+from depends on the device (`KEEP_EXPONENTIALS`):
+- on a CPU the first pass keeps each chunk's exponentials (the logits' size in all), and the second
+  only rescales them by exp(chunk max - log-sum-exp): every exponential and logit is computed once,
+  while the chunk is in cache (at the paper's N = 4096, batch 1024, d = 32 the output layer costs
+  about 0.7 of recomputing, see bench/bench_trainer.py);
+- on a GPU the logits are never whole in memory: the second pass recomputes each chunk's logits.
+The one-hot part of the cross-entropy gradient is a gather and a scatter of the target columns, outside
+the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole and the arithmetic is the one
+this trainer always had.
 
 RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
     dg = sum over positions of dy * v^,    dv = RMSNorm's own backward of (dy * g)
@@ -37,6 +42,8 @@ CHUNK = {"cpu": 2**18, "other": 2**22}
 _FUSED_RMS = hasattr(torch.ops.aten, "_fused_rms_norm")
 _FUSED_RMS_BACKWARD = hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 FUSED_BACKWARD_DEVICES = ("cuda", "meta")
+# where the first pass over the chunks keeps their exponentials for the second (memory for arithmetic)
+KEEP_EXPONENTIALS = ("cpu",)
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
@@ -69,11 +76,12 @@ def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: tor
     return (u - x_hat * (u * x_hat).mean(-1, keepdim=True)).mul_(r), d_gain
 
 
-def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int,
+                          keep: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The unembedding and cross-entropy of final states hf (M, B, d) against E_out (M, d, N) and targets
     (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
-    the gradients of the losses' sum."""
+    the gradients of the losses' sum. `keep`: whether chunks keep their exponentials for the second
+    pass (default: on the devices of KEEP_EXPONENTIALS)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
     if width >= N:  # the logits whole: d logits = (softmax - one-hot) / B, in place of the logits
@@ -85,20 +93,33 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
         d_logits.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
         return losses, torch.bmm(d_logits, E_out.transpose(1, 2)), torch.bmm(hf.transpose(1, 2), d_logits)
 
-    # in chunks: the log-sum-exp chunk by chunk, then each chunk's logits again, into its softmax share of
-    # both gradients; the one-hot's share is the target columns' gather and scatter, outside the chunks
+    keep = hf.device.type in KEEP_EXPONENTIALS if keep is None else keep
     spans = [(lo, min(lo + width, N)) for lo in range(0, N, width)]
     columns = targets[:, None, :].expand(M, d, B)  # where each example's target column sits in E_out
     at_targets = E_out.gather(2, columns)  # (M, d, B): the unembedding of each example's answer
-    lse = None
+    # first pass: per chunk c, its row maximum m_c and sum s_c of exp(logits - m_c) (and those exponentials)
+    kept, maxima, sums = [], [], []
     for lo, hi in spans:
-        part = torch.logsumexp(torch.bmm(hf, E_out[:, :, lo:hi]), -1)  # (M, B)
-        lse = part if lse is None else torch.logaddexp(lse, part)
-    losses = (lse - (hf * at_targets.transpose(1, 2)).sum(-1)).mean(1)
+        logits = torch.bmm(hf, E_out[:, :, lo:hi])  # (M, B, hi - lo)
+        maxima.append(logits.amax(-1, keepdim=True))
+        exponentials = logits.sub_(maxima[-1]).exp_()
+        sums.append(exponentials.sum(-1, keepdim=True))
+        if keep:
+            kept.append(exponentials)
+    maxima = torch.cat(maxima, -1)  # (M, B, chunks)
+    top = maxima.amax(-1, keepdim=True)
+    lse = top + (torch.cat(sums, -1) * (maxima - top).exp_()).sum(-1, keepdim=True).log_()  # (M, B, 1)
+    losses = (lse[..., 0] - (hf * at_targets.transpose(1, 2)).sum(-1)).mean(1)
+    rescale = (maxima - lse).exp_()  # (M, B, chunks): exp(m_c - lse), a kept chunk's factor to its softmax
+    # second pass: each chunk's softmax columns, into their share of both gradients; the one-hot's share
+    # is the target columns' gather and scatter
     d_hf = at_targets.transpose(1, 2).neg()  # (M, B, d)
     d_out = []
-    for lo, hi in spans:
-        softmax = torch.bmm(hf, E_out[:, :, lo:hi]).sub_(lse[..., None]).exp_()  # (M, B, hi - lo)
+    for c, (lo, hi) in enumerate(spans):
+        if keep:
+            softmax = kept[c].mul_(rescale[..., c : c + 1])  # (M, B, hi - lo)
+        else:
+            softmax = torch.bmm(hf, E_out[:, :, lo:hi]).sub_(lse).exp_()
         d_out.append(torch.bmm(hf.transpose(1, 2), softmax))  # (M, d, hi - lo)
         d_hf += torch.bmm(softmax, E_out[:, :, lo:hi].transpose(1, 2))  # a CPU's baddbmm_ loops over runs
     d_E_out = torch.cat(d_out, 2).scatter_add_(2, columns, hf.transpose(1, 2).neg())
@@ -106,11 +127,12 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
 
 
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
-                   width: int | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                   width: int | None = None, keep: bool | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Each run's mean cross-entropy (M,) on the queries (subject, relation) (M, B) each with answers
     targets (M, B), and the gradient of their sum with respect to every tensor of p
     (geofact.training.model's layout: the sequence is (s, r), the answer predicted at r). `width`: entities
-    at a time in the output layer (default: `entity_chunk` of the device)."""
+    at a time in the output layer (default: `entity_chunk` of the device); `keep`: whether its chunks keep
+    their exponentials (default: by device, see `output_loss_and_grads`)."""
     if not covers(p):
         raise ValueError("loss_and_grads covers uniform attention without learned positions; use autograd")
     p = {k: v.detach() for k, v in p.items()}
@@ -135,7 +157,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
     h2_hat, r2 = _rms(h2)
     hf = h2_hat * p["g_final"][:, None]
-    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width)
+    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep)
 
     # backward of losses.sum()
     g = {"E_out": g_E_out}
