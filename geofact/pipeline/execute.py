@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import nbformat
 import papermill
+from traitlets.config import Config
 
 from geofact.pipeline.ledger import load_ledger
 from geofact.pipeline.project import Project
@@ -41,6 +42,13 @@ FOLDED_CODE_PREFIX = "exp-"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 KERNEL_NAME = "geofact-runner"
 PAGE_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}  # what readers' Jupyter has
+
+
+def kernel_config(folder: Path) -> Config:
+    """The kernel talks to the runner over Unix sockets in `folder` (one per page), not over TCP ports:
+    kernels started side by side (`--jobs`) once raced for the same free port, and sockets named in a
+    shared folder (jupyter_client's default, the working directory) would race the same way."""
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(folder / "kernel")}})
 
 
 class PageInterrupted(NotebookError):
@@ -163,7 +171,7 @@ def run_notebook(project: Project, name: str, settings: RunSettings) -> RunRecor
             with scoped_environ({RESULTS_PATH_ENV: str(results_tmp), "JUPYTER_PATH": jupyter_path}):
                 papermill.execute_notebook(
                     str(source), str(executed), parameters=params, kernel_name=kernel,
-                    progress_bar=False, cwd=str(project.notebooks_dir),
+                    progress_bar=False, cwd=str(project.notebooks_dir), config=kernel_config(Path(tmp)),
                 )
         except papermill.PapermillExecutionError as exc:
             failed = project.root / ".geofact" / "failed" / f"{name}.ipynb"

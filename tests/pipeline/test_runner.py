@@ -5,7 +5,7 @@ import pytest
 
 from geofact.pipeline.project import Project
 
-from geofact.pipeline.execute import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page
+from geofact.pipeline.execute import PROBE_SOURCE, PROBE_TAG, WIDGET_MIME, _finish_page, kernel_config
 from geofact.pipeline.runner import run
 from geofact.pipeline.units import plan_units
 from geofact.pipeline.script import notebook_parameters
@@ -54,3 +54,16 @@ def test_finishing_a_page_drops_progress_widgets_and_keeps_every_other_output():
     assert nb.cells[2].outputs == [text]
     assert meta["records_made_on"]["device"] == ["cuda:0 (NVIDIA H100)"]  # where the cached records it read were made
     assert "| cached records made on | cuda:0 (NVIDIA H100) |" in nb.cells[1].source
+
+
+def test_a_pages_kernel_talks_over_sockets_in_its_own_folder(tmp_path):
+    """Two pages' kernels never pick the same socket: no TCP port, no name in a shared folder."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    managers = [AsyncKernelManager(config=kernel_config(tmp_path / name)) for name in ("a", "b")]
+    assert [km.transport for km in managers] == ["ipc", "ipc"]
+    assert [km.ip for km in managers] == [str(tmp_path / "a" / "kernel"), str(tmp_path / "b" / "kernel")]
+    managers[0].write_connection_file()
+    sockets = json.loads(open(managers[0].connection_file).read())
+    assert sockets["transport"] == "ipc" and sockets["ip"].startswith(str(tmp_path / "a"))
+    managers[0].cleanup_connection_file()
