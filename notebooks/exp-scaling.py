@@ -78,7 +78,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from geofact.evidence import Contrast, Estimate, Range, judge, sensitivity_table, t_quantile, welch_difference
+from geofact.evidence import NOT_IN_REGIME, Contrast, Estimate, Range, judge, sensitivity_table, t_quantile, welch_difference
 from geofact.pages.display import Markdown, display
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
@@ -386,6 +386,13 @@ for w, claim in [(64, "exp-scaling-frozen-fixed-width"), ("4d", "exp-scaling-fro
           measured=f"{fit_text('frozen', w)}; {fit_text('learned', w)}",
           population={"widths": str(w), "budget": "fixed steps", "points": "d_min per (N, seed), frozen and learned curves"},
           note="; ".join(x for x in [scale_note, extra if w == 64 else "", f"alpha ~ {PAPER_ALPHA[w]:g} taken as within {alpha_tolerance:g}"] if x))
+
+
+if 64 in widths and frozen_64 and not past_64:  # the page's own argument above: alpha ~ 1 is predicted past d = 64
+    entry = report.claims["exp-scaling-frozen-fixed-width"]
+    entry["note"] = (f"the frozen width-64 curve never passes d = 64 (largest d_min {max(frozen_64)} at N <= {N_values[-1]}), "
+                     f"and alpha ~ 1 is predicted only beyond it; the rule alone gives '{entry['verdict']}'; {entry['note']}")
+    entry["verdict"] = NOT_IN_REGIME
 
 
 def shape(e: Estimate) -> str:
