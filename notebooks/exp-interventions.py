@@ -325,6 +325,8 @@ if erosion_control is not None:
     axes[0][0].legend(fontsize="small")
     plt.show()
 
+# %%
+if erosion_control is not None:
     display(Markdown("**What separates them** (95% Student-t intervals over seeds):\n\n" + "\n".join(
         f"- {name}: training on {effect_words(time_effect)}; weight decay at equal steps {effect_words(decay_effect)}."
         for name, (time_effect, decay_effect, _) in separated.items())))
