@@ -100,3 +100,16 @@ def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(quer
     redraws = len(reads.calls) - len(checks)
     assert redraws == (3 * 2 if not queries.get("eval_seen", True) else 0)  # one clash read per draw, held out only
     assert [r.steps for r in results] == [25, 25] and all(r.stop_reason is None for r in results)
+
+
+@pytest.mark.parametrize("keep", [False, True])  # a GPU's way (recompute each chunk) and a CPU's (keep its exponentials)
+def test_the_chunked_output_layer_runs_on_the_device_without_a_host_read(keep):
+    from geofact.training.step import output_loss_and_grads
+
+    with FakeTensorMode():
+        M, B, d, N = 3, 8, 4, 13
+        hf, E_out = torch.randn(M, B, d, device="meta"), torch.randn(M, d, N, device="meta")
+        targets = torch.randint(0, N, (M, B), device="meta")
+        losses, d_hf, d_E_out = output_loss_and_grads(hf, E_out, targets, width=5, keep=keep)  # chunks of 5, 5, 3
+        assert [t.device.type for t in (losses, d_hf, d_E_out)] == ["meta"] * 3
+        assert (losses.shape, d_hf.shape, d_E_out.shape) == ((M,), (M, B, d), (M, d, N))
