@@ -31,7 +31,7 @@ from geofact.device import THREADS_ENV, describe_device, resolve_device
 from geofact.processes import die_with_parent, usable_cores
 from geofact.progress import progress
 from geofact.provenance import git_commit
-from geofact.settings import past_deadline
+from geofact.settings import deadline, past_deadline
 from geofact.store import (
     read_arrays,
     read_record,
@@ -170,6 +170,15 @@ def chunk_cost(chunk: list[Config]) -> float:
     """A chunk's training work, to schedule the longest first: steps x runs x parameters x batch."""
     c = chunk[0]
     return float(c.max_steps) * len(chunk) * n_params(c) * c.batch_size
+
+
+def in_schedule_order(chunks: list[list[Config]], workers: int) -> list[list[Config]]:
+    """Chunks in the order to train them. Longest first, so that no worker is left alone with a long
+    stack at the end; but one worker under a time budget (a GPU lease, whose machine and the states of
+    groups in flight go when it ends) trains the shortest first: the lease then ends with the most runs
+    recorded, and only the records travel home."""
+    shortest_first = workers == 1 and deadline() is not None
+    return sorted(chunks, key=chunk_cost, reverse=not shortest_first)
 
 
 def cpu_workers(device: torch.device) -> int:
@@ -336,7 +345,7 @@ class SweepPool:
 
     def _chunks(self, spread: int) -> list[list[Config]]:
         """Groups checkpointed in flight by an earlier call, formed again exactly, then the other queued
-        runs stacked, longest first (no worker left alone with a long stack)."""
+        runs stacked, each in `in_schedule_order`."""
         resumed, taken = [], set()
         if self.checkpoint_every is not None:
             for keys, settings in pending_groups(groups_dir(self.cache_dir)):
@@ -358,7 +367,7 @@ class SweepPool:
         size = lambda c: self.group_size or default_group_size(c, self.device)  # noqa: E731
         rest = [c for k, c in self._queued.items() if k not in taken]
         chunks = stack_chunks(rest, lambda c: (type(c), c.shape_key()), size, spread=spread)
-        return sorted(resumed, key=chunk_cost, reverse=True) + sorted(chunks, key=chunk_cost, reverse=True)
+        return in_schedule_order(resumed, self.workers) + in_schedule_order(chunks, self.workers)
 
     def _job(self, chunk: list[Config]) -> tuple:
         for c in chunk:

@@ -9,7 +9,7 @@ import torch
 
 import geofact.training.sweep as sweep_module
 from geofact.training.config import TrainConfig
-from geofact.training.sweep import SweepPool, chunk_cost, load_weights, result_path, run_sweep, stack_chunks
+from geofact.training.sweep import SweepPool, chunk_cost, in_schedule_order, load_weights, result_path, run_sweep, stack_chunks
 from geofact.training.trainer import train_group
 
 RUNS = [TrainConfig(N=32, R=R, d=8, batch_size=32, max_steps=15, lr=1e-2, seed=s) for R in (1, 2) for s in (0, 1)]
@@ -136,6 +136,16 @@ def test_stack_chunks_spread_groups_over_workers_only_when_there_are_fewer_group
 def test_chunks_are_scheduled_longest_first():
     small, big = TrainConfig(N=16, R=2, d=4, batch_size=8, max_steps=10), TrainConfig(N=16, R=2, d=32, batch_size=8, max_steps=10)
     assert chunk_cost([big]) > chunk_cost([small, small]) > chunk_cost([small])
+
+
+def test_one_worker_under_a_time_budget_trains_the_shortest_chunks_first(monkeypatch):
+    small, big = TrainConfig(N=16, R=2, d=4, batch_size=8, max_steps=10), TrainConfig(N=16, R=2, d=32, batch_size=8, max_steps=10)
+    chunks = [[small], [big], [small, small]]
+    monkeypatch.delenv("GEOFACT_DEADLINE", raising=False)
+    assert in_schedule_order(chunks, workers=1) == [[big], [small, small], [small]]
+    monkeypatch.setenv("GEOFACT_DEADLINE", str(time.time() + 600))
+    assert in_schedule_order(chunks, workers=2) == [[big], [small, small], [small]]  # workers still share the long ones
+    assert in_schedule_order(chunks, workers=1) == [[small], [small, small], [big]]  # a lease ends with the most runs recorded
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers die with their parent through prctl, on Linux")

@@ -1,0 +1,97 @@
+"""The training code on a real CUDA device: skipped where there is none (CI, the project's machines),
+run on a GPU lease (`python3 -m pytest tests/training/test_cuda.py`) before any paper-scale work.
+
+The CPU tests prove what a CPU can (fake tensors on `meta`, a stand-in graph backend); these check what
+only a GPU shows: the captured CUDA graphs replay to the eager results, the chunked output layer's
+recomputing path, and the trainers' results against the same runs on the CPU in float64.
+"""
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from geofact.training import graphs
+from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.model import forward
+from geofact.training.stack import stack_params
+from geofact.training.step import loss_and_grads
+from geofact.training.hop_trainer import train_multihop
+from geofact.training.trainer import train_group
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (a GPU lease)")
+
+BASE = dict(N=48, d=12, batch_size=64, max_steps=60, loss_threshold=0.0)
+
+
+def _runs(**over) -> list[TrainConfig]:
+    kw = {**BASE, **over}
+    return [TrainConfig(R=2, seed=0, lr=3e-2, **kw),
+            TrainConfig(R=3, seed=1, lr=3e-2, frozen_embeddings=True, **kw),
+            TrainConfig(R=2, seed=2, lr=1e-2, task_seed=7, **kw)]
+
+
+def _assert_same_runs(a, b, rtol, atol):
+    for x, y in zip(a, b):
+        assert x.steps == y.steps
+        assert x.final_loss == pytest.approx(y.final_loss, rel=rtol, abs=atol)
+        for name, value in x.params.items():
+            torch.testing.assert_close(value.cpu(), y.params[name].cpu(), rtol=rtol, atol=atol, msg=name)
+
+
+@pytest.mark.parametrize("attention,positions", [("uniform", False), ("learned", True)])
+def test_stacked_training_on_cuda_is_the_cpus_in_float64(attention, positions):
+    configs = _runs(precision="fp32", attention=attention, learned_positions=positions)
+    on_gpu = train_group(configs, device="cuda", dtype=torch.float64)
+    on_cpu = train_group(configs, device="cpu", dtype=torch.float64)
+    _assert_same_runs(on_gpu, on_cpu, rtol=1e-7, atol=1e-9)
+
+
+def test_graph_replays_are_the_eager_steps_bit_for_bit(monkeypatch):
+    configs = _runs(precision="fp32", max_steps=200, loss_threshold=0.5)  # runs leave the stack: re-captures
+    graphed = train_group(configs, device="cuda")
+    monkeypatch.setenv(graphs.ENV, "0")
+    eager = train_group(configs, device="cuda")
+    _assert_same_runs(graphed, eager, rtol=0, atol=0)
+
+
+def test_the_recomputed_chunked_output_layer_is_autograds_on_cuda():
+    configs = [TrainConfig(N=24, R=R, d=8, seed=s, batch_size=16) for R in (2, 3) for s in (0, 1)]
+    g = torch.Generator().manual_seed(0)
+    params = {k: (v + 0.3 * torch.randn(v.shape, generator=g, dtype=v.dtype)).cuda().requires_grad_()
+              for k, v in stack_params(configs, torch.float64).items()}
+    M, B = len(configs), 16
+    tokens = torch.stack([torch.randint(0, 24, (M, B), generator=g), 24 + torch.randint(0, 2, (M, B), generator=g)], 2).cuda()
+    targets = torch.randint(0, 24, (M, B), generator=g).cuda()
+    reference = F.cross_entropy(forward(params, tokens).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
+    expected = dict(zip(params, torch.autograd.grad(reference.sum(), list(params.values()))))
+    for width in (None, 5, 1):  # keep=None: the device's own way, recomputing on CUDA
+        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width)
+        torch.testing.assert_close(losses, reference.detach(), rtol=1e-12, atol=1e-12)
+        for name, value in expected.items():
+            torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}")
+
+
+def test_a_paper_shaped_step_chunks_and_trains_under_each_precision():
+    """N = 4096 at batch 1024: 4M logits a run, past the whole-output limit, so the output is chunked."""
+    losses = {}
+    for precision in ("fp32", "tf32", "bf16"):
+        configs = [TrainConfig(N=4096, R=4, d=64, batch_size=1024, max_steps=30, lr=1e-2, loss_threshold=0.0,
+                               seed=s, precision=precision) for s in (0, 1)]
+        results = train_group(configs, device="cuda", evaluate=False)
+        losses[precision] = [r.final_loss for r in results]
+        assert all(torch.isfinite(torch.tensor(losses[precision])))
+    # 30 steps from the same start: the policies round differently but train the same runs
+    for precision in ("tf32", "bf16"):
+        assert losses[precision] == pytest.approx(losses["fp32"], rel=0.05), (precision, losses)
+
+
+@pytest.mark.parametrize("cot", [True, False])
+def test_multihop_training_on_cuda_is_the_cpus_in_float64(cot):
+    configs = [MultiHopConfig(N=16, R=2, k=2, d=16, cot=cot, batch_size=32, max_steps=40, check_every=20,
+                              seed=s, precision="fp32") for s in (0, 1)]
+    on_gpu = train_multihop(configs, device="cuda", dtype=torch.float64)
+    on_cpu = train_multihop(configs, device="cpu", dtype=torch.float64)
+    for x, y in zip(on_gpu, on_cpu):
+        assert x.steps == y.steps
+        for name, value in x.params.items():
+            torch.testing.assert_close(value.cpu(), y.params[name].cpu(), rtol=1e-7, atol=1e-9, msg=name)
