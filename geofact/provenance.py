@@ -7,6 +7,7 @@ import importlib.util
 import os
 import platform
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +36,10 @@ GIT_COMMIT_ENV = "GEOFACT_GIT_COMMIT"  # the commit of a copy without .git (a GP
 def git_commit(root: Path) -> str:
     """HEAD commit, with '+dirty' when tracked files other than generated pages/results differ.
 
-    Where git names no commit (no .git, as in the working tree sent to a GPU node, or no git at all),
-    $GEOFACT_GIT_COMMIT names it (the lease recipe passes `git rev-parse HEAD` from home), so that the
-    records made there name the home commit; "unknown" without it."""
+    $GEOFACT_GIT_COMMIT, where set, names the commit instead of git: the lease recipe passes
+    `git rev-parse HEAD` from home, whose files the GPU node was sent. It wins over what git finds
+    there, since the node's copy may carry a stale .git (a lease of 2026-11-26 stamped its records with
+    the commit before the one sent, "+dirty"). Without either, "unknown"."""
     def git(*args: str) -> str:
         try:
             done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
@@ -45,7 +47,13 @@ def git_commit(root: Path) -> str:
             return ""
         return done.stdout.strip()
 
-    head = git("rev-parse", "HEAD") or os.environ.get(GIT_COMMIT_ENV, "").strip() or "unknown"
+    head, named = git("rev-parse", "HEAD"), os.environ.get(GIT_COMMIT_ENV, "").strip()
+    if named:
+        if head and not head.startswith(named) and not named.startswith(head):
+            warnings.warn(f"{GIT_COMMIT_ENV}={named} names the commit of these records, not git's HEAD {head[:12]} "
+                          f"in {root}: unset it unless this tree is a copy of {named}", stacklevel=2)
+        return named
+    head = head or "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!book", ":!results")
     return head + ("+dirty" if dirty else "")
 

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from geofact.pipeline.project import Project
-
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def repo() -> Project:
+def repo():
+    """The checkout as the publisher sees it. Imported here, not at the top: a GPU lease, which lacks
+    jupytext and papermill, runs the training tests (tests/training/test_cuda.py) through this conftest."""
+    from geofact.pipeline.project import Project
+
     return Project(REPO)
 
 

@@ -19,9 +19,15 @@ def test_a_copy_without_git_names_the_commit_it_was_sent_from(tmp_path, monkeypa
     assert git_commit(tmp_path) == "unknown"
 
 
-def test_a_checkout_names_its_own_head_whatever_the_environment_says(monkeypatch):
-    monkeypatch.setenv(GIT_COMMIT_ENV, "0123abc")
+def test_the_named_commit_wins_over_a_stale_checkout_with_a_warning(monkeypatch):
+    """A lease's copy may carry a .git older than the files it was sent (seen on 2026-11-26)."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if not head:
         pytest.skip("not a git checkout")
+    monkeypatch.setenv(GIT_COMMIT_ENV, "0123abc")
+    with pytest.warns(UserWarning, match="0123abc names the commit of these records, not git's HEAD"):
+        assert git_commit(ROOT) == "0123abc"
+    monkeypatch.setenv(GIT_COMMIT_ENV, head)
+    assert git_commit(ROOT) == head
+    monkeypatch.delenv(GIT_COMMIT_ENV)
     assert git_commit(ROOT).removesuffix("+dirty") == head

@@ -37,6 +37,7 @@ from geofact.store import (
 from geofact.training.config import TrainConfig
 from geofact.training.graphs import eager_steps, graphs_wanted
 from geofact.training.plain_loop import train_single
+from geofact.training.precision import default_precision
 from geofact.training.sweep import default_group_size, provenance
 from geofact.training.trainer import DEFAULT_BLOCK_STEPS, train_group
 
@@ -125,15 +126,23 @@ def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20
 
 
 CALIBRATION_SHAPES = ((64, 64, 8, 1), (128, 128, 8, 24), (128, 128, 32, 24), (128, 128, 96, 24), (512, 256, 32, 8))  # N, B, d, runs
+# On an accelerator also the paper grid's own stacks, where its per-run cost shows: the H100 of 2026-11-26
+# took 8.8 ms a step for 42 runs at d = 32, and the benchmark's four-run rows said nothing of it.
+ACCELERATOR_SHAPES = ((4096, 1024, 64, 42), (4096, 1024, 256, 16))
 
 
-def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=CALIBRATION_SHAPES) -> list[tuple[TrainConfig, int, float]]:
-    """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one): where a
-    step's fixed cost shows, for geofact plan's calibration (geofact.training.plan.fit)."""
+def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=None) -> list[tuple[TrainConfig, int, float]]:
+    """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one: where a
+    step's fixed cost shows) and, on an accelerator, at the paper grid's, each timed after a warm-up
+    call, in the device's default precision: for geofact plan's calibration (geofact.training.plan.fit)."""
     device = resolve_device(device)
+    if shapes is None:
+        shapes = CALIBRATION_SHAPES + (ACCELERATOR_SHAPES if device.type != "cpu" else ())
+    precision = default_precision(device)
     out = []
     for N, B, d, runs in shapes:
-        configs = [TrainConfig(N=N, R=R, d=d, batch_size=B, max_steps=steps, lr=1e-3, loss_threshold=0.0, seed=s)
+        configs = [TrainConfig(N=N, R=R, d=d, batch_size=B, max_steps=steps, lr=1e-3, loss_threshold=0.0, seed=s,
+                               precision=precision)
                    for s, R in zip(range(runs), [2, 4, 8, 16] * runs)]
         train_group(configs, device=device, evaluate=False, log_every=10**9, block_steps=steps)  # warm-up
         rate = _rate(lambda: train_group(configs, device=device, evaluate=False, log_every=10**9), steps, device)

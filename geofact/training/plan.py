@@ -1,6 +1,6 @@
 """What a lease will cost before it starts: predicted minutes per page and per stacked group.
 
-A GPU comes as one H100 or H200 for about 25 usable minutes (README, "A GPU lease"); what decides how
+A GPU comes as one H100 or H200 for about 12 usable minutes (README, "A GPU lease"); what decides how
 much of the paper's scale a lease yields is which pages run first and whether each fits. This module
 enumerates the training each experiment page will ask for at a profile (the runs of its sweeps,
 stacked as `run_sweep` stacks them) and the per-model analyses of the mechanism pages, and predicts
@@ -16,8 +16,9 @@ runs depend on what earlier runs measured (the bisection of exp-scaling, the thr
 exp-capacity retrains under another precision), the plan prices a stated guess and says so.
 
 The calibration of a device is fitted to bench/bench_trainer.py's stacked rates on it (`fit`,
-`bench_trainer.py --calibrate`) and stored under bench/calibration/; without one the plan for
-`cuda` uses `H100_SPEC`, constants from the H100's data sheet, and says so.
+`bench_trainer.py --calibrate`), then, once the device has trained real groups, refitted to their
+timings (`group_timings`, bench/calibrate_from_records.py), and stored under bench/calibration/;
+without one the plan for `cuda` uses `H100_SPEC`, constants from the H100's data sheet, and says so.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from geofact.training.model import n_params
 from geofact.training.precision import check_precision
 
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
-LEASE_MINUTES = 25.0  # usable minutes of one lease (30 of device time, the start included)
+LEASE_MINUTES = 12.0  # usable minutes of one lease: 15 of device time, less the machine's start (~1.5) and packing
 MULTIHOP_OPS_FACTOR = 2.5  # a multi-hop step (autograd, learned attention, L positions) against a single-hop one
 
 
@@ -67,6 +68,9 @@ class Calibration:
 H100_SPEC = Calibration(device="cuda (NVIDIA H100, data sheet)", matmul_flops={"fp32": 33e12, "tf32": 165e12, "bf16": 330e12},
                         bandwidth=2.3e12, op_seconds=2.5e-6, ops_per_step=112.0,
                         source="H100 SXM data sheet with assumed efficiencies, steps as CUDA graphs (not measured)")
+
+
+PEAK_OVER_FP32 = {"fp32": 1.0, "tf32": 495 / 67, "bf16": 990 / 67}  # H100 SXM dense tensor-core peaks over float32's
 
 
 def step_flops(c: TrainConfig | MultiHopConfig) -> float:
@@ -335,24 +339,55 @@ def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> lis
     return rows
 
 
-def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, int, float]], precision: str = "fp32") -> Calibration:
+def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> list[tuple[TrainConfig, float, float]]:
+    """(config, runs, seconds a step) of the stacked groups that trained `records` on `device` (a kind such
+    as "cuda", or a whole description): the steadiest timing there is, whole groups at their real shapes.
+    A group's records share its `group_seconds` and `group_size`; its runs leave the stack as they stop,
+    so it counts as its mean stack (run-steps / the longest run's steps) over the longest run's steps.
+    Groups shorter than `min_steps` are left out: their time is mostly warm-up and a CUDA graph's capture."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        made_on = (r.get("provenance") or {}).get("device", "")
+        if r.get("schema") != "geofact.training.run/1" or not made_on.startswith(device) or not r.get("group_seconds"):
+            continue
+        config = TrainConfig(**r["config"])
+        groups.setdefault((config.shape_key(), r["group_seconds"], r.get("group_size")), []).append(r)
+    out = []
+    for (_, seconds, _), members in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        longest = max(m["steps"] for m in members)
+        if longest < min_steps:
+            continue
+        config = max((TrainConfig(**m["config"]) for m in members), key=lambda c: c.R)
+        out.append((config, sum(m["steps"] for m in members) / longest, seconds / longest))
+    return out
+
+
+def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
+        bench_rows: bool = True) -> Calibration:
     """A Calibration from a benchmark (geofact.training.benchmark.benchmark's result, its stacked rates) and
     further `timings` (config, runs stacked, seconds a step: benchmark.step_timings, small shapes where the
-    fixed cost of a step shows): the matmul rate, bandwidth and fixed seconds a step that best explain
-    every timing (non-negative least squares in 1/rate, 1/bandwidth and the fixed cost)."""
+    fixed cost of a step shows; `group_timings`, whole trained groups): the matmul rate, bandwidth and
+    fixed seconds a step that best explain every timing (non-negative least squares in 1/rate,
+    1/bandwidth and the fixed cost). `bench_rows=False` leaves the benchmark's stacked rates out of the
+    fit: short timings whose first-call costs (a CUDA graph's capture) they do not amortise."""
     from scipy.optimize import nnls
 
     rows = [(TrainConfig(N=bench["N"], R=bench["R"], d=r["d"], batch_size=bench["batch_size"]), r["runs"], r["runs"] / r["stacked"])
-            for r in bench["rows"]] + list(timings)
+            for r in bench["rows"]] if bench_rows else []
+    rows += list(timings)
+    if not rows:
+        raise ValueError("nothing to fit: no timings given and bench_rows=False")
     A = np.array([[runs * step_flops(c), runs * step_bytes(c), 1.0] for c, runs, _ in rows])
     t = np.array([seconds for *_, seconds in rows])
     scale = A.max(0)  # columns of comparable size for the solver
     x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))  # relative errors: small and large steps count alike
     inverse_rate, inverse_bandwidth, fixed = x / scale
-    rate = 1 / max(inverse_rate, 1 / (100 * bench["matmul_peak_flops"]))  # no rate above 100x the measured peak
+    # no rate above the device's peak for the policy: the measured float32 peak, times the data sheet's
+    # tensor-core ratio for tf32 / bf16 (where matmuls are a small share of the step, the fit alone cannot bound them)
+    rate = 1 / max(inverse_rate, 1 / (PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]))
     predicted = A @ (x / scale)
     worst = float(np.max(np.abs(predicted / t - 1)))
-    return Calibration(device=bench["device"], matmul_flops={precision: rate, "fp32": rate},
+    return Calibration(device=bench["device"], matmul_flops={"fp32": rate, precision: rate},
                        bandwidth=1 / max(inverse_bandwidth, 1e-15), op_seconds=fixed / ops_per_step, ops_per_step=ops_per_step,
                        source=f"bench_trainer.py on {bench['device']} ({bench['threads']} threads): fitted to {len(rows)} "
                               f"step timings (N from {min(c.N for c, *_ in rows)} to {max(c.N for c, *_ in rows)}), "

@@ -175,7 +175,7 @@ def same(a, b) -> bool:
 THIS_EXECUTION = {"grid_wall_seconds", "wall_seconds"}  # the wall time of the execution itself, not of the training
 TRAINING_SPEED = {"bench", "bench_min_policy_ratio", "bench_max_policy_ratio", "grid_train_seconds", "train_seconds"}
 RECORDED_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"]
-NODE_HAS = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "pyyaml", "tqdm")  # a GPU lease's (transformers aside)
+NODE_HAS = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "pyyaml", "tqdm", "pytest")  # a GPU lease's (transformers aside)
 NODE_LACKS = ("papermill", "jupytext", "nbformat", "ipykernel", "IPython", "myst_nb", "ipywidgets", "submitit")
 LEASE_BUDGET = 20  # seconds per compute command: smoke needs several, as the paper profile needs many 10-minute ones
 LEASE_FILES, LEASE_FILE_BYTES = 8, 16 * 2**20  # what a lease brings back
@@ -230,6 +230,10 @@ def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_
                           "    except ImportError: pass\n"
                           "print(geofact.__file__)")
     assert probe.stdout.split() == ["torch", "numpy", "yaml", "sklearn", str(node.root / "geofact" / "__init__.py")], probe.stderr
+    # the lease's first command runs the CUDA tests: their conftest may import nothing the node lacks
+    shutil.copytree(repo.root / "tests", node.root / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    done = on_node("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/training/test_cuda.py")
+    assert done.returncode == 0 and "skipped" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
 
     walls, status = [], None
     while status != 0:  # the same command again, as each lease command is, until every page is computed

@@ -12,6 +12,7 @@ from geofact.training.plan import (
     Group,
     PagePlan,
     fit,
+    group_timings,
     groups_of,
     lease_schedule,
     plan_pages,
@@ -36,6 +37,34 @@ def test_a_calibration_is_recovered_from_timings_it_generated():
     fitted = fit(bench, 100.0, [(c, runs, truth.step_seconds(c, runs)) for c, runs in configs[3:]])
     assert fitted.matmul_flops["fp32"] == pytest.approx(2e11, rel=1e-6)
     assert fitted.bandwidth == pytest.approx(3e10, rel=1e-6) and fitted.op_seconds == pytest.approx(6e-6, rel=1e-6)
+
+
+def test_trained_groups_are_timed_from_their_records_and_refit_without_the_benchmarks_short_rates():
+    truth = Calibration(device="cuda", matmul_flops={"fp32": 3e13, "tf32": 3e13}, bandwidth=1e12, op_seconds=4e-6,
+                        ops_per_step=90.0, source="test")
+    records = []
+    for d, runs, stopped in [(32, 42, 0), (128, 42, 0), (256, 20, 10), (512, 8, 0)]:
+        configs = [TrainConfig(N=4096, R=2 + i % 7, d=d, batch_size=1024, max_steps=15000, seed=i, precision="tf32")
+                   for i in range(runs)]
+        steps = [7500 if i < stopped else 15000 for i in range(runs)]  # some runs left the stack half-way
+        mean_runs = sum(steps) / 15000
+        seconds = 15000 * truth.step_seconds(max(configs, key=lambda c: c.R), mean_runs)
+        records += [{"schema": "geofact.training.run/1", "config": c.as_dict(), "steps": s, "group_seconds": seconds,
+                     "group_size": runs, "provenance": {"device": "cuda (NVIDIA H100 80GB HBM3)"}} for c, s in zip(configs, steps)]
+    short = TrainConfig(N=32, R=2, d=4, batch_size=32, max_steps=40, precision="tf32")  # a smoke group: mostly its capture
+    records.append({"schema": "geofact.training.run/1", "config": short.as_dict(), "steps": 40, "group_seconds": 0.6,
+                    "group_size": 1, "provenance": {"device": "cuda (NVIDIA H100 80GB HBM3)"}})
+    records.append({**records[0], "provenance": {"device": "cpu (x86_64, 2 threads)"}})  # another device's
+    groups = group_timings(records, "cuda")
+    assert sorted((c.d, runs) for c, runs, _ in groups) == [(32, 42), (128, 42), (256, 15), (512, 8)]
+    poisoned = {"device": "cuda", "threads": 16, "matmul_peak_flops": 5e13, "N": 4096, "R": 8, "batch_size": 1024,
+                "rows": [{"d": 32, "runs": 4, "stacked": 4 / 7e-3}]}  # 7 ms a step: 20 steps with a capture in them
+    fitted = fit(poisoned, 90.0, groups, precision="tf32", bench_rows=False)
+    for c, runs, seconds in groups:
+        assert fitted.step_seconds(c, runs) == pytest.approx(seconds, rel=1e-3)
+    assert fit(poisoned, 90.0, groups, precision="tf32").step_seconds(groups[0][0], 42) != pytest.approx(groups[0][2], rel=1e-3)
+    with pytest.raises(ValueError, match="nothing to fit"):
+        fit(poisoned, 90.0, [], bench_rows=False)
 
 
 def test_precision_prices_the_matmuls_and_multihop_steps_cost_more_ops():
