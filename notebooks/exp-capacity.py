@@ -72,6 +72,7 @@ device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
+import json
 import math
 import time
 from dataclasses import replace
@@ -412,6 +413,51 @@ display(Markdown(
     + ("" if bench["pages_at_once"] == 1 else
        f" This page executed beside other pages ({bench['pages_at_once']} at once, `geofact run --jobs`), so these "
        "rates were taken on a shared machine: for clean figures run the benchmark alone.")))
+
+# %% [markdown]
+# ### On a GPU
+#
+# `geofact plan` prices a GPU lease from the calibration stored for `cuda` (`bench/calibration/cuda.json`):
+# the benchmark above run on a lent H100, and the groups of the paper's grid that lease trained, to whose
+# timings the calibration was refitted (`bench/calibrate_from_records.py`; the benchmark's own 20-step rows
+# carry each stack's CUDA graph capture, and a fit to them priced the grid at several times its time).
+# The table sets each trained group's measured seconds a step beside the data sheet's guess and the refitted model.
+
+# %%
+from geofact.settings import checkout_root
+from geofact.training.config import TrainConfig
+from geofact.training.plan import H100_SPEC, Calibration, calibration_path, step_flops
+
+gpu_path = calibration_path(checkout_root(), "cuda")
+if not gpu_path.exists():
+    display(Markdown("No calibration for `cuda` is stored: no GPU lease has run the benchmark yet."))
+else:
+    gpu = json.loads(gpu_path.read_text())
+    gpu_bench, gpu_fit = gpu["bench"], Calibration(**gpu["calibration"])
+    print("\n".join(format_rows(gpu_bench)))
+    gpu_rows = []
+    for g in gpu.get("groups", []):
+        c = TrainConfig(**g["config"])
+        gpu_rows.append((c.d, g["runs"], 1e3 * g["seconds"], 1e3 * H100_SPEC.step_seconds(c, g["runs"]),
+                         1e3 * gpu_fit.step_seconds(c, g["runs"]), g["runs"] * step_flops(c) / g["seconds"] / 1e12))
+    ops = gpu_bench["ops"]
+    report.number("gpu_device", gpu_bench["device"], glue=False)
+    report.number("gpu_stacked_ratio", gpu_bench["ratio"], glue=False)
+    report.number("gpu_launches_per_step", ops["launches_per_step"], glue=False)
+    report.number("gpu_groups", [dict(zip(("d", "runs", "measured_ms", "data_sheet_ms", "refitted_ms", "tflops"), r)) for r in gpu_rows],
+                  glue=False)
+    table = "\n".join(f"| {d} | {runs:.1f} | {m:.2f} | {tflops:.1f} | {sheet:.2f} ({sheet / m:.2f}×) | {fitted:.2f} ({fitted / m:.2f}×) |"
+                      for d, runs, m, sheet, fitted, tflops in gpu_rows)
+    display(Markdown(
+        f"On {gpu_bench['device']} the stacked trainer ran at {gpu_bench['ratio']:.2f}× the plain loop's model-steps per "
+        f"second at $d$ = {gpu_bench['rows'][0]['d']}; a step is {ops['ops_per_step']:.0f} ops, replayed as a CUDA graph "
+        f"in {ops['launches_per_step']:.1f} launches from the host, with {ops['syncs_per_step']:.3f} host reads. "
+        f"Refitted: {max(gpu_fit.matmul_flops.values()) / 1e12:.0f} TFLOP/s of matmuls, {gpu_fit.bandwidth / 1e9:.0f} GB/s, "
+        f"{gpu_fit.op_seconds * 1e6:.1f} µs an op ({gpu_fit.source}).\n\n"
+        f"The trained groups' matmuls ran at the TFLOP/s below, against a measured float32 peak of "
+        f"{gpu_bench['matmul_peak_flops'] / 1e12:.0f} TFLOP/s (the data sheet's dense TF32 is 495).\n\n"
+        "| $d$ | runs in the stack (mean) | measured ms a step | matmul TFLOP/s | data sheet ms (÷ measured) | refitted ms (÷ measured) |\n"
+        "|---|---|---|---|---|---|\n" + table))
 
 # %% [markdown]
 # ## Learned attention

@@ -95,7 +95,7 @@ from matplotlib.patches import Rectangle
 from geofact.analysis.hop_sizes import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
-from geofact.evidence import NOT_IN_REGIME, Contrast, Estimate, Range, judge, t_interval, universal
+from geofact.evidence import Contrast, Estimate, Range, judge, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
@@ -103,6 +103,7 @@ from geofact.pages.plotting import COLORS, subplots
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params
+from geofact.training.regime import mark_not_in_regime
 from geofact.training.sweep import run_sweep, training_seconds
 
 page = Page("exp-multihop", cache_dir)
@@ -379,11 +380,9 @@ def gate_on_budget(claim: str, runs: list[dict], what: str) -> None:
     """Make `claim` not in regime when some of `runs` ended at a budget below the paper's, unconverged."""
     short = [r for r in runs if not r["stopped_early"] and r["steps"] < PAPER_MAX_STEPS]
     if short:
-        entry = report.claims[claim]
-        entry["note"] = (f"{len(short)} of the {len(runs)} {what} ended at this profile's {max(r['steps'] for r in short):,}-step "
-                         f"budget without meeting the stop rule (the paper trains up to {PAPER_MAX_STEPS:,} steps), so they may "
-                         f"yet learn; the rule alone gives '{entry['verdict']}'; {entry['note']}")
-        entry["verdict"] = NOT_IN_REGIME
+        mark_not_in_regime(report.claims[claim],
+                           f"{len(short)} of the {len(runs)} {what} ended at this profile's {max(r['steps'] for r in short):,}-step "
+                           f"budget without meeting the stop rule (the paper trains up to {PAPER_MAX_STEPS:,} steps), so they may yet learn")
 
 
 gate_on_budget("exp-multihop-nocot-degrades", [grid_records["no CoT, learned", k_values[-1], R_values[-1], s] for s in seeds],
@@ -410,12 +409,10 @@ judge(report, "exp-multihop-frozen-collapse",
     note="; ".join(filter(None, [f"collapsed: mean < {collapse} on average over the cells; easiest cases: k = 1 and R <= {small_R}", scale_note])),
 )
 if single_hop is None or frozen_lookups_fit:
-    entry = report.claims["exp-multihop-frozen-collapse"]
     why = ("no k = 1 cell was run, so whether frozen lookups fit is unknown" if single_hop is None else
            f"frozen single-hop lookups are within capacity here (k = 1 reaches >= {near_perfect} at R = "
            f"{', '.join(map(str, frozen_lookups_fit))} > {small_R}), so the capacity collapse cannot show at N={N}, d={d}")
-    entry["note"] = f"{why}; the rule alone gives '{entry['verdict']}'; {entry['note']}"
-    entry["verdict"] = NOT_IN_REGIME
+    mark_not_in_regime(report.claims["exp-multihop-frozen-collapse"], why)
 lr_tests = [Contrast(t_interval(lr_runs[cot, 0.01] - lr_runs[cot, lr_best[cot]], f"{'CoT' if cot else 'no CoT'} accuracy at lr 0.01 minus at "
                                 f"the best rate ({lr_best[cot]:g})", 0.95, unit="seeds"),
                      Range(-degrade_tolerance, 1.0, "within tolerance of the best"), Range(-1.0, -degrade_tolerance, "worse"))

@@ -80,11 +80,12 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from geofact.evidence import NOT_IN_REGIME, Contrast, Estimate, Range, judge, sensitivity_table, separate, t_quantile, welch_difference
+from geofact.evidence import Contrast, Estimate, Range, judge, sensitivity_table, separate, t_quantile, welch_difference
 from geofact.pages.display import Markdown, display
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.training.config import TrainConfig
+from geofact.training.regime import mark_not_in_regime
 from geofact.training.search import find_d_min_streaming, fit_log, fit_power, log_log_curvature
 from geofact.training.sweep import SweepPool, training_seconds
 
@@ -404,10 +405,9 @@ for w, claim in [(64, "exp-scaling-frozen-fixed-width"), ("4d", "exp-scaling-fro
 
 
 if 64 in widths and frozen_64 and not past_64:  # the page's own argument above: alpha ~ 1 is predicted past d = 64
-    entry = report.claims["exp-scaling-frozen-fixed-width"]
-    entry["note"] = (f"the frozen width-64 curve never passes d = 64 (largest d_min {max(frozen_64)} at N <= {N_values[-1]}), "
-                     f"and alpha ~ 1 is predicted only beyond it; the rule alone gives '{entry['verdict']}'; {entry['note']}")
-    entry["verdict"] = NOT_IN_REGIME
+    mark_not_in_regime(report.claims["exp-scaling-frozen-fixed-width"],
+                       f"the frozen width-64 curve never passes d = 64 (largest d_min {max(frozen_64)} at N <= {N_values[-1]}), "
+                       "and alpha ~ 1 is predicted only beyond it")
 
 
 def shape(e: Estimate) -> str:

@@ -151,3 +151,4 @@ def test_an_exact_quantity_has_its_point_as_interval():
     e = exact(7.32, "parameters (millions)")
     assert (e.lo, e.value, e.hi) == (7.32, 7.32, 7.32) and e.defined
     assert separate(e, Range(6.9, 7.7, "within 5%"), Range(7.7, math.inf, "more")) == HOLDS
+

@@ -94,18 +94,26 @@ def claim_in_regime(report, claim_id: str, holds: bool, measured: str, regime: R
     they are outside the paper's regime the verdict is "not in regime", with the reasons and what the
     rule alone gave, whatever `holds` says, since such runs can neither confirm nor refute the claim."""
     report.claim(claim_id, holds=holds, measured=f"{measured}; regime: {regime.summary()}", note=note)
-    _apply_regime(report.claims[claim_id], regime, note)
+    _apply_regime(report.claims[claim_id], regime)
 
 
 def judge_in_regime(report, claim_id: str, tests, measured: str, population: dict, regime: Regime, note: str = "") -> None:
     """`geofact.evidence.judge(report, ...)` (tests against the claim's alternative) with the regime of
     the runs behind it, as `claim_in_regime`: outside the paper's regime the verdict is "not in regime"."""
     judge(report, claim_id, tests, measured=f"{measured}; regime: {regime.summary()}", population=population, note=note)
-    _apply_regime(report.claims[claim_id], regime, note)
+    _apply_regime(report.claims[claim_id], regime)
 
 
-def _apply_regime(entry: dict, regime: Regime, note: str) -> None:
+def mark_not_in_regime(entry: dict, *reasons: str) -> None:
+    """Turn a judged claim's entry (`report.claims[claim_id]`) into "not in regime": its runs are outside
+    the regime the paper's sentence is about, for `reasons`. The note keeps what the rule alone gives, so
+    a reader sees the verdict the data would have read, and why it does not stand. Pages call it for a
+    regime of their own (a step budget below the paper's, a curve that never reaches the predicted range)."""
+    entry["note"] = "; ".join([*reasons, f"the rule alone gives '{entry['verdict']}'", *filter(None, [entry.get("note")])])
+    entry["verdict"] = NOT_IN_REGIME
+
+
+def _apply_regime(entry: dict, regime: Regime) -> None:
     entry["regime"] = to_jsonable(regime.as_dict())
     if not regime.ok:
-        entry["note"] = "; ".join([*regime.reasons, f"the rule alone gives '{entry['verdict']}'", *([note] if note else [])])
-        entry["verdict"] = NOT_IN_REGIME
+        mark_not_in_regime(entry, *regime.reasons)

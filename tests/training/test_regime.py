@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from geofact.evidence import NOT_IN_REGIME
+from geofact.evidence import FAILS, HOLDS, NOT_IN_REGIME
 from geofact.pages.report import Report
-from geofact.training.regime import claim_in_regime, regime
+from geofact.training.regime import claim_in_regime, mark_not_in_regime, regime
 
 
 def rec(accuracy: float, stopped: bool, steps: int = 100, loss: float = 1e-5) -> dict:
@@ -53,3 +53,14 @@ def test_a_test_against_an_alternative_out_of_regime_is_not_in_regime():
     judge_in_regime(report, "out", contrast, measured="m", population={"p": 1}, regime=regime([rec(1.0, False)], [8.0]))
     assert report.claims["in"]["verdict"] == "holds" and report.claims["in"]["population"] == {"p": 1}
     assert report.claims["out"]["verdict"] == NOT_IN_REGIME and "the rule alone gives 'holds'" in report.claims["out"]["note"]
+
+
+def test_a_claim_out_of_the_papers_regime_keeps_what_the_rule_alone_gives():
+    entry = {"verdict": HOLDS, "measured": "alpha 0.5", "note": "alpha ~ 0.5 within 0.1"}
+    mark_not_in_regime(entry, "runs ended at the step budget", "the curve never passes d = 64")
+    assert entry["verdict"] == NOT_IN_REGIME
+    assert entry["note"] == ("runs ended at the step budget; the curve never passes d = 64; the rule alone gives 'holds'; "
+                             "alpha ~ 0.5 within 0.1")
+    bare = {"verdict": FAILS, "measured": "x", "note": ""}
+    mark_not_in_regime(bare, "unconverged")
+    assert bare["note"] == "unconverged; the rule alone gives 'does not hold'"
