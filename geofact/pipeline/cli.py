@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          "under bench/calibration/, else the H100's data sheet)")
     p_plan.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
                         help="matmul precision of training (default: tf32 on cuda, fp32 on the CPU)")
-    p_plan.add_argument("--minutes", type=float, default=25.0, help="usable minutes of one lease (default: 25)")
+    p_plan.add_argument("--minutes", type=float, default=12.0, help="usable minutes of one lease: 15 of device time less its start and packing (default: 12)")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")

@@ -19,7 +19,7 @@ from geofact.pipeline.script import page_parameters
 PLANNED_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 
 
-def plan(project: Project, profile: str, device: str, precision: str | None = None, minutes: float = 25.0) -> str:
+def plan(project: Project, profile: str, device: str, precision: str | None = None, minutes: float = 12.0) -> str:
     """The plan as text (raises ValueError with the planner's message when it cannot be made)."""
     parameters = {name: page_parameters(project, name, profile, device, precision) for name in PLANNED_PAGES}
     done = subprocess.run([sys.executable, "-m", "geofact.training.plan", "--root", str(project.root), "--device", device,

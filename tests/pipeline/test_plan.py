@@ -38,7 +38,9 @@ def test_the_command_prints_every_page_and_the_lease_order():
     assert done.returncode == 0, done.stderr
     for page in ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"):
         assert f"\n{page}: " in done.stdout
-    assert "order in leases of 25 min" in done.stdout and "total: " in done.stdout
+    from geofact.training.plan import LEASE_MINUTES  # the publisher's default (it imports no model) is the plan's own
+
+    assert f"order in leases of {LEASE_MINUTES:.0f} min" in done.stdout and "total: " in done.stdout
     assert done.stdout.index("  exp-capacity ") < done.stdout.index("  exp-multihop ") < done.stdout.index("  exp-scaling ")
 
 
