@@ -289,6 +289,16 @@ def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_
     done = geofact(clean.root, "unpack", *map(str, sorted(parts.iterdir())))  # every part given
     assert done.returncode == 1 and "differ from those in place" in done.stderr and "--force" in done.stderr
 
+    # a lease's one command, tools/lease.sh, at smoke on the CPU: the CUDA tests (skipped here), compute, pack
+    shutil.copytree(repo.root / "tools", node.root / "tools")
+    lease_out = tmp_path / "OUT-lease"
+    lease_out.mkdir()
+    done = subprocess.run(["bash", "tools/lease.sh", "300", "exp-capacity"], cwd=node.root, capture_output=True, text=True,
+                          env={**env, "PROFILE": "smoke", "DEVICE": "cpu", "PYTHON": str(python), "OUT": str(lease_out)}, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "skipped" in (lease_out / "tests.log").read_text() and "] exp-capacity: computed" in (lease_out / "compute.log").read_text()
+    assert (lease_out / "smoke.tar.gz").stat().st_size > 0 and "done, compute status 0" in done.stdout
+
 
 def test_unknown_profile_and_notebook_are_clear_errors(mutable):
     done = geofact(mutable.root, "run", "--profile", "huge")

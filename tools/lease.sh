@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One command of a GPU lease (README, "A GPU lease"), run on the node from the tree's root:
+#
+#   GEOFACT_GIT_COMMIT=<home commit> bash tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...]
+#
+# In order, each step logged under $OUT: the CUDA tests (a failure stops here, before any time goes on
+# scale); the records of earlier leases (results/paper/records/*.tar.gz) unpacked into the run cache;
+# with --calibrate, the benchmark's calibration (bench/calibration/<device>.json, copied to $OUT); the
+# pages' compute side (`geofact compute`, all training pages unless PAGEs are named) under what is
+# left of LIMIT_SECONDS less a margin for packing; and the run cache's records packed into $OUT.
+# PROFILE (default paper) and DEVICE (default cuda) change the target; the lease rehearsal
+# (tests/pipeline/test_pipeline.py) runs it at smoke on a CPU. Exit status: compute's (3: unfinished,
+# the same command again goes on), or 1 when a step before it failed.
+set -u -o pipefail
+start=$SECONDS
+limit=${1:?usage: tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...]}
+shift
+calibrate=0
+if [ "${1:-}" = "--calibrate" ]; then calibrate=1; shift; fi
+profile=${PROFILE:-paper}
+device=${DEVICE:-cuda}
+: "${GEOFACT_GIT_COMMIT:?set GEOFACT_GIT_COMMIT to the home commit the tree was sent at (git rev-parse HEAD)}"
+: "${OUT:?set OUT to the folder whose files come back}"
+export PYTHONPATH=. PYTHONUNBUFFERED=1 GEOFACT_GIT_COMMIT
+python=${PYTHON:-python3}
+margin=${PACK_MARGIN:-45}
+
+step() { echo "[lease $((SECONDS - start)) s] $*"; }
+
+step "device $device, profile $profile, commit $GEOFACT_GIT_COMMIT"
+if [ "$device" = cuda ]; then nvidia-smi -L; fi
+$python -c "import torch; print('torch', torch.__version__)"
+
+step "CUDA tests"
+$python -m pytest -q -p no:cacheprovider tests/training/test_cuda.py >"$OUT/tests.log" 2>&1
+status=$?
+tail -3 "$OUT/tests.log"
+if [ $status -ne 0 ]; then step "the CUDA tests failed (status $status): nothing run at scale"; exit 1; fi
+
+for archive in results/paper/records/*.tar.gz results/paper/records/*.tar.gz.part1of*; do
+    [ -e "$archive" ] || continue
+    step "unpack $archive"
+    $python -m geofact.pipeline.cli unpack "$archive" | tail -1 || exit 1
+done
+
+if [ $calibrate -eq 1 ]; then
+    step "calibration"
+    $python bench/bench_trainer.py --device "$device" --calibrate --json --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1 || exit 1
+    tail -1 "$OUT/bench.log"
+    cp "bench/calibration/${device%%:*}.json" "$OUT/"
+fi
+
+budget=$((limit - (SECONDS - start) - margin))
+if [ $budget -lt 30 ]; then step "only $budget s left for compute: skipped"; compute=3; else
+    step "compute, budget $budget s: ${*:-the training pages}"
+    $python -m geofact.pipeline.cli compute --profile "$profile" --device "$device" --budget "$budget" "$@" >"$OUT/compute.log" 2>&1
+    compute=$?
+    tr '\r' '\n' <"$OUT/compute.log" | grep -v "run-step/s" | tail -12
+fi
+
+step "pack"
+$python -m geofact.pipeline.cli pack "$OUT/$profile.tar.gz" --profile "$profile" | tail -1 || exit 1
+step "done, compute status $compute"
+exit $compute
