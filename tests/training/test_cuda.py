@@ -2,7 +2,8 @@
 run on a GPU lease (`python3 -m pytest tests/training/test_cuda.py`) before any paper-scale work.
 
 The CPU tests prove what a CPU can (fake tensors on `meta`, a stand-in graph backend); these check what
-only a GPU shows: the captured CUDA graphs replay to the eager results, the chunked output layer's
+only a GPU shows: the captured CUDA graphs replay to the eager results (to rounding: the embeddings'
+gradients are atomics there), the chunked output layer's
 recomputing path, and the trainers' results against the same runs on the CPU in float64.
 """
 
@@ -46,12 +47,14 @@ def test_stacked_training_on_cuda_is_the_cpus_in_float64(attention, positions):
     _assert_same_runs(on_gpu, on_cpu, rtol=1e-7, atol=1e-9)
 
 
-def test_graph_replays_are_the_eager_steps_bit_for_bit(monkeypatch):
+def test_graph_replays_are_the_eager_steps(monkeypatch):
+    """In float64: the embeddings' gradients are CUDA atomics (index_add_, scatter_add_), whose order of
+    addition varies from step to step, so even two eager runs agree only to rounding, not bit for bit."""
     configs = _runs(precision="fp32", max_steps=200, loss_threshold=0.5)  # runs leave the stack: re-captures
-    graphed = train_group(configs, device="cuda")
+    graphed = train_group(configs, device="cuda", dtype=torch.float64)
     monkeypatch.setenv(graphs.ENV, "0")
-    eager = train_group(configs, device="cuda")
-    _assert_same_runs(graphed, eager, rtol=0, atol=0)
+    eager = train_group(configs, device="cuda", dtype=torch.float64)
+    _assert_same_runs(graphed, eager, rtol=1e-9, atol=1e-11)
 
 
 def test_the_recomputed_chunked_output_layer_is_autograds_on_cuda():
