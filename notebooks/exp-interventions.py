@@ -83,7 +83,7 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
-from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
+from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restriction
 from geofact.training.sweep import run_sweep
 from geofact.training.regime import judge_in_regime
 
@@ -242,6 +242,9 @@ def effect_words(estimate) -> str:
     return f"{estimate.value:.3f} [{estimate.lo:.3f}, {estimate.hi:.3f}] ({seen})"
 
 
+if erosion_control is not None and restriction() is not None and not (
+        erosion_control.get("R") in grid.R_values and erosion_control.get("d") in grid.d_values):
+    erosion_control = None  # a lease computing other cells of the grid (`geofact compute --grid-R/--grid-d`)
 if erosion_control is not None:
     if set(erosion_control) != {"R", "d", "weight_decay"} or erosion_control["R"] not in grid.R_values \
             or erosion_control["d"] not in grid.d_values or erosion_control["weight_decay"] < 0:

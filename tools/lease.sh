@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # One command of a GPU lease (README, "A GPU lease"), run on the node from the tree's root:
 #
-#   GEOFACT_GIT_COMMIT=<home commit> bash tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...]
+#   GEOFACT_GIT_COMMIT=<home commit> bash tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...] [--grid-d D ...]
 #
 # In order, each step logged under $OUT: the CUDA tests (a failure stops here, before any time goes on
 # scale); the records of earlier leases (results/paper/records/*.tar.gz) unpacked into the run cache;
 # with --calibrate, the benchmark's calibration (bench/calibration/<device>.json, copied to $OUT); the
-# pages' compute side (`geofact compute`, all training pages unless PAGEs are named) under what is
-# left of LIMIT_SECONDS less a margin for packing; and the run cache's records packed into $OUT.
+# pages' compute side (`geofact compute`, all training pages unless PAGEs are named; with --grid-d /
+# --grid-R, the mechanism pages on those cells of the capacity grid) under what is left of LIMIT_SECONDS
+# less a margin for packing; and the run cache's records packed into $OUT.
 # PROFILE (default paper) and DEVICE (default cuda) change the target; the lease rehearsal
 # (tests/pipeline/test_pipeline.py) runs it at smoke on a CPU. Exit status: compute's (3: unfinished,
 # the same command again goes on), or 1 when a step before it failed.

@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
                                 "and stops (exit status 3); the same command again resumes")
     p_compute.add_argument("--force", action="store_true",
                            help="execute pages again that an earlier command finished (.geofact/computed/)")
+    p_compute.add_argument("--grid-R", type=int, nargs="+", default=None, metavar="R",
+                           help="compute on these R values of the capacity grid alone: their runs and analyses, "
+                                "for a lease shorter than the grid (default pages: the mechanism pages)")
+    p_compute.add_argument("--grid-d", type=int, nargs="+", default=None, metavar="D",
+                           help="likewise, these d values of the capacity grid")
     p_plan = sub.add_parser("plan", help="predicted minutes of each experiment page and stacked group at a profile on a "
                                          "device, and the order a GPU lease runs them in")
     p_plan.add_argument("--profile", default="paper", help="smoke | laptop | paper (default: paper)")
@@ -104,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "compute":
         try:
+            cells = {k: v for k, v in (("R", args.grid_R), ("d", args.grid_d)) if v is not None}
             computed = compute(project, args.notebooks, args.profile, args.device, budget=args.budget, force=args.force,
-                               precision=args.precision)
+                               precision=args.precision, grid_cells=cells or None)
         except ComputeUnfinished as exc:
             print(f"geofact compute: {exc}", file=sys.stderr)
             return UNFINISHED

@@ -15,6 +15,13 @@ and stops (geofact.training.resume): the command names the pages left unfinished
 and the same command again resumes from the cache. A page that finishes leaves a marker,
 .geofact/computed/<profile>/<name>.json, keyed by what determines its records (the notebook, its
 parameters, the device and geofact's source), so a resumed command does not execute it again.
+
+The mechanism pages read the weights of every capacity-grid run at every checkpoint, and weights never
+leave the lease, while the paper's grid trains for longer than one lease lasts. `grid_cells` (`--grid-R`,
+`--grid-d`) runs them on some cells of the grid (geofact.training.grid.restriction): each trains
+those cells' runs and caches their analyses, which travel as records; the page itself, on those cells
+alone, is left unfinished (no marker, nothing previewed), and once every cell has been through a lease
+the pages compute from records on the whole grid.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from geofact.store import record_key, write_json
 # The pages with something to compute, in the order they run when none is named: the capacity grid's
 # pages share its runs (exp-capacity trains them, the mechanism pages analyse them), so in that order.
 DEFAULT_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
+MECHANISM_PAGES = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # what a lease runs on some of the grid's cells
 TAIL_BYTES = 8192  # of a failed page's output, kept for the error message
 PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 
@@ -152,29 +160,47 @@ def claims_preview(claims: dict[str, dict[str, Any]]) -> str:
 
 
 def compute(project: Project, names: list[str] | None, profile: str, device: str, budget: float | None = None,
-            force: bool = False, echo: BinaryIO | None = None, precision: str | None = None) -> list[Computed]:
+            force: bool = False, echo: BinaryIO | None = None, precision: str | None = None,
+            grid_cells: dict[str, list[int]] | None = None) -> list[Computed]:
     """Compute pages (DEFAULT_PAGES when `names` is empty) in turn, each in its own interpreter; see the
     module docstring. `force` executes pages whose marker says they are computed. The pages' own output
     (progress bars, tracebacks) goes to `echo` (default: standard error), this function's lines to
     standard output. `precision` is the policy passed to pages that declare it (None: the device's
-    default, geofact.training.precision). Raises ComputeFailed at the first page that fails, ComputeUnfinished when the
-    budget left pages for the next command."""
+    default, geofact.training.precision). `grid_cells` ({"R": [...], "d": [...]}, MECHANISM_PAGES when
+    `names` is empty) computes the pages on those cells of the capacity grid: their records, never the
+    pages. Raises ComputeFailed at the first page that fails, ComputeUnfinished when the budget left
+    pages for the next command, or when `grid_cells` computed only part of them."""
     echo = echo or sys.stderr.buffer
     if budget is not None and not budget > 0:
         raise ValueError(f"budget must be a number of seconds > 0, got {budget!r}")
-    names = list(dict.fromkeys(names or DEFAULT_PAGES))
+    if grid_cells is not None and (not grid_cells or set(grid_cells) - {"R", "d"}):
+        raise ValueError(f'grid_cells must name "R" values, "d" values or both, got {grid_cells!r}')
+    names = list(dict.fromkeys(names or (MECHANISM_PAGES if grid_cells else DEFAULT_PAGES)))
     for n in names:
         project.source(n)  # fail on a typo before anything runs
     settings = RunSettings.resolve(project, profile, device, precision)  # a device that is not here is an error, not a CPU run
     if budget is not None:  # the pages and their sweep workers inherit it
         os.environ[DEADLINE_ENV] = str(time.time() + budget)
+    from geofact.training.grid import CELLS_ENV  # the grid's own module: no model in it, and read only here
+
+    os.environ.pop(CELLS_ENV, None)
+    try:
+        if grid_cells is not None:
+            os.environ[CELLS_ENV] = json.dumps(grid_cells)
+        return _compute_pages(project, names, profile, device, settings, force, echo, grid_cells)
+    finally:
+        os.environ.pop(CELLS_ENV, None)
+
+
+def _compute_pages(project: Project, names: list[str], profile: str, device: str, settings: RunSettings, force: bool,
+                   echo: BinaryIO, grid_cells: dict[str, list[int]] | None) -> list[Computed]:
     sources = source_sha256()
     done: list[Computed] = []
     unfinished: list[tuple[str, str]] = []
     for i, name in enumerate(names, 1):
         params = settings.parameters(project, name)
         key = marker_key(project, name, params, device, sources)
-        marker = None if force else computed_before(project, profile, name, key)
+        marker = None if force or grid_cells else computed_before(project, profile, name, key)
         if marker is not None:
             print(f"[{i}/{len(names)}] {name}: computed at {marker['computed_at']}, skipped (--force computes it again)",
                   flush=True)
@@ -187,6 +213,12 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
         wall, results, why = compute_page(project, name, params, echo)
         if results is None:
             print(f"[{i}/{len(names)}] {name}: unfinished after {wall:.1f} s: {why}", flush=True)
+            unfinished.append((name, why))
+            continue
+        if grid_cells:
+            why = (f"computed on the grid's cells {json.dumps(grid_cells)} alone: their runs and analyses are cached, "
+                   "the page is computed once every cell is")
+            print(f"[{i}/{len(names)}] {name}: {why} ({wall:.1f} s)", flush=True)
             unfinished.append((name, why))
             continue
         write_json(marker_path(project, profile, name), {

@@ -5,10 +5,17 @@ exp-freeze-transfer), which read the same cached models and checkpoints.
 A profile sets it once, as `capacity_grid` in its `defaults` (notebooks/profiles/*.yaml); every page
 that declares a `capacity_grid` parameter receives the same dict and builds `CapacityGrid(**it)`.
 `None` means the paper's grid (`PAPER_GRID`, Section 5.1 and Appendix B).
+
+A GPU lease can train and analyse part of the grid at a time: `geofact compute --grid-R ... --grid-d ...`
+names the cells in $GEOFACT_GRID_CELLS, and every page's grid is then those cells alone (`restriction`).
+A run's record and each state's analysis are keyed by the run and the analysis, not by the grid, so the
+pages on the whole grid later find them cached; the weights they were computed from never travel.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
@@ -17,6 +24,22 @@ import numpy as np
 from geofact.training.config import TrainConfig
 
 REGIMES = {"learned": False, "frozen": True}  # name -> TrainConfig.frozen_embeddings
+CELLS_ENV = "GEOFACT_GRID_CELLS"  # {"R": [...], "d": [...]}: the pages' capacity grid on these cells alone
+
+
+def restriction() -> dict[str, list[int]] | None:
+    """The cells $GEOFACT_GRID_CELLS names (`geofact compute --grid-R/--grid-d`; "R", "d" or both), or None."""
+    value = os.environ.get(CELLS_ENV, "")
+    if not value:
+        return None
+    try:
+        cells = json.loads(value)
+    except json.JSONDecodeError:
+        cells = None
+    if not isinstance(cells, dict) or not cells or set(cells) - {"R", "d"} \
+            or not all(isinstance(v, list) and v and all(isinstance(x, int) for x in v) for v in cells.values()):
+        raise ValueError(f'{CELLS_ENV} must be JSON {{"R": [ints], "d": [ints]}} (either may be left out), got {value!r}')
+    return cells
 
 
 def _increasing_ints(values, name: str, low: int) -> tuple[int, ...]:
@@ -62,14 +85,25 @@ class CapacityGrid:
     @classmethod
     def from_parameter(cls, value: dict | None, precision: str | None = None) -> "CapacityGrid":
         """The grid a page's `capacity_grid` parameter names: a dict of fields, or None for the paper's;
-        `precision` (a page's `precision` parameter, set by `geofact run --precision`) overrides its policy."""
+        `precision` (a page's `precision` parameter, set by `geofact run --precision`) overrides its policy;
+        on a lease computing part of it, the cells $GEOFACT_GRID_CELLS names alone (`restriction`)."""
         if value is None:
             grid = PAPER_GRID
         elif not isinstance(value, dict):
             raise ValueError(f"capacity_grid must be a dict of CapacityGrid fields or None, got {value!r}")
         else:
             grid = cls(**value)
-        return grid if precision is None else replace(grid, precision=precision)
+        grid = grid if precision is None else replace(grid, precision=precision)
+        cells = restriction()
+        return grid if cells is None else grid.on_cells(cells.get("R"), cells.get("d"))
+
+    def on_cells(self, R_values=None, d_values=None) -> "CapacityGrid":
+        """The grid on some of its R and d values (None: all); its runs are the whole grid's runs."""
+        for name, wanted, have in (("R", R_values, self.R_values), ("d", d_values, self.d_values)):
+            if wanted is not None and not set(wanted) <= set(have):
+                raise ValueError(f"grid cells: {name} must be among the grid's {list(have)}, got {sorted(wanted)}")
+        return replace(self, R_values=tuple(sorted(R_values)) if R_values is not None else self.R_values,
+                       d_values=tuple(sorted(d_values)) if d_values is not None else self.d_values)
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -31,7 +31,7 @@ from geofact.device import THREADS_ENV, describe_device, resolve_device
 from geofact.processes import die_with_parent, usable_cores
 from geofact.progress import progress
 from geofact.provenance import git_commit
-from geofact.settings import deadline, past_deadline
+from geofact.settings import deadline, past_deadline, records_only
 from geofact.store import (
     read_arrays,
     read_record,
@@ -41,6 +41,7 @@ from geofact.store import (
 )
 from geofact.training.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.grid import restriction
 from geofact.training.model import n_params
 from geofact.training.hop_trainer import train_multihop
 from geofact.training.resume import (
@@ -290,11 +291,20 @@ class SweepPool:
             self._bar = None
 
     def cached(self, config: Config) -> dict | None:
-        """The run's record when the cache holds it with every checkpoint this pool keeps."""
+        """The run's record when the cache holds it with every checkpoint this pool keeps. On a lease
+        computing cells of the capacity grid (geofact.training.grid.restriction), which analyses their
+        weights, a record whose weights are not on this machine (an earlier lease's) is trained again."""
         if self.checkpoints and not isinstance(config, TrainConfig):
             raise ValueError("checkpoints are kept for single-hop runs (TrainConfig) only")
         record = load_result(self.cache_dir, config)
-        return record if record is not None and not missing_checkpoints(record, self.checkpoints) else None
+        if record is None or missing_checkpoints(record, self.checkpoints):
+            return None
+        if self.save_weights and restriction() is not None and not records_only():
+            kept = [c["step"] for c in record.get("checkpoints", [])]
+            files = [f"{config.key()}.npz", *(checkpoint_file(config, step) for step in kept)]
+            if not all((self.cache_dir / name).exists() for name in files):
+                return None
+        return record
 
     def submit(self, tagged: list[tuple[Any, Config]]) -> None:
         new = []

@@ -300,6 +300,53 @@ def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_
     assert (lease_out / "smoke.tar.gz").stat().st_size > 0 and "done, compute status 0" in done.stdout
 
 
+GRID_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer"]
+
+
+def test_leases_shorter_than_the_grid_compute_the_mechanism_pages_cell_by_cell_from_records_alone(smoke, repo, tmp_path):
+    """The mechanism pages read every grid run's weights, which never leave a lease, while the paper's grid
+    trains for longer than a lease lasts: each lease trains and analyses some d of the grid
+    (`compute --grid-d`), a bare machine each time (no weights), and at home the pages on the whole grid
+    execute from the records alone into what a direct run gives."""
+    python = node_python(tmp_path / "venv")
+    home_commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.root, capture_output=True, text=True).stdout.strip()
+    node = copy_project(repo.root, tmp_path / "node")
+    shutil.copytree(repo.root / "geofact", node.root / "geofact", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(node.root), "PYTHONNOUSERSITE": "1", GIT_COMMIT_ENV: home_commit}
+
+    def lease(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([python, "-m", "geofact.pipeline.cli", "--root", str(node.root), "compute", "--profile", "smoke",
+                               *args], cwd=node.root, env=env, capture_output=True, text=True, timeout=900)
+        for weights in node.runs_dir.rglob("*.npz"):  # the machine goes back: only the records stay
+            weights.unlink()
+        return done
+
+    grid = json.loads((smoke.results_dir / "smoke" / "exp-capacity.json").read_text())["numbers"]["grid"]
+    assert len(grid["d_values"]) >= 2
+    for d in grid["d_values"]:
+        done = lease("--grid-d", str(d))
+        assert done.returncode == 3, done.stderr[-3000:]
+        assert done.stdout.count(f'computed on the grid\'s cells {{"d": [{d}]}} alone') == 3, done.stdout[-2000:]
+    done = lease("exp-capacity")  # its grid cached cell by cell: it trains only its own other runs
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = lease("--grid-d", "999")
+    assert done.returncode == 1 and "grid cells: d must be among the grid's" in done.stderr, done.stderr[-2000:]
+
+    out = tmp_path / "OUT"
+    done = subprocess.run([python, "-m", "geofact.pipeline.cli", "--root", str(node.root), "pack", str(out / "grid.tar.gz"),
+                           "--profile", "smoke"], cwd=node.root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    clean = copy_project(repo.root, tmp_path / "clean")
+    assert geofact(clean.root, "unpack", str(out / "grid.tar.gz")).returncode == 0
+    done = geofact(clean.root, "run", *GRID_PAGES, "--profile", "smoke", "--records-only", "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]  # nothing trained, no weights read
+    for name in GRID_PAGES:
+        there, here = (json.loads(p.results("smoke", name).read_text()) for p in (smoke, clean))
+        assert here["claims"] == there["claims"], name
+        assert same({k: v for k, v in here["numbers"].items() if k not in THIS_EXECUTION | TRAINING_SPEED},
+                    {k: v for k, v in there["numbers"].items() if k not in THIS_EXECUTION | TRAINING_SPEED}), name
+
+
 def test_unknown_profile_and_notebook_are_clear_errors(mutable):
     done = geofact(mutable.root, "run", "--profile", "huge")
     assert done.returncode == 1 and "profile must be one of" in done.stderr

@@ -1,7 +1,10 @@
+import json
+
 import numpy as np
 import pytest
 
-from geofact.training.grid import PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold, ladder_grids
+from geofact.training.grid import (CELLS_ENV, PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold, ladder_grids,
+                                  restriction)
 
 SMALL = dict(N=16, R_values=[1, 4], d_values=[8, 16], seeds=[0, 1], lr=1e-3, batch_size=32, max_steps=10)
 
@@ -77,3 +80,21 @@ def test_ladder_grids_give_one_capacity_grid_per_R_with_its_own_d():
 def test_ladder_grids_name_what_is_wrong(change, message):
     with pytest.raises(ValueError, match=message):
         ladder_grids({**LADDERS, **change})
+
+
+def test_a_lease_builds_the_grid_on_the_cells_it_names(monkeypatch):
+    monkeypatch.delenv(CELLS_ENV, raising=False)
+    whole = CapacityGrid.from_parameter(None)
+    monkeypatch.setenv(CELLS_ENV, json.dumps({"d": [768, 256]}))
+    part = CapacityGrid.from_parameter(None)
+    assert part.d_values == (256, 768) and part.R_values == whole.R_values
+    assert part.config(4, 256, True, 1) == whole.config(4, 256, True, 1)  # the same runs, so the same records
+    monkeypatch.setenv(CELLS_ENV, json.dumps({"R": [2], "d": [32]}))
+    assert (CapacityGrid.from_parameter(None).R_values, CapacityGrid.from_parameter(None).d_values) == ((2,), (32,))
+    monkeypatch.setenv(CELLS_ENV, json.dumps({"d": [100]}))
+    with pytest.raises(ValueError, match=r"grid cells: d must be among the grid's \[32, 64"):
+        CapacityGrid.from_parameter(None)
+    for bad in ('{"d": []}', '{"N": [4]}', '[4]', 'd=4'):
+        monkeypatch.setenv(CELLS_ENV, bad)
+        with pytest.raises(ValueError, match="GEOFACT_GRID_CELLS must be JSON"):
+            restriction()

@@ -181,3 +181,16 @@ def test_workers_die_with_a_killed_sweep(tmp_path, seconds):
         assert survivors == [], [Path(f"/proc/{p}/cmdline").read_text() for p in survivors]
     finally:
         parent.kill()
+
+
+def test_a_lease_computing_grid_cells_trains_again_a_run_whose_weights_are_not_here(tmp_path, monkeypatch):
+    config = TrainConfig(N=16, R=2, d=4, batch_size=8, max_steps=10, loss_threshold=0.0)
+    run_sweep([config], tmp_path, progress=False, checkpoints=(5,))
+    pool = SweepPool(tmp_path, progress=False, checkpoints=(5,))
+    (tmp_path / f"{config.key()}-step5.npz").unlink()  # an earlier lease's run: its records came home, its weights did not
+    monkeypatch.delenv("GEOFACT_GRID_CELLS", raising=False)
+    assert pool.cached(config) is not None  # the pages at home read its records alone
+    monkeypatch.setenv("GEOFACT_GRID_CELLS", '{"d": [4]}')
+    assert pool.cached(config) is None  # a lease analysing its cells needs the weights: trained again
+    run_sweep([config], tmp_path, progress=False, checkpoints=(5,))
+    assert (tmp_path / f"{config.key()}-step5.npz").exists() and SweepPool(tmp_path, progress=False, checkpoints=(5,)).cached(config)
