@@ -387,7 +387,8 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
     rate = 1 / max(inverse_rate, 1 / (PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]))
     predicted = A @ (x / scale)
     worst = float(np.max(np.abs(predicted / t - 1)))
-    return Calibration(device=bench["device"], matmul_flops={"fp32": rate, precision: rate},
+    # the fit's rate is its policy's; float32 work (the analyses) gets no more than the measured float32 peak
+    return Calibration(device=bench["device"], matmul_flops={"fp32": min(rate, bench["matmul_peak_flops"]), precision: rate},
                        bandwidth=1 / max(inverse_bandwidth, 1e-15), op_seconds=fixed / ops_per_step, ops_per_step=ops_per_step,
                        source=f"bench_trainer.py on {bench['device']} ({bench['threads']} threads): fitted to {len(rows)} "
                               f"step timings (N from {min(c.N for c, *_ in rows)} to {max(c.N for c, *_ in rows)}), "

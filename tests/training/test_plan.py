@@ -63,6 +63,8 @@ def test_trained_groups_are_timed_from_their_records_and_refit_without_the_bench
     for c, runs, seconds in groups:
         assert fitted.step_seconds(c, runs) == pytest.approx(seconds, rel=1e-3)
     assert fit(poisoned, 90.0, groups, precision="tf32").step_seconds(groups[0][0], 42) != pytest.approx(groups[0][2], rel=1e-3)
+    assert fitted.matmul_flops["fp32"] == min(fitted.matmul_flops["tf32"], poisoned["matmul_peak_flops"])  # analyses: float32
+    assert fit({**poisoned, "matmul_peak_flops": 1e13}, 90.0, groups, precision="tf32", bench_rows=False).matmul_flops["fp32"] == 1e13
     with pytest.raises(ValueError, match="nothing to fit"):
         fit(poisoned, 90.0, [], bench_rows=False)
 
