@@ -359,7 +359,7 @@ def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> li
             continue
         config = max((TrainConfig(**m["config"]) for m in members), key=lambda c: c.R)
         out.append((config, sum(m["steps"] for m in members) / longest, seconds / longest))
-    return out
+    return sorted(out, key=lambda group: (group[0].N, group[0].d, group[1]))
 
 
 def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
