@@ -39,9 +39,9 @@ def main() -> None:
     bench = stored["bench"]
     runs_dir = args.runs_dir or root / ".geofact" / "runs"
     records = [json.loads(p.read_text()) for p in sorted(Path(runs_dir).glob("*.json"))]
-    groups = group_timings(records, args.device)
+    groups = group_timings(records, bench["device"])  # the benchmarked card's groups alone (an H100's, not an H200's)
     if not groups:
-        raise SystemExit(f"no trained groups made on {args.device!r} among the {len(records)} records in {runs_dir}")
+        raise SystemExit(f"no trained groups made on {bench['device']!r} among the {len(records)} records in {runs_dir}")
     small = [(TrainConfig(**s["config"]), s["runs"], s["seconds"]) for s in bench.get("small_steps", [])]
     precision = Counter(c.precision for c, *_ in groups).most_common(1)[0][0]
     calibration = fit(bench, bench["ops_per_step"], small + groups, precision=precision, bench_rows=False)
@@ -49,7 +49,7 @@ def main() -> None:
         f"refitted to {len(groups)} groups trained on {bench['device']} (run records) and {len(small)} small-shape "
         f"timings of bench_trainer.py; {calibration.source.split(': ', 1)[1]}")})
     for config, runs, seconds in groups:
-        predicted = calibration.step_seconds(config, round(runs))
+        predicted = calibration.step_seconds(config, runs)
         print(f"N={config.N} d={config.d} B={config.batch_size} {config.precision}, {runs:.1f} runs: "
               f"{seconds * 1e3:.2f} ms a step measured, {predicted * 1e3:.2f} refitted")
     write_json(path, {**stored, "calibration": calibration.as_dict(),

@@ -48,12 +48,13 @@ def git_commit(root: Path) -> str:
         return done.stdout.strip()
 
     head, named = git("rev-parse", "HEAD"), os.environ.get(GIT_COMMIT_ENV, "").strip()
-    if named:
-        if head and not head.startswith(named) and not named.startswith(head):
+    if named and not (head.startswith(named) or named.startswith(head or "-")):
+        if head:
             warnings.warn(f"{GIT_COMMIT_ENV}={named} names the commit of these records, not git's HEAD {head[:12]} "
                           f"in {root}: unset it unless this tree is a copy of {named}", stacklevel=2)
         return named
-    head = head or "unknown"
+    if not head:
+        return named or "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!book", ":!results")
     return head + ("+dirty" if dirty else "")
 

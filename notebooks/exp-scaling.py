@@ -315,8 +315,8 @@ extra = "" if past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <
 # **Frozen** (`exp-scaling-frozen-fixed-width`, `exp-scaling-frozen-4d`): two parts at each width.
 # First, against the alternative that the frozen curve scales as the learned one does: the difference
 # of the two exponents, $\alpha_{\text{frozen}} - \alpha_{\text{learned}}$, paired by seed: the slope in
-# $\log N$ of $\log(d_{\min}^{\text{frozen}} / d_{\min}^{\text{learned}})$ over the (N, seed) pairs, with its
-# Student-$t$ interval, must exclude 0 (a seed's two searches share its facts and batches; the Welch
+# $\log N$ of $\log(d_{\min}^{\text{frozen}} / d_{\min}^{\text{learned}})$, averaged over the seeds at each
+# $N$, with its Student-$t$ interval on (number of $N$) $- 2$ degrees of freedom, must exclude 0 (a seed's two searches share its facts and batches; the Welch
 # interval from the two fits' own errors, which ignores that, is tabled beside it). Second, the frozen $\alpha$ against the other
 # width's exponent: at width 64 the interval must meet $1 \pm$ `alpha_tolerance` and exclude
 # $\alpha \leq 1 -$ `alpha_tolerance` (the width-$4d$ behaviour); at width $4d$ it must meet
@@ -357,21 +357,29 @@ def curvature_at(w, confidence: float, min_N: int = curvature_min_N) -> Estimate
 
 
 def steeper_at(w, confidence: float) -> Estimate:
-    """alpha_frozen - alpha_learned as the slope in log N of log(d_frozen / d_learned), over the (N, seed) pairs
-    whose two searches both found d_min: paired by seed (the same facts and batches), so that what a seed's
-    two curves share cancels, where a Welch interval from the two fits would count it twice."""
+    """alpha_frozen - alpha_learned as the slope in log N of log(d_frozen / d_learned): paired by seed (the same
+    facts and batches), so that what a seed's two curves share cancels, where a Welch interval from the two
+    fits would count it twice. The pairs at one N are averaged first and the slope is fitted to the means,
+    its interval on (number of N) - 2 degrees of freedom: the seeds at one N share that N's departure
+    from a straight line, so they are not independent points of the fit."""
     quantity = f"alpha_frozen - alpha_learned at width {w}"
-    pairs = [(N, searches["frozen", w, "fixed steps", N, s].d_min / searches["learned", w, "fixed steps", N, s].d_min)
-             for N in N_values for s in seeds
-             if searches["frozen", w, "fixed steps", N, s].d_min and searches["learned", w, "fixed steps", N, s].d_min]
-    if len({N for N, _ in pairs}) < 3:
-        return Estimate.missing(quantity, f"{len({N for N, _ in pairs})} N with both d_min: a slope and its error need three", confidence)
-    u, v = np.log([N for N, _ in pairs]), np.log([ratio for _, ratio in pairs])
+    ratios = {N: [math.log(searches["frozen", w, "fixed steps", N, s].d_min / searches["learned", w, "fixed steps", N, s].d_min)
+                  for s in seeds
+                  if searches["frozen", w, "fixed steps", N, s].d_min and searches["learned", w, "fixed steps", N, s].d_min]
+              for N in N_values}
+    means = {N: float(np.mean(r)) for N, r in ratios.items() if r}
+    if len(means) < 3:
+        return Estimate.missing(quantity, f"{len(means)} N with both d_min: a slope and its error need three", confidence)
+    u, v = np.log(list(means)), np.array(list(means.values()))
     slope, intercept = np.polyfit(u, v, 1)
     df = len(u) - 2
     se = math.sqrt(float(((v - intercept - slope * u) ** 2).sum()) / df / float(((u - u.mean()) ** 2).sum()))
-    return with_interval(quantity, float(slope), se, df, len(u), confidence,
-                         f"Student t on the slope of log(d_frozen / d_learned) over {len(u)} paired (N, seed) points")
+    if se <= 1e-9 * max(1.0, abs(slope)):  # the means on a line to rounding: no error to estimate from them
+        se = float("nan")
+    pairs = sum(len(r) for r in ratios.values())
+    return with_interval(quantity, float(slope), se, df, pairs, confidence,
+                         f"Student t on the slope of the mean log(d_frozen / d_learned) over {len(u)} N "
+                         f"({pairs} paired (N, seed) points)")
 
 
 def unpaired_steeper_at(w, confidence: float) -> Estimate:

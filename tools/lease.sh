@@ -4,7 +4,7 @@
 #   GEOFACT_GIT_COMMIT=<home commit> bash tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...] [--grid-d D ...]
 #
 # In order, each step logged under $OUT: the CUDA tests (a failure stops here, before any time goes on
-# scale); the records of earlier leases (results/paper/records/*.tar.gz) unpacked into the run cache;
+# scale); the records of earlier leases (results/<profile>/records/*.tar.gz) unpacked into the run cache;
 # with --calibrate, the benchmark's calibration (bench/calibration/<device>.json, copied to $OUT); the
 # pages' compute side (`geofact compute`, all training pages unless PAGEs are named; with --grid-d /
 # --grid-R, the mechanism pages on those cells of the capacity grid) under what is left of LIMIT_SECONDS
@@ -38,10 +38,16 @@ status=$?
 tail -3 "$OUT/tests.log"
 if [ $status -ne 0 ]; then step "the CUDA tests failed (status $status): nothing run at scale"; exit 1; fi
 
-for archive in results/paper/records/*.tar.gz results/paper/records/*.tar.gz.part1of*; do
+# once per machine: a later command of this lease keeps the records it trained again (a run of its grid
+# cells whose weights an earlier lease took with it); the newest archive holds every earlier record
+mkdir -p .geofact/unpacked
+for archive in results/"$profile"/records/*.tar.gz results/"$profile"/records/*.tar.gz.part1of*; do
     [ -e "$archive" ] || continue
+    marker=.geofact/unpacked/$(basename "$archive")
+    [ -e "$marker" ] && continue
     step "unpack $archive"
-    $python -m geofact.pipeline.cli unpack "$archive" | tail -1 || exit 1
+    $python -m geofact.pipeline.cli unpack --force "$archive" | tail -1 || exit 1
+    touch "$marker"
 done
 
 if [ $calibrate -eq 1 ]; then

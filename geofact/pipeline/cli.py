@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  #
 from geofact.pipeline.project import Project  # noqa: E402
 from geofact.training.precision import PRECISIONS  # noqa: E402
 
+GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # geofact.training.grid.CELLS_ENV, named here: importing it brings torch
 UNFINISHED = 3  # exit status of `geofact run` / `geofact compute` with --budget when pages are left for the next call
 
 
@@ -89,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     project = Project(args.root.resolve()) if args.root else Project.find()
+    if args.command in ("run", "plan") and os.environ.get(GRID_CELLS_ENV):
+        print(f"geofact {args.command}: error: {GRID_CELLS_ENV} is set ({os.environ[GRID_CELLS_ENV]}): the pages would be "
+              "built on part of the capacity grid; it is for `geofact compute --grid-R/--grid-d` alone, unset it",
+              file=sys.stderr)
+        return 1
 
     if args.command == "run":
         from geofact.pipeline.runner import RunUnfinished, run

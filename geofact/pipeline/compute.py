@@ -20,8 +20,8 @@ The mechanism pages read the weights of every capacity-grid run at every checkpo
 leave the lease, while the paper's grid trains for longer than one lease lasts. `grid_cells` (`--grid-R`,
 `--grid-d`) runs them on some cells of the grid (geofact.training.grid.restriction): each trains
 those cells' runs and caches their analyses, which travel as records; the page itself, on those cells
-alone, is left unfinished (no marker, nothing previewed), and once every cell has been through a lease
-the pages compute from records on the whole grid.
+alone, leaves no marker and previews nothing, and once every cell has been through a lease the pages
+compute from records on the whole grid.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from geofact.store import record_key, write_json
 # pages share its runs (exp-capacity trains them, the mechanism pages analyse them), so in that order.
 DEFAULT_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 MECHANISM_PAGES = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # what a lease runs on some of the grid's cells
+GRID_PAGES = ("exp-capacity", *MECHANISM_PAGES)  # the pages built on the capacity grid
 TAIL_BYTES = 8192  # of a failed page's output, kept for the error message
 PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 
@@ -167,15 +168,18 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     (progress bars, tracebacks) goes to `echo` (default: standard error), this function's lines to
     standard output. `precision` is the policy passed to pages that declare it (None: the device's
     default, geofact.training.precision). `grid_cells` ({"R": [...], "d": [...]}, MECHANISM_PAGES when
-    `names` is empty) computes the pages on those cells of the capacity grid: their records, never the
-    pages. Raises ComputeFailed at the first page that fails, ComputeUnfinished when the budget left
-    pages for the next command, or when `grid_cells` computed only part of them."""
+    `names` is empty, GRID_PAGES at most) computes the pages on those cells of the capacity grid: their
+    records, never a marker. Raises ComputeFailed at the first page that fails, ComputeUnfinished when
+    the budget left pages for the next command."""
     echo = echo or sys.stderr.buffer
     if budget is not None and not budget > 0:
         raise ValueError(f"budget must be a number of seconds > 0, got {budget!r}")
     if grid_cells is not None and (not grid_cells or set(grid_cells) - {"R", "d"}):
         raise ValueError(f'grid_cells must name "R" values, "d" values or both, got {grid_cells!r}')
     names = list(dict.fromkeys(names or (MECHANISM_PAGES if grid_cells else DEFAULT_PAGES)))
+    if grid_cells and set(names) - set(GRID_PAGES):
+        raise ValueError(f"grid cells (--grid-R, --grid-d) are for the capacity grid's pages {list(GRID_PAGES)}, "
+                         f"not {sorted(set(names) - set(GRID_PAGES))}")
     for n in names:
         project.source(n)  # fail on a typo before anything runs
     settings = RunSettings.resolve(project, profile, device, precision)  # a device that is not here is an error, not a CPU run
@@ -215,11 +219,10 @@ def _compute_pages(project: Project, names: list[str], profile: str, device: str
             print(f"[{i}/{len(names)}] {name}: unfinished after {wall:.1f} s: {why}", flush=True)
             unfinished.append((name, why))
             continue
-        if grid_cells:
-            why = (f"computed on the grid's cells {json.dumps(grid_cells)} alone: their runs and analyses are cached, "
-                   "the page is computed once every cell is")
-            print(f"[{i}/{len(names)}] {name}: {why} ({wall:.1f} s)", flush=True)
-            unfinished.append((name, why))
+        if grid_cells:  # done for these cells: no marker (the page is not computed), nothing previewed
+            print(f"[{i}/{len(names)}] {name}: computed on the grid's cells {json.dumps(grid_cells)} alone in {wall:.1f} s: "
+                  "their runs and analyses are cached; the page is computed once every cell is", flush=True)
+            done.append(Computed(name, wall, {}, skipped=False))
             continue
         write_json(marker_path(project, profile, name), {
             "notebook": name, "profile": profile, "device": device, "parameters": params, "key": key,

@@ -134,7 +134,8 @@ ACCELERATOR_SHAPES = ((4096, 1024, 64, 42), (4096, 1024, 256, 16))
 def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=None) -> list[tuple[TrainConfig, int, float]]:
     """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one: where a
     step's fixed cost shows) and, on an accelerator, at the paper grid's, each timed after a warm-up
-    call, in the device's default precision: for geofact plan's calibration (geofact.training.plan.fit)."""
+    call, in the device's default precision: for geofact plan's calibration (geofact.training.plan.fit).
+    On CUDA each timed call captures its step as a graph again; its `steps` amortise that."""
     device = resolve_device(device)
     if shapes is None:
         shapes = CALIBRATION_SHAPES + (ACCELERATOR_SHAPES if device.type != "cpu" else ())
@@ -144,7 +145,7 @@ def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=No
         configs = [TrainConfig(N=N, R=R, d=d, batch_size=B, max_steps=steps, lr=1e-3, loss_threshold=0.0, seed=s,
                                precision=precision)
                    for s, R in zip(range(runs), [2, 4, 8, 16] * runs)]
-        train_group(configs, device=device, evaluate=False, log_every=10**9, block_steps=steps)  # warm-up
+        train_group(configs, device=device, evaluate=False, log_every=10**9)  # warm-up: kernels chosen, memory held
         rate = _rate(lambda: train_group(configs, device=device, evaluate=False, log_every=10**9), steps, device)
         out.append((max(configs, key=lambda c: c.R), runs, 1 / rate))
     return out

@@ -27,6 +27,16 @@ REGIMES = {"learned": False, "frozen": True}  # name -> TrainConfig.frozen_embed
 CELLS_ENV = "GEOFACT_GRID_CELLS"  # {"R": [...], "d": [...]}: the pages' capacity grid on these cells alone
 
 
+_RESTRICTED_RUNS: set[str] = set()  # keys of the runs of the grids built on restricted cells in this process
+
+
+def restricted_run(config: TrainConfig) -> bool:
+    """Whether `config` is a run of a grid this process built on the cells $GEOFACT_GRID_CELLS names: the
+    runs whose weights a lease computing those cells must have (geofact.training.sweep), and no others
+    (a second grid, a control, an earlier lease's cells)."""
+    return restriction() is not None and config.key() in _RESTRICTED_RUNS
+
+
 def restriction() -> dict[str, list[int]] | None:
     """The cells $GEOFACT_GRID_CELLS names (`geofact compute --grid-R/--grid-d`; "R", "d" or both), or None."""
     value = os.environ.get(CELLS_ENV, "")
@@ -95,15 +105,19 @@ class CapacityGrid:
             grid = cls(**value)
         grid = grid if precision is None else replace(grid, precision=precision)
         cells = restriction()
-        return grid if cells is None else grid.on_cells(cells.get("R"), cells.get("d"))
+        if cells is None:
+            return grid
+        grid = grid.on_cells(cells.get("R"), cells.get("d"))
+        _RESTRICTED_RUNS.update(c.key() for c in grid.configs().values())
+        return grid
 
     def on_cells(self, R_values=None, d_values=None) -> "CapacityGrid":
         """The grid on some of its R and d values (None: all); its runs are the whole grid's runs."""
         for name, wanted, have in (("R", R_values, self.R_values), ("d", d_values, self.d_values)):
             if wanted is not None and not set(wanted) <= set(have):
                 raise ValueError(f"grid cells: {name} must be among the grid's {list(have)}, got {sorted(wanted)}")
-        return replace(self, R_values=tuple(sorted(R_values)) if R_values is not None else self.R_values,
-                       d_values=tuple(sorted(d_values)) if d_values is not None else self.d_values)
+        return replace(self, R_values=tuple(sorted(set(R_values))) if R_values is not None else self.R_values,
+                       d_values=tuple(sorted(set(d_values))) if d_values is not None else self.d_values)
 
     def as_dict(self) -> dict:
         return asdict(self)

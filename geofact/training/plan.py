@@ -384,7 +384,8 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
     inverse_rate, inverse_bandwidth, fixed = x / scale
     # no rate above the device's peak for the policy: the measured float32 peak, times the data sheet's
     # tensor-core ratio for tf32 / bf16 (where matmuls are a small share of the step, the fit alone cannot bound them)
-    rate = 1 / max(inverse_rate, 1 / (PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]))
+    cap = PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]
+    rate = 1 / max(inverse_rate, 1 / cap)
     predicted = A @ (x / scale)
     worst = float(np.max(np.abs(predicted / t - 1)))
     # the fit's rate is its policy's; float32 work (the analyses) gets no more than the measured float32 peak
@@ -392,7 +393,9 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
                        bandwidth=1 / max(inverse_bandwidth, 1e-15), op_seconds=fixed / ops_per_step, ops_per_step=ops_per_step,
                        source=f"bench_trainer.py on {bench['device']} ({bench['threads']} threads): fitted to {len(rows)} "
                               f"step timings (N from {min(c.N for c, *_ in rows)} to {max(c.N for c, *_ in rows)}), "
-                              f"worst error {worst:.0%}")
+                              f"worst error {worst:.0%}"
+                              + (f"; the matmul rate is the cap, {cap / 1e12:.0f} TFLOP/s ({precision}): the timings do not "
+                                 "identify it, matmuls being a small share of these steps" if rate >= cap * (1 - 1e-9) else ""))
 
 
 def calibration_path(root: Path, device: str) -> Path:

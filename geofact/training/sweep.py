@@ -41,7 +41,7 @@ from geofact.store import (
 )
 from geofact.training.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.training.grid import restriction
+from geofact.training.grid import restricted_run
 from geofact.training.model import n_params
 from geofact.training.hop_trainer import train_multihop
 from geofact.training.resume import (
@@ -293,13 +293,14 @@ class SweepPool:
     def cached(self, config: Config) -> dict | None:
         """The run's record when the cache holds it with every checkpoint this pool keeps. On a lease
         computing cells of the capacity grid (geofact.training.grid.restriction), which analyses their
-        weights, a record whose weights are not on this machine (an earlier lease's) is trained again."""
+        weights, a run of those cells whose weights are not on this machine (an earlier lease's) is
+        trained again; any other run's record stands without its weights."""
         if self.checkpoints and not isinstance(config, TrainConfig):
             raise ValueError("checkpoints are kept for single-hop runs (TrainConfig) only")
         record = load_result(self.cache_dir, config)
         if record is None or missing_checkpoints(record, self.checkpoints):
             return None
-        if self.save_weights and restriction() is not None and not records_only():
+        if self.save_weights and restricted_run(config) and not records_only():
             kept = [c["step"] for c in record.get("checkpoints", [])]
             files = [f"{config.key()}.npz", *(checkpoint_file(config, step) for step in kept)]
             if not all((self.cache_dir / name).exists() for name in files):

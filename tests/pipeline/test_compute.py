@@ -127,8 +127,19 @@ def test_a_failing_page_stops_the_command_naming_it_with_its_traceback(project, 
     (["ok", "--profile", "huge"], "profile must be one of ['smoke'], got 'huge'"),
     (["nowhere", "--profile", "smoke"], "notebook must be one of ['broken', 'ok', 'spent'], got 'nowhere'"),
     (["ok", "--profile", "smoke", "--device", "cuda:7"], "device='cuda:7'"),
+    (["ok", "--profile", "smoke", "--grid-d", "8"], "grid cells (--grid-R, --grid-d) are for the capacity grid's pages"),
 ])
 def test_bad_arguments_are_clear_errors_before_anything_runs(project, node_env, args, error):
     done = geofact(project, node_env, "compute", *args)
     assert done.returncode == 1 and "geofact compute: error: " in done.stderr and error in done.stderr
     assert not (project.root / ".geofact").exists()
+
+
+def test_run_and_plan_refuse_to_build_pages_on_part_of_the_grid(project, node_env):
+    from geofact.pipeline.cli import GRID_CELLS_ENV
+    from geofact.training.grid import CELLS_ENV
+
+    assert GRID_CELLS_ENV == CELLS_ENV  # the publisher names it without importing the grid (torch)
+    for command in (["run", "ok", "--profile", "smoke"], ["plan", "--profile", "smoke"]):
+        done = geofact(project, {**node_env, CELLS_ENV: '{"d": [8]}'}, *command)
+        assert done.returncode == 1 and f"{CELLS_ENV} is set" in done.stderr, done.stderr[-1000:]

@@ -7,6 +7,8 @@ gradients are atomics there), the chunked output layer's
 recomputing path, and the trainers' results against the same runs on the CPU in float64.
 """
 
+import warnings
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -15,7 +17,7 @@ from geofact.training import graphs
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import forward
 from geofact.training.stack import stack_params
-from geofact.training.step import loss_and_grads
+from geofact.training.step import entity_chunk, loss_and_grads
 from geofact.training.hop_trainer import train_multihop
 from geofact.training.trainer import train_group
 
@@ -51,10 +53,12 @@ def test_graph_replays_are_the_eager_steps(monkeypatch):
     """In float64: the embeddings' gradients are CUDA atomics (index_add_, scatter_add_), whose order of
     addition varies from step to step, so even two eager runs agree only to rounding, not bit for bit."""
     configs = _runs(precision="fp32", max_steps=200, loss_threshold=0.5)  # runs leave the stack: re-captures
-    graphed = train_group(configs, device="cuda", dtype=torch.float64)
+    with warnings.catch_warnings():  # a capture that fails goes on eagerly with a warning: here it fails the test
+        warnings.filterwarnings("error", message="CUDA graph capture")
+        graphed = train_group(configs, device="cuda", dtype=torch.float64)
     monkeypatch.setenv(graphs.ENV, "0")
     eager = train_group(configs, device="cuda", dtype=torch.float64)
-    _assert_same_runs(graphed, eager, rtol=1e-9, atol=1e-11)
+    _assert_same_runs(graphed, eager, rtol=1e-7, atol=1e-9)
 
 
 def test_the_recomputed_chunked_output_layer_is_autograds_on_cuda():
@@ -74,11 +78,13 @@ def test_the_recomputed_chunked_output_layer_is_autograds_on_cuda():
             torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}")
 
 
-def test_a_paper_shaped_step_chunks_and_trains_under_each_precision():
-    """N = 4096 at batch 1024: 4M logits a run, past the whole-output limit, so the output is chunked."""
+def test_a_scaling_shaped_step_chunks_and_trains_under_each_precision():
+    """N = 8192 at batch 1024 (exp-scaling's larger N): 8M logits a run, past the whole-output limit, so the
+    output layer runs in chunks, recomputed on the second pass."""
+    assert entity_chunk(1024, 8192, torch.device("cuda")) < 8192
     losses = {}
     for precision in ("fp32", "tf32", "bf16"):
-        configs = [TrainConfig(N=4096, R=4, d=64, batch_size=1024, max_steps=30, lr=1e-2, loss_threshold=0.0,
+        configs = [TrainConfig(N=8192, R=4, d=64, batch_size=1024, max_steps=30, lr=1e-2, loss_threshold=0.0,
                                seed=s, precision=precision) for s in (0, 1)]
         results = train_group(configs, device="cuda", evaluate=False)
         losses[precision] = [r.final_loss for r in results]

@@ -183,14 +183,22 @@ def test_workers_die_with_a_killed_sweep(tmp_path, seconds):
         parent.kill()
 
 
-def test_a_lease_computing_grid_cells_trains_again_a_run_whose_weights_are_not_here(tmp_path, monkeypatch):
-    config = TrainConfig(N=16, R=2, d=4, batch_size=8, max_steps=10, loss_threshold=0.0)
-    run_sweep([config], tmp_path, progress=False, checkpoints=(5,))
-    pool = SweepPool(tmp_path, progress=False, checkpoints=(5,))
-    (tmp_path / f"{config.key()}-step5.npz").unlink()  # an earlier lease's run: its records came home, its weights did not
+def test_a_lease_computing_grid_cells_trains_again_a_run_of_its_cells_whose_weights_are_not_here(tmp_path, monkeypatch):
+    from geofact.training.grid import CapacityGrid
+
+    spec = dict(N=16, R_values=[2], d_values=[4, 8], seeds=[0], lr=1e-2, batch_size=8, max_steps=10, checkpoints=[5])
     monkeypatch.delenv("GEOFACT_GRID_CELLS", raising=False)
-    assert pool.cached(config) is not None  # the pages at home read its records alone
+    whole = CapacityGrid.from_parameter(spec)
+    inside, outside = whole.config(2, 4, False, 0), whole.config(2, 8, False, 0)
+    other = whole.config(2, 4, False, 0, weight_decay=0.0)  # same cell, not a grid run (a control)
+    run_sweep([inside, outside, other], tmp_path, progress=False, checkpoints=(5,))
+    for c in (inside, outside, other):  # an earlier lease's runs: their records came home, their weights did not
+        (tmp_path / f"{c.key()}-step5.npz").unlink()
+    pool = SweepPool(tmp_path, progress=False, checkpoints=(5,))
+    assert all(pool.cached(c) is not None for c in (inside, outside, other))  # the pages at home read the records alone
     monkeypatch.setenv("GEOFACT_GRID_CELLS", '{"d": [4]}')
-    assert pool.cached(config) is None  # a lease analysing its cells needs the weights: trained again
-    run_sweep([config], tmp_path, progress=False, checkpoints=(5,))
-    assert (tmp_path / f"{config.key()}-step5.npz").exists() and SweepPool(tmp_path, progress=False, checkpoints=(5,)).cached(config)
+    assert CapacityGrid.from_parameter(spec).d_values == (4,)  # a page of this lease builds its grid on d = 4
+    assert pool.cached(inside) is None  # its analyses need the weights: trained again here
+    assert pool.cached(outside) is not None and pool.cached(other) is not None  # not this lease's cells: records stand
+    run_sweep([inside], tmp_path, progress=False, checkpoints=(5,))
+    assert (tmp_path / f"{inside.key()}-step5.npz").exists() and pool.cached(inside) is not None
