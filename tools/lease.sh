@@ -3,8 +3,8 @@
 #
 #   GEOFACT_GIT_COMMIT=<home commit> bash tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...] [--grid-d D ...]
 #
-# In order, each step logged under $OUT: the CUDA tests (a failure stops here, before any time goes on
-# scale); the records of earlier leases (results/<profile>/records/*.tar.gz) unpacked into the run cache;
+# In order, each step logged under $OUT: the CUDA tests (once per machine; a failure stops here, before
+# any time goes on scale); the records of earlier leases (results/<profile>/records/*.tar.gz) unpacked into the run cache;
 # with --calibrate, the benchmark's calibration (bench/calibration/<device>.json, copied to $OUT); the
 # pages' compute side (`geofact compute`, all training pages unless PAGEs are named; with --grid-d /
 # --grid-R, the mechanism pages on those cells of the capacity grid) under what is left of LIMIT_SECONDS
@@ -32,11 +32,15 @@ step "device $device, profile $profile, commit $GEOFACT_GIT_COMMIT"
 if [ "$device" = cuda ]; then nvidia-smi -L; fi
 $python -c "import torch; print('torch', torch.__version__)"
 
-step "CUDA tests"
-$python -m pytest -q -p no:cacheprovider tests/training/test_cuda.py >"$OUT/tests.log" 2>&1
-status=$?
-tail -3 "$OUT/tests.log"
-if [ $status -ne 0 ]; then step "the CUDA tests failed (status $status): nothing run at scale"; exit 1; fi
+passed=.geofact/cuda-tests-passed  # once per machine: a later command of the lease spends its time on scale
+if [ -e "$passed" ]; then step "CUDA tests: passed on this machine earlier"; else
+    step "CUDA tests"
+    $python -m pytest -q -p no:cacheprovider tests/training/test_cuda.py >"$OUT/tests.log" 2>&1
+    status=$?
+    tail -3 "$OUT/tests.log"
+    if [ $status -ne 0 ]; then step "the CUDA tests failed (status $status): nothing run at scale"; exit 1; fi
+    mkdir -p .geofact && touch "$passed"
+fi
 
 # once per machine: a later command of this lease keeps the records it trained again (a run of its grid
 # cells whose weights an earlier lease took with it); the newest archive holds every earlier record

@@ -298,6 +298,9 @@ def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "skipped" in (lease_out / "tests.log").read_text() and "] exp-capacity: computed" in (lease_out / "compute.log").read_text()
     assert (lease_out / "smoke.tar.gz").stat().st_size > 0 and "done, compute status 0" in done.stdout
+    done = subprocess.run(["bash", "tools/lease.sh", "300", "exp-capacity"], cwd=node.root, capture_output=True, text=True,
+                          env={**env, "PROFILE": "smoke", "DEVICE": "cpu", "PYTHON": str(python), "OUT": str(lease_out)}, timeout=600)
+    assert done.returncode == 0 and "CUDA tests: passed on this machine earlier" in done.stdout, done.stdout[-3000:]
 
 
 GRID_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer"]
