@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from geofact.provenance import git_commit
@@ -45,9 +46,9 @@ def main() -> None:
     small = [(TrainConfig(**s["config"]), s["runs"], s["seconds"]) for s in bench.get("small_steps", [])]
     precision = Counter(c.precision for c, *_ in groups).most_common(1)[0][0]
     calibration = fit(bench, bench["ops_per_step"], small + groups, precision=precision, bench_rows=False)
-    calibration = type(calibration)(**{**calibration.as_dict(), "source": (
+    calibration = replace(calibration, source=(
         f"refitted to {len(groups)} groups trained on {bench['device']} (run records) and {len(small)} small-shape "
-        f"timings of bench_trainer.py; {calibration.source.split(': ', 1)[1]}")})
+        f"timings of bench_trainer.py; {calibration.source.split(': ', 1)[1]}"))
     for config, runs, seconds in groups:
         predicted = calibration.step_seconds(config, runs)
         print(f"N={config.N} d={config.d} B={config.batch_size} {config.precision}, {runs:.1f} runs: "

@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 
 import geofact
 from geofact.pipeline.project import Project
-from geofact.pipeline.script import UNFINISHED_MARK, UNFINISHED_STATUS, RunSettings
+from geofact.pipeline.script import SHARED_RUNS_PARAMETERS, UNFINISHED_MARK, UNFINISHED_STATUS, RunSettings, notebook_parameters
 from geofact.settings import DEADLINE_ENV, RESULTS_PATH_ENV, past_deadline
 from geofact.store import record_key, write_json
 
@@ -47,7 +47,6 @@ from geofact.store import record_key, write_json
 # pages share its runs (exp-capacity trains them, the mechanism pages analyse them), so in that order.
 DEFAULT_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 MECHANISM_PAGES = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # what a lease runs on some of the grid's cells
-GRID_PAGES = ("exp-capacity", *MECHANISM_PAGES)  # the pages built on the capacity grid
 TAIL_BYTES = 8192  # of a failed page's output, kept for the error message
 PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 
@@ -168,7 +167,7 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     (progress bars, tracebacks) goes to `echo` (default: standard error), this function's lines to
     standard output. `precision` is the policy passed to pages that declare it (None: the device's
     default, geofact.training.precision). `grid_cells` ({"R": [...], "d": [...]}, MECHANISM_PAGES when
-    `names` is empty, GRID_PAGES at most) computes the pages on those cells of the capacity grid: their
+    `names` is empty; pages declaring `capacity_grid` alone) computes the pages on those cells of the capacity grid: their
     records, never a marker. Raises ComputeFailed at the first page that fails, ComputeUnfinished when
     the budget left pages for the next command."""
     echo = echo or sys.stderr.buffer
@@ -177,11 +176,12 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     if grid_cells is not None and (not grid_cells or set(grid_cells) - {"R", "d"}):
         raise ValueError(f'grid_cells must name "R" values, "d" values or both, got {grid_cells!r}')
     names = list(dict.fromkeys(names or (MECHANISM_PAGES if grid_cells else DEFAULT_PAGES)))
-    if grid_cells and set(names) - set(GRID_PAGES):
-        raise ValueError(f"grid cells (--grid-R, --grid-d) are for the capacity grid's pages {list(GRID_PAGES)}, "
-                         f"not {sorted(set(names) - set(GRID_PAGES))}")
     for n in names:
         project.source(n)  # fail on a typo before anything runs
+    off_grid = [n for n in names if not notebook_parameters(project, n) & set(SHARED_RUNS_PARAMETERS)] if grid_cells else []
+    if off_grid:
+        raise ValueError(f"grid cells (--grid-R, --grid-d) are for the capacity grid's pages (those declaring "
+                         f"{' or '.join(SHARED_RUNS_PARAMETERS)}), not {off_grid}")
     settings = RunSettings.resolve(project, profile, device, precision)  # a device that is not here is an error, not a CPU run
     if budget is not None:  # the pages and their sweep workers inherit it
         os.environ[DEADLINE_ENV] = str(time.time() + budget)

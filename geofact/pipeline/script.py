@@ -143,6 +143,9 @@ def page_parameters(project: Project, name: str, profile: str, device: str | Non
     return {**defaults, **expected_parameters(project, name, profile, device, precision)}
 
 
+SHARED_RUNS_PARAMETERS = ("capacity_grid",)  # pages declaring one read the same cached runs (geofact.training.grid)
+
+
 def notebook_parameters(project: Project, name: str) -> set[str]:
     """The names notebook `name`'s parameters cell declares."""
     try:

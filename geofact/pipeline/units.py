@@ -5,10 +5,8 @@ from __future__ import annotations
 import nbformat
 
 from geofact.pipeline.project import Project
-from geofact.pipeline.script import notebook_parameters
+from geofact.pipeline.script import SHARED_RUNS_PARAMETERS, notebook_parameters
 from geofact.pipeline.verdicts import NotebookError
-
-SHARED_RUNS_PARAMETERS = ("capacity_grid",)  # pages declaring one read the same cached runs (geofact.training.grid)
 
 
 def page_cost(project: Project, name: str, profile: str) -> float:
