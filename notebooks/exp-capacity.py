@@ -62,6 +62,7 @@ min_headroom = 3.0  # the stop-rule check covers memorising runs with d at least
 attention_R = [4, 8]  # the learned-attention check: these R of the grid ...
 attention_d = [32, 64, 128, 256, 512, 768]  # ... at these d, both regimes, every seed, with a learned attention head
 attention_factor = 1.5  # "qualitatively similar": each threshold within this factor of the uniform-attention one
+precision_R = None  # the precision check's R (None: every R of the grid): at each, its thresholds and the d below them
 bench_runs = 4  # the benchmark: runs per d, steps per run, d values, and the paper's N and batch
 bench_steps = 10
 bench_d = [32, 128, 512]
@@ -109,6 +110,8 @@ if substantial < 1:
     raise ValueError(f"substantial must be >= 1, got {substantial}")
 if not attention_R or not set(attention_R) <= set(grid.R_values) or not set(attention_d) <= set(grid.d_values):
     raise ValueError(f"attention_R and attention_d must be non-empty subsets of the grid's R {list(grid.R_values)} and d {list(grid.d_values)}")
+if precision_R is not None and (not precision_R or not set(precision_R) <= set(grid.R_values)):
+    raise ValueError(f"precision_R must be None or a non-empty subset of the grid's R {list(grid.R_values)}, got {precision_R}")
 if attention_factor < 1:
     raise ValueError(f"attention_factor must be >= 1, got {attention_factor}")
 report.number("grid", grid.as_dict(), glue=False)
@@ -340,8 +343,8 @@ if growth.defined:
 # A GPU trains in TF32 unless told otherwise, whose matmul products keep 10 bits of mantissa; bfloat16
 # keeps 7, and this CPU can run it. Where a run's margin is thinnest, at the capacity threshold, rounding
 # could move which cells memorise and so the thresholds every verdict above rests on. The cells of each
-# threshold and the grid $d$ just below it are trained again under {glue:text}`other_precision`, with
-# the rest of the recipe (seeds, batches, stop rule, the loss in float32) unchanged.
+# threshold and the grid $d$ just below it (at every $R$ of `precision_R`, all of the grid's when None)
+# are trained again under {glue:text}`other_precision`, with the rest of the recipe (seeds, batches, stop rule, the loss in float32) unchanged.
 
 # %%
 other_precision = "bf16" if precision != "bf16" else "fp32"
@@ -350,7 +353,7 @@ report.number("other_precision", other_precision)
 near = {}  # (regime, R, d, seed) -> the grid run's config under the other policy
 for name in REGIMES:
     for i, R in enumerate(grid.R_values):
-        if thresholds[name][i] is None:
+        if thresholds[name][i] is None or (precision_R is not None and R not in precision_R):
             continue
         j = grid.d_values.index(thresholds[name][i])
         for d in grid.d_values[max(0, j - 1) : j + 1]:

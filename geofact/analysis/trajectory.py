@@ -58,8 +58,23 @@ class Point:
 
 def train_grid(grid: CapacityGrid, cache_dir: Path, device: str = "cpu") -> dict[Key, dict]:
     """{key: run record} of every run of the grid, training (with the grid's checkpoints) what is missing."""
-    configs = grid.configs()
-    return dict(zip(configs, run_sweep(list(configs.values()), cache_dir, device=device, checkpoints=grid.checkpoints)))
+    return train_grids([grid], cache_dir, device)[0]
+
+
+def train_grids(grids: list[CapacityGrid], cache_dir: Path, device: str = "cpu") -> list[dict[Key, dict]]:
+    """`train_grid` of each grid, trained as one sweep: runs of one shape in different grids (a second
+    grid's ladders, one per R, at a shared d) then stack into one group, and the workers share one queue.
+    Grids with different checkpoints are swept apart (a sweep saves one set)."""
+    by_checkpoints: dict[tuple[int, ...], list[int]] = {}
+    for i, grid in enumerate(grids):
+        by_checkpoints.setdefault(tuple(grid.checkpoints), []).append(i)
+    out: list[dict[Key, dict]] = [{} for _ in grids]
+    for checkpoints, members in by_checkpoints.items():
+        configs = [(i, key, config) for i in members for key, config in grids[i].configs().items()]
+        records = run_sweep([config for _, _, config in configs], cache_dir, device=device, checkpoints=checkpoints)
+        for (i, key, _), record in zip(configs, records):
+            out[i][key] = record
+    return out
 
 
 def _code_and_globals(fn: Callable, seen: set[int]) -> list[str]:

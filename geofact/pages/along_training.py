@@ -61,11 +61,10 @@ def grid_cells(grids: list[CapacityGrid], cache_dir, analyse, name: str, params:
     (geofact.analysis.trajectory), and its cells judged at `min_headroom`; one line per grid says its
     threshold and how many runs met the stop rule."""
     from geofact.analysis.judging import grid_state
-    from geofact.analysis.trajectory import analyse_grid, train_grid
+    from geofact.analysis.trajectory import analyse_grid, train_grids
 
     cells: dict[int, list[CellCourse]] = {}
-    for grid in grids:
-        records = train_grid(grid, cache_dir, device)
+    for grid, records in zip(grids, train_grids(grids, cache_dir, device)):
         state = grid_state(grid, records, [min_headroom])
         points = analyse_grid(grid, records, cache_dir, analyse, name, params, device=device,
                               desc=f"{desc} at N={grid.N}, R={grid.R_values[0]}")

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from geofact.analysis.trajectory import Point, analyse_grid, code_without_prose, final_values, train_grid
+from geofact.analysis.trajectory import Point, analyse_grid, code_without_prose, final_values, train_grid, train_grids
 from geofact.pages.curves import value_at_steps
 from geofact.settings import RECORDS_ONLY_ENV
 from geofact.store import RecordMissing
@@ -23,6 +23,21 @@ def test_every_checkpoint_and_the_final_state_are_analysed(tmp_path):
     assert pts[-1].accuracy == records["learned", 1, 8, 0]["accuracy"] and pts[0].loss == records["learned", 1, 8, 0]["checkpoints"][0]["loss"]
     assert pts[0].values["norm"] != pts[-1].values["norm"]  # the weights moved between step 0 and the stop
     assert final_values(GRID, points, "norm")["learned"].shape == (1, 1, 1)
+
+
+def test_grids_trained_together_stack_their_runs_of_one_shape_and_keep_each_grids_keys(tmp_path):
+    ladders = [CapacityGrid(N=16, R_values=[R], d_values=[8], seeds=[0], lr=1e-2, batch_size=16, max_steps=30, checkpoints=[0, 10])
+               for R in (1, 2, 3)]
+    together = train_grids(ladders, tmp_path / "together")
+    assert [sorted(records) for records in together] == [sorted(g.configs()) for g in ladders]
+    apart = train_grid(ladders[2], tmp_path / "apart")
+
+    def stacks(records: list[dict]) -> int:
+        return len({(r["group_seconds"], r["group_size"]) for r in records})
+
+    # one ladder alone is as many stacks as it has runs or workers; three together share theirs
+    assert stacks([r for records in together for r in records.values()]) < len(ladders) * stacks(list(apart.values()))
+    assert all(apart[k]["config"] == together[2][k]["config"] and apart[k]["checkpoints"][0]["step"] == 0 for k in apart)
 
 
 def test_a_run_that_stopped_keeps_its_final_value():
