@@ -8,7 +8,7 @@
 # with --calibrate, the benchmark's calibration (bench/calibration/<device>.json, copied to $OUT); the
 # pages' compute side (`geofact compute`, all training pages unless PAGEs are named; with --grid-d /
 # --grid-R, the mechanism pages on those cells of the capacity grid) under what is left of LIMIT_SECONDS
-# less a margin for packing; and the run cache's records packed into $OUT.
+# less a margin for packing (past which compute is stopped); and the run cache's records packed into $OUT.
 # PROFILE (default paper) and DEVICE (default cuda) change the target; the lease rehearsal
 # (tests/pipeline/test_pipeline.py) runs it at smoke on a CPU. Exit status: compute's (3: unfinished,
 # the same command again goes on), or 1 when a step before it failed.
@@ -64,8 +64,12 @@ fi
 budget=$((limit - (SECONDS - start) - margin))
 if [ $budget -lt 30 ]; then step "only $budget s left for compute: skipped"; compute=3; else
     step "compute, budget $budget s: ${*:-the training pages}"
-    $python -m geofact.pipeline.cli compute --profile "$profile" --device "$device" --budget "$budget" "$@" >"$OUT/compute.log" 2>&1
+    # the budget is compute's own soft deadline; past it, with the margin less the packing's 15 s spent too, a
+    # hard stop keeps the pack from being cut off by the command's limit (records are written atomically)
+    timeout -k 5 $((budget + margin - 15)) \
+        $python -m geofact.pipeline.cli compute --profile "$profile" --device "$device" --budget "$budget" "$@" >"$OUT/compute.log" 2>&1
     compute=$?
+    if [ $compute -eq 124 ] || [ $compute -eq 137 ]; then step "compute stopped past its budget"; compute=3; fi
     tr '\r' '\n' <"$OUT/compute.log" | grep -v "run-step/s" | tail -12
 fi
 

@@ -32,8 +32,10 @@ import torch
 import geofact
 from geofact.analysis.trained import TrainedModel
 from geofact.progress import progress
+from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, to_jsonable, write_json
 from geofact.training.grid import CapacityGrid
+from geofact.training.resume import BudgetSpent
 from geofact.training.sweep import provenance, run_sweep
 
 SCHEMA = "geofact.analysis.state/1"
@@ -138,11 +140,15 @@ def analysis_path(cache_dir: Path, name: str, config, step: int | None, params: 
 def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[TrainedModel], dict[str, Any]],
                   name: str, params: dict, final_accuracy: float | None = None, device: str | torch.device = "cpu") -> dict:
     """One state's analysis record (see the module docstring): cached, or computed from the run's weights
-    (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) on `device` and cached."""
+    (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) on `device` and cached.
+    Past a time budget's deadline a state not yet cached raises `BudgetSpent` instead."""
     code = analysis_code_hash(analyse)
     path = analysis_path(cache_dir, name, config, step, params, code)
     record = read_record(path, SCHEMA, config.as_dict())
     if record is None:
+        if past_deadline():  # a lease's analyses stop with its budget, like its training: the states done are cached
+            raise BudgetSpent(f"time budget spent before the {name} analysis of run {config.key()} at "
+                              f"{'its stop' if step is None else f'step {step}'}; the states analysed so far are cached")
         model = TrainedModel.load(cache_dir, config, step, device)
         accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": code,

@@ -31,10 +31,12 @@ from geofact.analysis.readout import linear_readout
 from geofact.analysis.trained import TARGETS, Target, TrainedModel
 from geofact.device import resolve_device
 from geofact.host import on_host, to_host
+from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, write_json
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import INIT_STD
+from geofact.training.resume import BudgetSpent
 from geofact.training.sweep import (
     default_group_size,
     provenance,
@@ -168,7 +170,10 @@ def run_transfers(configs: list[TransferConfig], cache_dir: Path, device: str | 
                    desc=f"retraining {len(missing)} transfers ({len(configs) - len(missing)} cached)", unit="run-step")
     origin = provenance(device)
     (cache_dir / "transfer").mkdir(parents=True, exist_ok=True)
-    for chunk in chunks:
+    for done, chunk in enumerate(chunks):
+        if past_deadline():  # the transfers written so far stay cached; the same call again goes on
+            raise BudgetSpent(f"time budget spent with {len(chunks) - done} of {len(chunks)} groups of transfers "
+                              f"not started")
         runs, inits, on_g = [], [], []
         for c in chunk:
             model = TrainedModel.load(cache_dir, c.base)

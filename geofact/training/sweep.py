@@ -80,7 +80,10 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     kept = getattr(result, "checkpoints", {})  # multi-hop runs keep none
     if save_weights:
         for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items())]:
-            write_arrays(cache_dir / name, {k: v.float().numpy() for k, v in weights.items()})
+            # uncompressed: zlib saves 7% on trained float32 weights at 1/36 of the speed (16 against 590 MB/s
+            # on this project's CPU); a GPU lease's d = 256 column (3 GB of kept weights) spent 151 s of its
+            # 322 outside its 171 s of training
+            write_arrays(cache_dir / name, {k: v.float().numpy() for k, v in weights.items()}, compress=False)
     checkpoints = [{"step": step, "loss": loss, "weights": checkpoint_file(result.config, step) if save_weights else None}
                    for step, loss in sorted(getattr(result, "checkpoint_losses", {}).items())]
     record = {

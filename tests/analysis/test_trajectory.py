@@ -1,13 +1,15 @@
 import json
+import time
 
 import numpy as np
 import pytest
 
 from geofact.analysis.trajectory import Point, analyse_grid, code_without_prose, final_values, train_grid, train_grids
 from geofact.pages.curves import value_at_steps
-from geofact.settings import RECORDS_ONLY_ENV
+from geofact.settings import DEADLINE_ENV, RECORDS_ONLY_ENV
 from geofact.store import RecordMissing
 from geofact.training.grid import CapacityGrid
+from geofact.training.resume import BudgetSpent
 
 GRID = CapacityGrid(N=16, R_values=[1], d_values=[8], seeds=[0], lr=1e-2, batch_size=16, max_steps=30, checkpoints=[0, 10])
 
@@ -67,6 +69,18 @@ def test_analyses_are_cached_as_records_and_pages_can_execute_from_them_without_
         train_grid(GRID.__class__(**{**GRID.__dict__, "seeds": [1]}), tmp_path)
     record = json.loads(next((tmp_path / "analyses" / "norm").glob("*-final-*.json")).read_text())
     assert record["params"] == {"p": 1} and record["provenance"]["device"]
+
+
+def test_past_the_deadline_cached_states_still_read_and_an_uncached_one_stops_with_budget_spent(tmp_path, monkeypatch):
+    # a GPU lease's analyses stop with its budget (a lease once ran its rank sweeps 50 s past it and lost
+    # the command's records to the hard time limit, before they were packed)
+    records = train_grid(GRID, tmp_path)
+    analyse_grid(GRID, records, tmp_path, norm, "norm", {"p": 1})
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() - 1))
+    assert analyse_grid(GRID, records, tmp_path, norm, "norm", {"p": 1})["learned", 1, 8, 0][-1].final
+    with pytest.raises(BudgetSpent, match="before the norm analysis of run .* at step 0; the states analysed so far"):
+        analyse_grid(GRID, records, tmp_path, norm, "norm", {"p": 2})
+    assert len(list((tmp_path / "analyses" / "norm").glob("*.json"))) == 6  # the p = 1 states alone
 
 
 def test_the_code_hash_follows_the_helpers_and_constants_an_analysis_reads():

@@ -1,4 +1,5 @@
 import dataclasses
+import time
 
 import pytest
 import torch
@@ -7,8 +8,10 @@ from geofact.analysis.readout import linear_readout, nearest, split_subjects
 from geofact.analysis.trained import TrainedModel
 from geofact.analysis.transfer import (CONDITIONS, TransferConfig, new_answers, run_transfers, smart_init,
                                        starting_embeddings)
+from geofact.settings import DEADLINE_ENV
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
+from geofact.training.resume import BudgetSpent
 from geofact.training.sweep import load_result
 from tests.analysis.test_readout import planted
 
@@ -61,6 +64,16 @@ def test_transfer_runs_the_three_retraining_conditions_and_resumes_from_its_cach
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "transfer").iterdir()}
     assert run_transfers(configs, tmp_path, progress=False) == records
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "transfer").iterdir()} == before
+
+
+def test_past_the_deadline_cached_transfers_still_read_and_no_new_group_starts(tmp_path, monkeypatch):
+    done = TransferConfig(BASE, new_task_seed=5, steps=10, eval_every=10)
+    records = run_transfers([done], tmp_path, progress=False)
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() - 1))
+    assert run_transfers([done], tmp_path, progress=False) == records
+    with pytest.raises(BudgetSpent, match="1 of 1 groups of transfers not started"):
+        run_transfers([done, dataclasses.replace(done, new_task_seed=6)], tmp_path, progress=False)
+    assert len(list((tmp_path / "transfer").iterdir())) == 1
 
 
 def test_transfer_config_rejects_bad_values():
