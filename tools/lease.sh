@@ -22,6 +22,11 @@ profile=${PROFILE:-paper}
 device=${DEVICE:-cuda}
 : "${GEOFACT_GIT_COMMIT:?set GEOFACT_GIT_COMMIT to the home commit the tree was sent at (git rev-parse HEAD)}"
 : "${OUT:?set OUT to the folder whose files come back}"
+head=$(git rev-parse HEAD 2>/dev/null)
+if [ -n "$head" ] && [ "$head" != "$GEOFACT_GIT_COMMIT" ]; then  # a mistyped commit would label every record
+    echo "GEOFACT_GIT_COMMIT=$GEOFACT_GIT_COMMIT is not this tree's HEAD, $head: give \$(git rev-parse HEAD)" >&2
+    exit 1
+fi
 export PYTHONPATH=. PYTHONUNBUFFERED=1 GEOFACT_GIT_COMMIT
 python=${PYTHON:-python3}
 margin=${PACK_MARGIN:-45}

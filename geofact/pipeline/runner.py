@@ -14,6 +14,12 @@ For each notebook the runner
 4. on failure stops with an error naming the notebook and the cell, keeping the failed notebook
    under .geofact/failed/ for inspection; the book is left untouched.
 
+With `--jobs` > 1 the mechanism pages' second grid (`trajectory_grid`, geofact.training.grid.ladder_grids)
+trains as a unit of its own from the start, beside exp-capacity, instead of inside the first mechanism
+page after it: that page waits for it (so no run trains twice), and the pages that follow no longer
+queue behind an hour of training with one core idle (measured from a fresh clone: the last 14 minutes
+of make book ran one unit on one core).
+
 The reproduction-status page is regenerated after every run. The steps are in their own modules:
 executing one page (`execute`), its verdicts section and ledger check (`verdicts`), which pages may
 run side by side (`units`); this module is the pool of worker processes and the environment they
@@ -31,7 +37,9 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -61,26 +69,91 @@ class RunUnfinished(RuntimeError):
                          "(--records-only), a page whose records are missing must run where the weights are.")
 
 
-def _run_unit(root: str, names: list[str], settings: RunSettings, threads: int,
-              at_once: int) -> tuple[list[RunRecord], list[tuple[str, str]]]:
-    """Execute one unit's pages in turn (in a worker process of `run`), each kernel on `threads` threads:
-    side by side, kernels that each used every core would make their threads wait on each other (a
-    page's sweeps still start one single-thread worker per core, so that a page training alone keeps
-    every core busy). Kernels learn how many pages share the machine (a timing taken on a page says so)."""
-    with scoped_environ({**{key: str(threads) for key in THREAD_ENVS}, PAGES_AT_ONCE_ENV: str(at_once)}):
-        return _run_pages(Project(Path(root)), names, settings)
+SECOND_GRID_UNIT = "(the mechanism pages' second grid)"  # a unit that is no page: see the module docstring
 
 
-def _run_pages(project: Project, names: list[str], settings: RunSettings,
-               bar=None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
-    """Execute pages in turn: (records of those executed, (name, why) of those left unfinished)."""
+@dataclass(frozen=True)
+class Sharing:
+    """How the units of one `run --jobs J` share the machine, passed to every worker process. Each page
+    starts with the cores divided among the units then left (pages started together on all the cores
+    would make their threads and sweep workers wait on each other: measured here, four single-thread
+    trainers on two cores spent 5-11% more CPU each than two), so a page that starts once the other
+    workers have nothing left to run gets them all."""
+
+    cores: int
+    jobs: int  # worker processes
+    units: int
+    finished: Any  # a manager's dict: {index of a unit: True} once it is done
+    second_grid: tuple[str, Any] | None = None  # (page, a manager's Event): see _run_unit
+
+    def pages_at_once(self) -> int:
+        return max(1, min(self.jobs, self.units - len(self.finished)))
+
+    def environ(self) -> dict[str, str]:
+        """A page's kernel runs on its share of the cores, and its sweeps start as many single-thread
+        workers (geofact.training.sweep.cpu_workers)."""
+        at_once = self.pages_at_once()
+        return {**{key: str(max(1, self.cores // at_once)) for key in THREAD_ENVS}, PAGES_AT_ONCE_ENV: str(at_once)}
+
+
+def _run_unit(root: str, index: int, names: list[str], settings: RunSettings,
+              sharing: Sharing) -> tuple[list[RunRecord], list[tuple[str, str]]]:
+    """Execute one unit's pages in turn (in a worker process of `run`), each on its share of the cores
+    (`Sharing`). The unit [SECOND_GRID_UNIT] trains the second grid of `sharing.second_grid`'s page and
+    then sets its event, whatever happened (a failure is the page's to report: it trains what is
+    missing itself); the unit holding that page waits for the event before executing it."""
+    project = Project(Path(root))
+    try:
+        if names != [SECOND_GRID_UNIT]:
+            return _run_pages(project, names, settings, sharing=sharing)
+        page, ready = sharing.second_grid
+        try:
+            with scoped_environ(sharing.environ()):
+                _train_second_grid(project, page, settings)
+        except Exception as exc:
+            tqdm.write(f"  {SECOND_GRID_UNIT}: {type(exc).__name__}: {exc} ({page} trains what is missing)")
+        finally:
+            ready.set()
+        return [], []
+    finally:
+        sharing.finished[index] = True
+
+
+def second_grid_page(project: Project, units: list[list[str]], settings: RunSettings) -> str | None:
+    """The first page of a unit of several (the capacity grid's pages) given a second grid by the
+    profile (a `trajectory_grid` that is not None), or None."""
+    for unit in units:
+        for name in unit if len(unit) > 1 else []:
+            if settings.parameters(project, name).get("trajectory_grid") is not None:
+                return name
+    return None
+
+
+def _train_second_grid(project: Project, page: str, settings: RunSettings) -> None:
+    """Train the runs of the second grid `page` declares, as the page would (geofact.pages.along_training)."""
+    from geofact.analysis.trajectory import train_grids
+    from geofact.training.grid import ladder_grids
+
+    params = settings.parameters(project, page)
+    cache = Path(params["cache_dir"]) if params.get("cache_dir") else project.runs_dir
+    train_grids(ladder_grids(params["trajectory_grid"], params.get("precision")), cache,
+                params.get("device", settings.device))
+
+
+def _run_pages(project: Project, names: list[str], settings: RunSettings, bar=None,
+               sharing: Sharing | None = None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
+    """Execute pages in turn: (records of those executed, (name, why) of those left unfinished); with
+    `sharing`, each on its share of the cores, and the second grid's page once that grid is trained."""
     records, unfinished = [], []
     for name in names:
+        if sharing is not None and sharing.second_grid is not None and name == sharing.second_grid[0]:
+            sharing.second_grid[1].wait()
         if past_deadline():
             unfinished.append((name, "not started: the time budget was spent"))
             continue
         try:
-            records.append(_run_one(project, name, settings))
+            with scoped_environ(sharing.environ() if sharing is not None else {}):
+                records.append(_run_one(project, name, settings))
         except PageInterrupted as exc:
             tqdm.write(f"  {name}: left unfinished: {exc}")
             unfinished.append((name, str(exc)))
@@ -152,13 +225,16 @@ def _execute(project: Project, names: list[str], settings: RunSettings, jobs: in
         records, unfinished = _run_pages(project, names, settings, bar)
     else:
         units = plan_units(project, names, settings.profile.name)
-        cores = usable_cores()
+        page = None if os.environ.get(RECORDS_ONLY_ENV) else second_grid_page(project, units, settings)
+        if page:
+            units = [[SECOND_GRID_UNIT], *units]  # first: it starts beside the longest unit
         at_once = min(jobs, len(units))
-        threads = max(1, cores // at_once)
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=at_once, mp_context=context, initializer=die_with_parent,
-                                 initargs=(os.getpid(),)) as pool:
-            futures = [pool.submit(_run_unit, str(project.root), u, settings, threads, at_once) for u in units]
+        with context.Manager() as manager, ProcessPoolExecutor(max_workers=at_once, mp_context=context,
+                                                               initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+            sharing = Sharing(usable_cores(), at_once, len(units), manager.dict(),
+                              (page, manager.Event()) if page else None)
+            futures = [pool.submit(_run_unit, str(project.root), i, u, settings, sharing) for i, u in enumerate(units)]
             try:
                 for future in as_completed(futures):
                     done, left = future.result()

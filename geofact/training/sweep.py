@@ -28,7 +28,7 @@ import torch
 
 import geofact
 from geofact.device import THREADS_ENV, describe_device, resolve_device
-from geofact.processes import die_with_parent, usable_cores
+from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
 from geofact.progress import progress
 from geofact.provenance import git_commit
 from geofact.settings import deadline, past_deadline, records_only
@@ -186,10 +186,11 @@ def in_schedule_order(chunks: list[list[Config]], workers: int) -> list[list[Con
 
 
 def cpu_workers(device: torch.device) -> int:
-    """Training processes for a sweep: one per core this process may use on a CPU, one on an accelerator."""
+    """Training processes for a sweep: one on an accelerator; on a CPU one per core this process may use,
+    shared among the pages `geofact run --jobs` executes at once (geofact.pipeline.runner.Sharing)."""
     if device.type != "cpu":
         return 1
-    return usable_cores()
+    return max(1, usable_cores() // int(os.environ.get(PAGES_AT_ONCE_ENV) or 1))
 
 
 def groups_dir(cache_dir: Path) -> Path:

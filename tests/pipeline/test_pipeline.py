@@ -378,3 +378,18 @@ def test_committed_book_is_fresh_and_builds_in_strict_mode(repo, committed_book)
     problems = check(repo)
     assert problems == [], "committed pages are stale; run `geofact run` and commit:\n" + "\n".join(problems)
     assert (committed_book / "reproduction-status.html").exists()
+
+
+def test_a_lease_refuses_a_commit_that_is_not_the_trees_head(repo, tmp_path):
+    # a mistyped GEOFACT_GIT_COMMIT labelled every record of a lease (2026-11-26): it must stop before any work
+    node = tmp_path / "node"
+    (node / "tools").mkdir(parents=True)
+    shutil.copy(repo.root / "tools" / "lease.sh", node / "tools")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "tools"], ["commit", "-q", "-m", "tree"]):
+        subprocess.run([*git, *args], cwd=node, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=node, capture_output=True, text=True, check=True).stdout.strip()
+    typo = head[:7] + ("0" if head[7] != "0" else "1") + head[8:]
+    done = subprocess.run(["bash", "tools/lease.sh", "60"], cwd=node, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "GEOFACT_GIT_COMMIT": typo, "OUT": str(tmp_path)})
+    assert done.returncode == 1 and f"is not this tree's HEAD, {head}" in done.stderr and not done.stdout

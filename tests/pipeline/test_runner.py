@@ -67,3 +67,33 @@ def test_a_pages_kernel_talks_over_sockets_in_its_own_folder(tmp_path):
     sockets = json.loads(open(managers[0].connection_file).read())
     assert sockets["transport"] == "ipc" and sockets["ip"].startswith(str(tmp_path / "a"))
     managers[0].cleanup_connection_file()
+
+
+def test_the_second_grid_trains_as_a_unit_of_its_own_in_a_pool_worker_and_then_releases_its_page(repo, tmp_path):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from geofact.pipeline.runner import SECOND_GRID_UNIT, Sharing, _run_unit, second_grid_page
+    from geofact.pipeline.script import RunSettings
+    from geofact.training.grid import ladder_grids
+    from geofact.training.sweep import load_result
+
+    project = Project(tmp_path)
+    (tmp_path / "notebooks").symlink_to(repo.notebooks_dir)
+    settings = RunSettings.resolve(project, "smoke", "cpu")
+    units = plan_units(project, project.notebooks(), "smoke")
+    page = second_grid_page(project, units, settings)
+    shared = next(u for u in units if len(u) > 1)
+    assert page in shared and shared.index(page) > 0  # after exp-capacity, which trains the capacity grid
+    assert second_grid_page(project, [[n] for u in units for n in u], settings) is None  # no unit of pages, no wait
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, ProcessPoolExecutor(1, mp_context=context) as pool:  # as `run` does
+        sharing = Sharing(cores=2, jobs=2, units=3, finished=manager.dict(), second_grid=(page, manager.Event()))
+        assert sharing.environ()["GEOFACT_PAGES_AT_ONCE"] == "2" and sharing.environ()["OMP_NUM_THREADS"] == "1"
+        assert pool.submit(_run_unit, str(tmp_path), 0, [SECOND_GRID_UNIT], settings, sharing).result() == ([], [])
+        assert sharing.second_grid[1].is_set() and dict(sharing.finished) == {0: True}
+        sharing.finished[1] = True  # the other worker has nothing left to run: a page starting now gets every core
+        assert sharing.environ()["GEOFACT_PAGES_AT_ONCE"] == "1" and sharing.environ()["OMP_NUM_THREADS"] == "2"
+    grids = ladder_grids(settings.parameters(project, page)["trajectory_grid"])
+    configs = [c for grid in grids for c in grid.configs().values()]
+    assert len(configs) >= 4 and all(load_result(project.runs_dir, c) is not None for c in configs)

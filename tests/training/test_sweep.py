@@ -202,3 +202,16 @@ def test_a_lease_computing_grid_cells_trains_again_a_run_of_its_cells_whose_weig
     assert pool.cached(outside) is not None and pool.cached(other) is not None  # not this lease's cells: records stand
     run_sweep([inside], tmp_path, progress=False, checkpoints=(5,))
     assert (tmp_path / f"{inside.key()}-step5.npz").exists() and pool.cached(inside) is not None
+
+
+def test_a_sweep_on_a_cpu_takes_its_share_of_the_cores_when_pages_execute_side_by_side(monkeypatch):
+    from geofact.processes import PAGES_AT_ONCE_ENV
+    from geofact.training import sweep
+
+    monkeypatch.setattr(sweep, "usable_cores", lambda: 4)
+    monkeypatch.delenv(PAGES_AT_ONCE_ENV, raising=False)
+    assert sweep.cpu_workers(torch.device("cpu")) == 4  # alone (a notebook in Jupyter, geofact compute)
+    for pages, workers in [("1", 4), ("2", 2), ("3", 1), ("8", 1)]:
+        monkeypatch.setenv(PAGES_AT_ONCE_ENV, pages)
+        assert sweep.cpu_workers(torch.device("cpu")) == workers
+    assert sweep.cpu_workers(torch.device("meta")) == 1  # an accelerator: one process feeds it
