@@ -35,6 +35,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -130,14 +132,13 @@ def second_grid_page(project: Project, units: list[list[str]], settings: RunSett
 
 
 def _train_second_grid(project: Project, page: str, settings: RunSettings) -> None:
-    """Train the runs of the second grid `page` declares, as the page would (geofact.pages.along_training)."""
-    from geofact.analysis.trajectory import train_grids
-    from geofact.training.grid import ladder_grids
-
+    """Train the runs of the second grid `page` declares, as the page would (geofact.pages.along_training),
+    in a process of its own (geofact.analysis.second_grid): the pipeline never imports a model."""
     params = settings.parameters(project, page)
     cache = Path(params["cache_dir"]) if params.get("cache_dir") else project.runs_dir
-    train_grids(ladder_grids(params["trajectory_grid"], params.get("precision")), cache,
-                params.get("device", settings.device))
+    spec = {"trajectory_grid": params["trajectory_grid"], "precision": params.get("precision"), "cache": str(cache),
+            "device": params.get("device", settings.device)}
+    subprocess.run([sys.executable, "-m", "geofact.analysis.second_grid", json.dumps(spec)], cwd=project.root, check=True)
 
 
 def _run_pages(project: Project, names: list[str], settings: RunSettings, bar=None,
