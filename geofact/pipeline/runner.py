@@ -17,8 +17,8 @@ For each notebook the runner
 With `--jobs` > 1 the mechanism pages' second grid (`trajectory_grid`, geofact.training.grid.ladder_grids)
 trains as a unit of its own from the start, beside exp-capacity, instead of inside the first mechanism
 page after it: that page waits for it (so no run trains twice), and the pages that follow no longer
-queue behind an hour of training with one core idle (measured from a fresh clone: the last 14 minutes
-of make book ran one unit on one core).
+queue behind its 37 minutes of training (measured from a fresh clone: with the grid inside the page,
+the last 14 minutes of make book ran one unit on one core).
 
 The reproduction-status page is regenerated after every run. The steps are in their own modules:
 executing one page (`execute`), its verdicts section and ledger check (`verdicts`), which pages may
@@ -124,11 +124,8 @@ def _run_unit(root: str, index: int, names: list[str], settings: RunSettings,
 def second_grid_page(project: Project, units: list[list[str]], settings: RunSettings) -> str | None:
     """The first page of a unit of several (the capacity grid's pages) given a second grid by the
     profile (a `trajectory_grid` that is not None), or None."""
-    for unit in units:
-        for name in unit if len(unit) > 1 else []:
-            if settings.parameters(project, name).get("trajectory_grid") is not None:
-                return name
-    return None
+    grid_pages = (name for unit in units if len(unit) > 1 for name in unit)
+    return next((name for name in grid_pages if settings.parameters(project, name).get("trajectory_grid") is not None), None)
 
 
 def _train_second_grid(project: Project, page: str, settings: RunSettings) -> None:
