@@ -57,8 +57,8 @@
 # verdict is therefore taken on the cells with sufficient capacity that also have at least
 # `min_samples_per_dim` training subjects per dimension. A small grid cannot have both: at $N = 128$
 # a cell with headroom 6 has $d \ge 36$, fewer than 3 training subjects per dimension. Where that is
-# so, `readout_check` trains the same model (learned embeddings, every seed of the grid, batch in
-# proportion to $N$ so equal epochs) at a larger $N$ and one $R$, over $d$ values that map its own
+# so, `readout_check` trains the same model (learned embeddings, the grid's seeds or the check's own,
+# batch in proportion to $N$ so equal epochs) at a larger $N$ and one $R$, over $d$ values that map its own
 # threshold and reach both cutoffs; its qualifying cells join the verdict's population.
 #
 # **Models.** The capacity grid of {doc}`exp-capacity` (one definition per profile), loaded from the run
@@ -79,7 +79,7 @@ headroom_cutoffs = [1.0, 2.0, 3.0, 6.0]
 chance_factor = 5.0  # the verdict calls a readout at chance below this many times 1/N
 min_samples_per_dim = 4.0  # a cell is judged only where each ridge map is fitted on at least this many subjects per dimension
 samples_per_dim_cutoffs = [0.0, 1.0, 2.0, 4.0]  # the table of how the verdict moves with it
-readout_check = None  # {"N": ..., "R": ..., "d_values": [...]}: the readout check at a larger N (None: none)
+readout_check = None  # {"N": ..., "R": ..., "d_values": [...], "seeds": [...] (optional; default the grid's)}: the readout check at a larger N (None: none)
 trajectory_grid = None  # the second grid, at a larger N (geofact.training.grid.ladder_grids); None: none
 erosion_tolerance = 0.05  # a mean drop from the peak to the stop beyond this is called erosion
 erosion_tolerances = [0.02, 0.05, 0.1]  # the table of how that call moves with the tolerance
@@ -120,11 +120,14 @@ if min_headroom not in headroom_cutoffs or near_perfect not in near_perfect_cuto
     raise ValueError("headroom_cutoffs and near_perfect_cutoffs must include min_headroom and near_perfect")
 if min_samples_per_dim < 0 or min_samples_per_dim not in samples_per_dim_cutoffs:
     raise ValueError(f"min_samples_per_dim must be >= 0 and in samples_per_dim_cutoffs, got {min_samples_per_dim}")
-if readout_check is not None and (set(readout_check) != {"N", "R", "d_values"} or readout_check["N"] <= grid.N
-                                  or readout_check["R"] < 1 or len(readout_check["d_values"]) < 2
-                                  or sorted(set(readout_check["d_values"])) != list(readout_check["d_values"])):
+c_seeds = list((readout_check or {}).get("seeds", grid.seeds))  # the check's seeds: its own, or the grid's
+if readout_check is not None and (not {"N", "R", "d_values"} <= set(readout_check) <= {"N", "R", "d_values", "seeds"}
+                                  or readout_check["N"] <= grid.N or readout_check["R"] < 1
+                                  or len(readout_check["d_values"]) < 2
+                                  or sorted(set(readout_check["d_values"])) != list(readout_check["d_values"])
+                                  or not c_seeds or len(set(c_seeds)) != len(c_seeds)):
     raise ValueError(f"readout_check must be None or {{'N': N > the grid's {grid.N}, 'R': R >= 1, 'd_values': at least 2 "
-                     f"increasing d}}, got {readout_check}")
+                     f"increasing d, optionally 'seeds': distinct seeds}}, got {readout_check}")
 
 records = train_grid(grid, cache, device)
 SHORT = {"unembedding": "", "embedding": "_emb"}  # metric suffix per target
@@ -292,8 +295,9 @@ report.number("frozen_s_max", float(readout["s"]["frozen"].mean(-1).max()))
 #
 # ## Readout at a larger $N$
 #
-# `readout_check`: the same model with learned embeddings at a larger $N$ and one $R$, every seed of
-# the grid, batch in proportion to $N$ (every $N$ gets as many epochs). Its threshold comes from its own
+# `readout_check`: the same model with learned embeddings at a larger $N$ and one $R$, with the grid's
+# seeds or its own `seeds` (where the mechanism pages' second grid has the same runs, the laptop profile
+# takes its seeds and $d$ values, so the check reuses them), batch in proportion to $N$ (every $N$ gets as many epochs). Its threshold comes from its own
 # $d$ values (every seed at accuracy $\geq$ {glue:text}`perfect:g`), its headroom from that threshold; the
 # top axis gives the training subjects per dimension, $0.8N/d$.
 
@@ -306,25 +310,25 @@ check_cells = []  # (headroom, samples per dimension, readout s, readout h, reco
 if readout_check is not None:
     N_c, R_c, d_c = readout_check["N"], readout_check["R"], list(readout_check["d_values"])
     c_configs = {(d, s): grid.config(R_c, d, False, s, N=N_c, batch_size=grid.batch_size * N_c // grid.N)
-                 for d in d_c for s in grid.seeds}
+                 for d in d_c for s in c_seeds}
     c_records = dict(zip(c_configs, run_sweep(list(c_configs.values()), cache, device=device)))
     def unembedding_readouts(model) -> dict[str, float]:
         return {what: r.mean for what, r in model_readouts(model, held_out, alpha, split_seed).items()}
 
     c_readout = {key: analyse_state(cache, c, None, unembedding_readouts, "readouts-unembedding", readout_params,
                                     c_records[key]["accuracy"], device)["values"] for key, c in c_configs.items()}
-    c_memorised = np.array([min(c_records[d, s]["accuracy"] for s in grid.seeds) for d in d_c])  # every seed
+    c_memorised = np.array([min(c_records[d, s]["accuracy"] for s in c_seeds) for d in d_c])  # every seed
     c_d_min = next((d for d, a in zip(d_c, c_memorised) if a >= grid.perfect), None)
     c_train = int(split_subjects(N_c, held_out, split_seed).sum())
     for d, a in zip(d_c, c_memorised):
         check_cells.append(dict(d=d, headroom=d / c_d_min if c_d_min else float("nan"), samples=c_train / d,
                                 memorised=a >= grid.perfect,
-                                s=float(np.mean([c_readout[d, s]["s"] for s in grid.seeds])),
-                                h=float(np.mean([c_readout[d, s]["h"] for s in grid.seeds])),
-                                s_sd=float(np.std([c_readout[d, s]["s"] for s in grid.seeds])),
-                                h_sd=float(np.std([c_readout[d, s]["h"] for s in grid.seeds])),
-                                s_seeds=[c_readout[d, s]["s"] for s in grid.seeds], h_seeds=[c_readout[d, s]["h"] for s in grid.seeds],
-                                records=[c_records[d, s] for s in grid.seeds]))
+                                s=float(np.mean([c_readout[d, s]["s"] for s in c_seeds])),
+                                h=float(np.mean([c_readout[d, s]["h"] for s in c_seeds])),
+                                s_sd=float(np.std([c_readout[d, s]["s"] for s in c_seeds])),
+                                h_sd=float(np.std([c_readout[d, s]["h"] for s in c_seeds])),
+                                s_seeds=[c_readout[d, s]["s"] for s in c_seeds], h_seeds=[c_readout[d, s]["h"] for s in c_seeds],
+                                records=[c_records[d, s] for s in c_seeds]))
     fig, axes = subplots(1, 1, width=5.0, height=3.6)
     ax = axes[0][0]
     for what, marker in (("s", "o-"), ("h", "s--")):
@@ -334,7 +338,7 @@ if readout_check is not None:
     if c_d_min:
         ax.axvline(min_headroom * c_d_min, color="grey", linestyle=":", linewidth=1, label=f"d = {min_headroom:g} d_min")
     ax.set(xlabel="d", ylabel="held-out readout accuracy", ylim=(0, 1.02),
-           title=f"learned, N={N_c}, R={R_c} (d_min {c_d_min}), mean ± std over {len(grid.seeds)} seeds")
+           title=f"learned, N={N_c}, R={R_c} (d_min {c_d_min}), mean ± std over {len(c_seeds)} seeds")
     ax.set_xscale("log", base=2)
     top = ax.secondary_xaxis("top", functions=(lambda d: c_train / np.maximum(d, 1e-9), lambda q: c_train / np.maximum(q, 1e-9)))
     top.set_xlabel("training subjects per dimension")

@@ -44,11 +44,11 @@
 #
 # **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
 # $N$ gets fewer passes over its $N R$ facts (at $N = 2^{15}$, $R = 8$: 59 epochs; at $N = 2^7$:
-# 15,000). Part of any growth of $d_{\min}$ with $N$ can then be the budget, not the capacity. Beside
-# the paper's *fixed steps* the page runs *fixed epochs*: the same steps, with the batch scaled in
-# proportion to $N$ (equal to `batch_size` at the largest $N$), so every $N$ sees its facts equally
-# often (at the MLP widths in `epoch_widths`). The verdicts are taken on the paper's budget; the second
-# shows how much of the curve is budget.
+# 15,000). Part of any growth of $d_{\min}$ with $N$ can then be the budget, not the capacity. Where
+# `budgets` names it, beside the paper's *fixed steps* the page runs *fixed epochs*: the same steps,
+# with the batch scaled in proportion to $N$ (equal to `batch_size` at the largest $N$), so every $N$
+# sees its facts equally often (at the MLP widths in `epoch_widths`). The verdicts are taken on the
+# paper's budget; the second shows how much of the curve is budget.
 
 # %% tags=["parameters"]
 N_values = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]  # entities
@@ -143,6 +143,7 @@ report.number("wall_seconds", time.perf_counter() - started)
 report.number("n_N", len(N_values))
 report.number("octaves", math.log2(N_values[-1] / N_values[0]))
 report.number("n_seeds", len(seeds))
+report.number("budgets_run", " and ".join(budgets))
 report.number("rel_tol", rel_tol)
 epochs = {(budget, N): max_steps * batch(N, budget) / (N * R) for budget in budgets for N in N_values}
 print("epochs (passes over the N R facts) in max_steps:")
@@ -168,7 +169,7 @@ for name in REGIMES:
 # The searches trained {glue:text}`runs:d` distinct runs: {glue:text}`train_seconds:.0f` s of
 # training (each run's share of its stacked group); this execution spent {glue:text}`wall_seconds:.0f` s on them (less when runs came from the cache).
 # The design: {glue:text}`n_N:d` values of $N$ over {glue:text}`octaves:.0f` octaves,
-# {glue:text}`n_seeds:d` seeds, bisection to {glue:text}`rel_tol:.2f`.
+# {glue:text}`n_seeds:d` seeds, bisection to {glue:text}`rel_tol:.2f`; budgets: {glue:text}`budgets_run`.
 #
 # ## $d_{\min}(N)$ and the two fits
 #

@@ -85,11 +85,28 @@ class StackedProbes(torch.nn.Module):
         return torch.baddbmm(self.b, torch.baddbmm(self.a, x, self.A), self.B)
 
 
+def _keep_layers(probes: StackedProbes, optimiser: torch.optim.Optimizer, keep: torch.Tensor,
+                 config: ProbeConfig) -> tuple[StackedProbes, torch.optim.Optimizer]:
+    """The probes and AdamW state of the stack's layers `keep` (positions in the stack) only.
+
+    A layer that has stopped on patience has its best weights saved and needs no more steps; dropping it
+    from the stack saves the third of the probes' time the stopped layers cost (measured over the real-LM
+    page's 56 relations). AdamW acts element-wise and each layer's loss term is its own, so the layers
+    left follow the trajectory they followed in the larger stack."""
+    state = optimiser.state_dict()
+    for name, param in list(probes.named_parameters()):
+        setattr(probes, name, torch.nn.Parameter(param.detach()[keep]))
+    kept = fused_adamw(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    state["state"] = {i: {k: v if k == "step" else v[keep] for k, v in s.items()} for i, s in state["state"].items()}
+    kept.load_state_dict(state)
+    return probes, kept
+
+
 def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], val: list[int],
                config: ProbeConfig, device: str | torch.device = "cpu") -> tuple[StackedProbes, dict]:
     """Train one probe per layer on states (n, L, d_in) -> targets (n, d_out) on `device`; returns the
     probes (on the CPU) at each layer's best validation loss and a log (epochs run and best validation
-    loss per layer)."""
+    loss per layer). A layer leaves the stack when it stops (`_keep_layers`)."""
     n, n_layers, d_in = states.shape
     d_out = targets.shape[1]
     rank = min(config.rank, d_in, d_out)
@@ -98,13 +115,13 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
     optimiser = fused_adamw(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     x = states.transpose(0, 1).contiguous().to(device)  # (L, n, d_in)
     targets = targets.to(device)
-    x_train, y_train = x[:, train], targets[train]
+    x_train, y_train = x[:, train], targets[train]  # (L_live, n_train, d_in): the layers still training
     x_val, y_val = x[:, val], targets[val]
     best = torch.full((n_layers,), math.inf, device=device)
-    best_params = {k: v.detach().clone() for k, v in probes.state_dict().items()}
+    best_params = {k: v.detach().clone() for k, v in probes.state_dict().items()}  # (L, ...) each
     waited = torch.zeros(n_layers, dtype=torch.long, device=device)
-    active = torch.ones(n_layers, dtype=torch.bool, device=device)
     epochs = torch.zeros(n_layers, dtype=torch.long, device=device)
+    live = torch.arange(n_layers, device=device)  # the layers in the stack, by index into L
     for _ in range(config.max_epochs):
         order = torch.randperm(len(train), generator=generator)
         for start in range(0, len(train), config.batch_size):
@@ -113,18 +130,23 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()
-        epochs += active.long()
+        epochs[live] += 1
         with torch.no_grad():
-            val_loss = _cos_loss(probes(x_val), y_val)
-            improved = active & (val_loss < best)
-            best = torch.where(improved, val_loss, best)
-            waited = torch.where(improved, torch.zeros_like(waited), waited + active.long())
+            val_loss = _cos_loss(probes(x_val), y_val)  # (L_live,)
+            improved = val_loss < best[live]
+            best[live] = torch.where(improved, val_loss, best[live])
+            waited[live] = torch.where(improved, torch.zeros_like(val_loss, dtype=torch.long), waited[live] + 1)
             for name, value in probes.state_dict().items():
-                best_params[name][improved] = value[improved]
-            active &= waited < config.patience
-        if not active.any():
-            break
-    probes.load_state_dict(best_params)
+                best_params[name][live[improved]] = value[improved]
+            going = waited[live] < config.patience
+        if not going.all():  # the epoch's one host read
+            if not going.any():
+                break
+            keep = going.nonzero()[:, 0]
+            live, x_train, x_val = live[keep], x_train[keep], x_val[keep]
+            probes, optimiser = _keep_layers(probes, optimiser, keep, config)
+    for name, value in best_params.items():  # every layer back in the stack, at its best weights
+        setattr(probes, name, torch.nn.Parameter(value))
     return probes.cpu(), {"epochs": epochs.tolist(), "best_val_loss": best.tolist(), "rank": rank}
 
 

@@ -61,6 +61,22 @@ def test_layers_train_independently():
         assert not torch.equal(value[1], b.state_dict()[name][1])
 
 
+def test_a_layer_trains_the_same_whether_the_others_stop_early_or_not():
+    """A stopped layer leaves the stack (`_keep_layers`): the layer still training must not notice."""
+    states, targets = _planted()
+    signal_first = states.flip(1).clone()  # layer 0 carries the target, layer 1 is noise (stops early)
+    both_signal = signal_first.clone()
+    both_signal[:, 1] = signal_first[:, 0] + 0.01 * torch.randn_like(signal_first[:, 0])  # layer 1 trains on too
+    config = ProbeConfig(rank=16, lr=1e-2, max_epochs=60, patience=3, batch_size=32)
+    a, log_a = fit_probes(signal_first, targets, list(range(320)), list(range(320, 400)), config)
+    b, log_b = fit_probes(both_signal, targets, list(range(320)), list(range(320, 400)), config)
+    assert log_a["epochs"][1] < log_a["epochs"][0]  # layer 0 outlived layer 1 in the first fit
+    assert log_b["epochs"][1] > log_a["epochs"][1]
+    assert log_a["epochs"][0] == log_b["epochs"][0] and log_a["best_val_loss"][0] == log_b["best_val_loss"][0]
+    for name, value in a.state_dict().items():
+        assert torch.equal(value[0], b.state_dict()[name][0])
+
+
 def test_each_layer_keeps_its_best_validation_weights_and_stops_on_patience():
     states, targets = _planted()
     probes, log = fit_probes(states, targets, list(range(320)), list(range(320, 400)),
