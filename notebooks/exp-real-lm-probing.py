@@ -172,9 +172,11 @@ for spec in models:
     infos[spec] = lm.describe()
     results[spec] = {mode: {}, other_mode: {}}
     for category in categories:
+        # a robustness category's other aggregation comes from the same forward passes (cached for the loop below)
         results[spec][mode][category] = probe_category(lm, corpus, category, cache, mode=mode, probe=probe,
                                                        template_seed=template_seed, max_entities=max_entities,
-                                                       batch_size=lm_batch_size)
+                                                       batch_size=lm_batch_size,
+                                                       also_modes=(other_mode,) if category in robustness_categories else ())
     for category in robustness_categories:
         results[spec][other_mode][category] = probe_category(lm, corpus, category, cache, mode=other_mode, probe=probe,
                                                              template_seed=template_seed, max_entities=max_entities,

@@ -21,7 +21,7 @@ import torch
 from geofact.nl.corpus import Corpus, facts, render, template_for_run
 from geofact.nl.lm import LoadedLM
 from geofact.nl.cosine_probe import ProbeConfig, chance_metrics, probe_and_score, unit_rows
-from geofact.nl.states import encode, subject_states
+from geofact.nl.states import encode, subject_states_by_mode
 from geofact.store import keyed, read_record, record_key, write_json
 from geofact.training.sweep import provenance
 
@@ -46,8 +46,11 @@ def result_path(cache_dir: Path, config: dict) -> Path:
 
 def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path, relations: list[str] | None = None,
                    mode: str = "last", probe: ProbeConfig = ProbeConfig(), template_seed: int = 0,
-                   max_entities: int | None = None, batch_size: int = 32) -> list[dict]:
-    """Probe results for the relations of one category (all by default), computing only the uncached ones."""
+                   max_entities: int | None = None, batch_size: int = 32, also_modes: tuple[str, ...] = ()) -> list[dict]:
+    """Probe results for the relations of one category (all by default), computing only the uncached ones.
+
+    `also_modes`: other subject aggregations whose results are computed and cached from the same forward
+    passes (a later call for one of them finds them cached); only `mode`'s results are returned."""
     cat = corpus.category(category)
     chosen = list(cat.relations) if relations is None else relations
     unknown = sorted(set(chosen) - set(cat.relations))
@@ -55,14 +58,16 @@ def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path,
         raise ValueError(f"relations must be among {sorted(cat.relations)} for {category!r}, got {unknown}")
     if max_entities is not None and max_entities < 10:
         raise ValueError(f"max_entities must be >= 10 (or None for all), got {max_entities}")
-    configs = {r: {**run_config(lm, corpus, category, r, mode, probe, template_seed), "max_entities": max_entities}
-               for r in chosen}
-    records = {r: read_record(result_path(cache_dir, c), SCHEMA, c) for r, c in configs.items()}
-    todo = [r for r in chosen if records[r] is None]
+    modes = tuple(dict.fromkeys((mode, *also_modes)))
+    configs = {(m, r): {**run_config(lm, corpus, category, r, m, probe, template_seed), "max_entities": max_entities}
+               for m in modes for r in chosen}
+    records = {key: read_record(result_path(cache_dir, c), SCHEMA, c) for key, c in configs.items()}
+    todo = {m: [r for r in chosen if records[m, r] is None] for m in modes}
+    todo = {m: rs for m, rs in todo.items() if rs}
     if todo:
         started = time.perf_counter()
         per_relation = {}
-        for relation in todo:
+        for relation in [r for r in chosen if any(r in rs for rs in todo.values())]:
             template = template_for_run(category, relation, template_seed)
             kept, encoded, dropped = [], [], []
             for fact in facts(corpus, category, relation)[:max_entities]:
@@ -74,34 +79,37 @@ def probe_category(lm: LoadedLM, corpus: Corpus, category: str, cache_dir: Path,
                     dropped.append(fact.subject)
             per_relation[relation] = (template, kept, encoded, dropped)
         everything = [e for _, _, enc, _ in per_relation.values() for e in enc]
-        states = subject_states(lm, everything, mode=mode, batch_size=batch_size, desc=f"{category} states")
-        state_seconds = time.perf_counter() - started
-        offset = 0
+        states = subject_states_by_mode(lm, everything, tuple(todo), batch_size=batch_size, desc=f"{category} states")
+        state_seconds = (time.perf_counter() - started) / len(todo)  # one mode's share of the shared passes
+        offsets, offset = {}, 0
+        for relation, (_, _, encoded, _) in per_relation.items():
+            offsets[relation] = offset
+            offset += len(encoded)
         origin = provenance(lm.device)
         unembedding = lm.unembedding().float().cpu()  # (V, d): the probe targets are its rows
         d_unit = unit_rows(unembedding)
-        for relation in todo:
-            template, kept, encoded, dropped = per_relation[relation]
-            rel_states = states[offset: offset + len(encoded)]
-            offset += len(encoded)
-            fit_start = time.perf_counter()
-            gold = torch.tensor([e.answer_token for e in encoded])
-            result = probe_and_score(rel_states, gold, [r.fact.subject for r in kept], unembedding, d_unit, probe,
-                                     device=lm.device)
-            record = {
-                "schema": SCHEMA, "config": configs[relation], "model_info": lm.describe(),
-                "template": template, "template_text": cat.relations[relation].templates[template],
-                "example": kept[0].prompt if kept else None, "dropped": dropped,
-                "n_answer_tokens": int(torch.unique(gold).numel()), "chance": chance_metrics(lm.vocab_size), **result,
-                "seconds": {"states_share": state_seconds * len(encoded) / max(1, len(everything)),
-                            "probes": time.perf_counter() - fit_start},
-                "provenance": origin,
-            }
-            path = result_path(cache_dir, configs[relation])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_json(path, record)
-            records[relation] = record
-    return [records[r] for r in chosen]
+        for m, relations_to_do in todo.items():
+            for relation in relations_to_do:
+                template, kept, encoded, dropped = per_relation[relation]
+                rel_states = states[m][offsets[relation]: offsets[relation] + len(encoded)]
+                fit_start = time.perf_counter()
+                gold = torch.tensor([e.answer_token for e in encoded])
+                result = probe_and_score(rel_states, gold, [r.fact.subject for r in kept], unembedding, d_unit, probe,
+                                         device=lm.device)
+                record = {
+                    "schema": SCHEMA, "config": configs[m, relation], "model_info": lm.describe(),
+                    "template": template, "template_text": cat.relations[relation].templates[template],
+                    "example": kept[0].prompt if kept else None, "dropped": dropped,
+                    "n_answer_tokens": int(torch.unique(gold).numel()), "chance": chance_metrics(lm.vocab_size), **result,
+                    "seconds": {"states_share": state_seconds * len(encoded) / max(1, len(everything)),
+                                "probes": time.perf_counter() - fit_start},
+                    "provenance": origin,
+                }
+                path = result_path(cache_dir, configs[m, relation])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_json(path, record)
+                records[m, relation] = record
+    return [records[mode, r] for r in chosen]
 
 
 def layer_table(records: list[dict]) -> dict[str, np.ndarray]:

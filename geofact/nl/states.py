@@ -55,15 +55,24 @@ def subject_states(lm: LoadedLM, encoded: list[Encoded], mode: str = "last", bat
 
     Layer 0 is the token embedding; layer n_layers is the last block's output as transformers returns
     it (after the final norm for Llama-family models)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return subject_states_by_mode(lm, encoded, (mode,), batch_size, desc)[mode]
+
+
+@torch.no_grad()
+def subject_states_by_mode(lm: LoadedLM, encoded: list[Encoded], modes: tuple[str, ...], batch_size: int = 32,
+                           desc: str = "subject states") -> dict[str, torch.Tensor]:
+    """`subject_states` in each of `modes` from one forward pass of each prompt (the aggregation is all
+    that differs between them).  {mode: (n_prompts, n_layers + 1, d)}"""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ValueError(f"mode must be one of {MODES}, got {list(modes) or 'none'}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     unique = {}
     for e in encoded:
         unique.setdefault((e.prefix, e.subject_positions), len(unique))
     keys = list(unique)
-    out = torch.empty(len(keys), lm.n_layers + 1, lm.d_model)
+    out = {m: torch.empty(len(keys), lm.n_layers + 1, lm.d_model) for m in modes}
     order = sorted(range(len(keys)), key=lambda i: len(keys[i][0]))  # similar lengths batch with little padding
     batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
     pad = lm.tokenizer.pad_token_id
@@ -71,16 +80,18 @@ def subject_states(lm: LoadedLM, encoded: list[Encoded], mode: str = "last", bat
         length = max(len(keys[i][0]) for i in batch)
         ids = torch.full((len(batch), length), pad, dtype=torch.long)
         mask = torch.zeros(len(batch), length, dtype=torch.long)
-        weights = torch.zeros(len(batch), length)  # which positions form s for each prompt
+        weights = {m: torch.zeros(len(batch), length) for m in modes}  # which positions form s for each prompt
         for row, i in enumerate(batch):
             prefix, positions = keys[i]
             ids[row, : len(prefix)] = torch.tensor(prefix)
             mask[row, : len(prefix)] = 1
-            chosen = positions[-1:] if mode == "last" else positions
-            weights[row, list(chosen)] = 1.0 / len(chosen)
+            for m in modes:
+                chosen = positions[-1:] if m == "last" else positions
+                weights[m][row, list(chosen)] = 1.0 / len(chosen)
         hidden = lm.model(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device),
                           output_hidden_states=True).hidden_states  # n_layers + 1 x (batch, seq, d)
         stacked = torch.stack([h.float().cpu() for h in hidden], dim=1)  # (batch, n_layers + 1, seq, d)
-        out[batch] = torch.einsum("blsd,bs->bld", stacked, weights)
+        for m in modes:
+            out[m][batch] = torch.einsum("blsd,bs->bld", stacked, weights[m])
     index = torch.tensor([unique[(e.prefix, e.subject_positions)] for e in encoded], dtype=torch.long)
-    return out[index]
+    return {m: states[index] for m, states in out.items()}

@@ -26,6 +26,16 @@ def test_records_cover_every_layer_and_are_cached(corpus, tiny_lm, tmp_path, mon
     assert again == records
 
 
+def test_also_modes_caches_the_other_aggregation_as_its_own_call_would(corpus, tiny_lm, tmp_path, monkeypatch):
+    kw = dict(relations=["gender"], probe=FAST, max_entities=30)
+    last = probe_category(tiny_lm, corpus, "people", tmp_path / "shared", also_modes=("mean",), **kw)
+    alone = probe_category(tiny_lm, corpus, "people", tmp_path / "alone", mode="mean", **kw)
+    monkeypatch.setattr(relation_probing, "probe_and_score", lambda *a, **k: pytest.fail("recomputed a cached relation"))
+    mean = probe_category(tiny_lm, corpus, "people", tmp_path / "shared", mode="mean", **kw)
+    assert [r["config"]["mode"] for r in last + mean] == ["last", "mean"]
+    assert mean[0]["layers"] == alone[0]["layers"] and mean[0]["epochs"] == alone[0]["epochs"]
+
+
 def test_an_interrupted_category_resumes_with_what_it_has(corpus, tiny_lm, tmp_path, monkeypatch):
     probe_category(tiny_lm, corpus, "films", tmp_path, relations=["genre"], probe=FAST, max_entities=30)
     fitted = []

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from geofact.nl.corpus import facts, render
-from geofact.nl.states import encode, subject_states
+from geofact.nl.states import encode, subject_states, subject_states_by_mode
 
 
 def _rendered(corpus, n=12):
@@ -34,6 +34,13 @@ def test_last_and_mean_states_equal_a_direct_forward_pass(corpus, tiny_lm):
         torch.testing.assert_close(mean[i], hidden[:, positions].mean(1), atol=1e-5, rtol=1e-5)
 
 
+def test_both_modes_from_one_pass_equal_two_separate_passes(corpus, tiny_lm):
+    encoded = [encode(tiny_lm, r) for r in _rendered(corpus)]
+    both = subject_states_by_mode(tiny_lm, encoded, ("last", "mean"), batch_size=5)
+    for mode in ("last", "mean"):
+        assert torch.equal(both[mode], subject_states(tiny_lm, encoded, mode=mode, batch_size=5))
+
+
 def test_shared_prefixes_are_computed_once_and_returned_per_prompt(corpus, tiny_lm):
     encoded = [encode(tiny_lm, r) for r in _rendered(corpus, 4)]
     twice = subject_states(tiny_lm, encoded + encoded, batch_size=3)
@@ -43,3 +50,5 @@ def test_shared_prefixes_are_computed_once_and_returned_per_prompt(corpus, tiny_
 def test_bad_mode_is_rejected(corpus, tiny_lm):
     with pytest.raises(ValueError, match="mode must be one of"):
         subject_states(tiny_lm, [], mode="first")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        subject_states_by_mode(tiny_lm, [], ())
