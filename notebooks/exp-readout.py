@@ -321,13 +321,12 @@ if readout_check is not None:
     c_d_min = next((d for d, a in zip(d_c, c_memorised) if a >= grid.perfect), None)
     c_train = int(split_subjects(N_c, held_out, split_seed).sum())
     for d, a in zip(d_c, c_memorised):
+        per_seed = {what: [c_readout[d, s][what] for s in c_seeds] for what in ("s", "h")}
         check_cells.append(dict(d=d, headroom=d / c_d_min if c_d_min else float("nan"), samples=c_train / d,
                                 memorised=a >= grid.perfect,
-                                s=float(np.mean([c_readout[d, s]["s"] for s in c_seeds])),
-                                h=float(np.mean([c_readout[d, s]["h"] for s in c_seeds])),
-                                s_sd=float(np.std([c_readout[d, s]["s"] for s in c_seeds])),
-                                h_sd=float(np.std([c_readout[d, s]["h"] for s in c_seeds])),
-                                s_seeds=[c_readout[d, s]["s"] for s in c_seeds], h_seeds=[c_readout[d, s]["h"] for s in c_seeds],
+                                **{what: float(np.mean(v)) for what, v in per_seed.items()},
+                                **{f"{what}_sd": float(np.std(v)) for what, v in per_seed.items()},
+                                **{f"{what}_seeds": v for what, v in per_seed.items()},
                                 records=[c_records[d, s] for s in c_seeds]))
     fig, axes = subplots(1, 1, width=5.0, height=3.6)
     ax = axes[0][0]

@@ -66,7 +66,8 @@ def test_a_layer_trains_the_same_whether_the_others_stop_early_or_not():
     states, targets = _planted()
     signal_first = states.flip(1).clone()  # layer 0 carries the target, layer 1 is noise (stops early)
     both_signal = signal_first.clone()
-    both_signal[:, 1] = signal_first[:, 0] + 0.01 * torch.randn_like(signal_first[:, 0])  # layer 1 trains on too
+    noise = torch.randn(signal_first[:, 0].shape, generator=torch.Generator().manual_seed(1))
+    both_signal[:, 1] = signal_first[:, 0] + 0.01 * noise  # layer 1 trains on too
     config = ProbeConfig(rank=16, lr=1e-2, max_epochs=60, patience=3, batch_size=32)
     a, log_a = fit_probes(signal_first, targets, list(range(320)), list(range(320, 400)), config)
     b, log_b = fit_probes(both_signal, targets, list(range(320)), list(range(320, 400)), config)
