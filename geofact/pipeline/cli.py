@@ -15,6 +15,7 @@ standins.install()  # a GPU lease has no Jupyter packages: `geofact compute`, `p
 from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
 from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
 from geofact.pipeline.project import Project  # noqa: E402
+from geofact.pipeline.stability import PERTURBATIONS  # noqa: E402
 from geofact.training.precision import PRECISIONS  # noqa: E402
 
 GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # geofact.training.grid.CELLS_ENV, named here: importing it brings torch
@@ -42,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="train every sweep's stacked groups as submitit jobs: on SLURM, or as local processes")
     p_run.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
                        help="a submitit parameter for --executor (repeatable), e.g. slurm_partition=gpu, timeout_min=120")
+    p_run.add_argument("--rounding", choices=sorted(PERTURBATIONS), default=None,
+                       help="execute the pages under a perturbation of the matmul kernels' rounding (same recipe), into "
+                            "results/rounding/<profile>/ and a run cache of their own; `geofact status` then marks "
+                            "each verdict that moved fragile (geofact.pipeline.stability)")
     p_run.add_argument("--records-only", action="store_true",
                        help="execute pages from the cached records alone (after `geofact unpack`): nothing trains and "
                             "no weights are read; a page that would need them is left unfinished (exit status 3)")
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
                 records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option),
-                precision=args.precision)
+                precision=args.precision, rounding=args.rounding)
         except RunUnfinished as exc:
             print(f"geofact run: {exc}", file=sys.stderr)
             return UNFINISHED

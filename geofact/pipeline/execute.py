@@ -25,6 +25,8 @@ from geofact.pipeline.project import Project
 from geofact.pipeline.script import UNFINISHED_ERRORS, RunSettings
 from geofact.pipeline.units import page_cost
 from geofact.pipeline.verdicts import NotebookError, check_claims, verdicts_markdown
+from geofact.pipeline.machine import describe_machine, machine_line
+from geofact.pipeline.stability import perturbation_environ, rounding_page, rounding_results
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 from geofact.settings import RESULTS_PATH_ENV
 
@@ -95,9 +97,13 @@ def _provenance_markdown(meta: dict[str, Any]) -> str:
     if made.get("device"):  # the page read cached training and analysis records: where they were computed
         rows += [("cached records made on", "; ".join(made["device"])),
                  ("cached records made at commits", ", ".join(f"`{c[:12]}`" for c in made.get("git_commit", [])))]
+    if meta.get("machine"):
+        rows.append(("CPU and matmul kernels", machine_line(meta["machine"])))
+    if meta.get("rounding"):
+        rows.append(("rounding perturbation", f"`{meta['rounding']['perturbation']}` ({meta['rounding']['environ']})"))
     env = meta["environment"]
     rows += [("torch", f"{env['torch']} (python {env['python']}, numpy {env['numpy']})"),
-             ("results", f"`results/{meta['profile']}/{meta['notebook']}.json`")]
+             ("results", f"`results/{'rounding/' if meta.get('rounding') else ''}{meta['profile']}/{meta['notebook']}.json`")]
     return (
         ":::{admonition} Provenance\n:class: note\n\n"
         f"Executed by `geofact run --profile {meta['profile']}` on {meta['executed_at']}, "
@@ -199,6 +205,9 @@ def run_notebook(project: Project, name: str, settings: RunSettings) -> RunRecor
         **({"precision_arg": settings.precision} if settings.precision is not None else {}),
         "git_commit": commit,
         "environment": environment(),
+        "machine": describe_machine(),
+        **({"rounding": {"perturbation": settings.rounding, "environ": perturbation_environ(settings.rounding)}}
+           if settings.rounding is not None else {}),
         "executed_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_time_s": round(wall, 2),
         "wall_time_max_s": round(max(wall, page_cost(project, name, profile)), 2),  # what plan_units schedules by
@@ -212,10 +221,12 @@ def run_notebook(project: Project, name: str, settings: RunSettings) -> RunRecor
     out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(name, profile, claims, report["claims"])))
     out.metadata["geofact"] = meta
 
-    page = project.page(name)
+    if settings.rounding is None:
+        page, results = project.page(name), project.results(profile, name)
+    else:  # not the book's: the perturbed run is compared with it (geofact.pipeline.stability)
+        page, results = rounding_page(project, settings.rounding, name), rounding_results(project, profile, name)
     page.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(out, page)
-    results = project.results(profile, name)
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({**report, "provenance": meta}, indent=1, sort_keys=True) + "\n")
     return RunRecord(name, profile, wall, page, results)

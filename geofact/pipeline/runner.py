@@ -49,6 +49,7 @@ from geofact.device import THREADS_ENV
 from geofact.pipeline.execute import PageInterrupted, RunRecord, run_notebook, scoped_environ
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import RunSettings
+from geofact.pipeline.stability import check_effective, perturbation_environ
 from geofact.pipeline.status import write_status_page
 from geofact.pipeline.units import plan_units
 from geofact.pipeline.verdicts import NotebookError
@@ -173,7 +174,7 @@ def _run_one(project: Project, name: str, settings: RunSettings) -> RunRecord:
 
 def run(project: Project, names: list[str] | None, profile: str, device: str, jobs: int = 1,
         budget: float | None = None, records_only: bool = False, executor: str | None = None,
-        executor_options: dict | None = None, precision: str | None = None) -> list[RunRecord]:
+        executor_options: dict | None = None, precision: str | None = None, rounding: str | None = None) -> list[RunRecord]:
     """Run notebooks (all when `names` is empty), then regenerate the status page.
 
     With `jobs` > 1, that many pages execute at once (see plan_units for which may), each in its own
@@ -187,7 +188,9 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     records alone (geofact.pipeline.pack): a page that would train or read weights is left unfinished instead.
     `executor` ("local" or "slurm", with submitit `executor_options`) trains every sweep's groups as
     submitit jobs (geofact.training.cluster). `precision` is the policy passed to pages that declare it
-    (geofact.training.precision; None: the device's default).
+    (geofact.training.precision; None: the device's default). `rounding` names a perturbation of the matmul
+    kernels (geofact.pipeline.stability.PERTURBATIONS): the pages train into a cache of their own and write
+    their results beside the book's, whose verdicts they test; the book's pages are left as they are.
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
@@ -196,8 +199,11 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     names = list(dict.fromkeys(names or project.notebooks()))  # a page named twice runs once
     for n in names:
         project.source(n)  # fail on a typo before anything runs
-    settings = RunSettings.resolve(project, profile, device, precision)  # once: a bad profile or device fails here
+    settings = RunSettings.resolve(project, profile, device, precision, rounding)  # once: a bad profile or device fails here
     inherited = {}  # what the kernels and their sweep workers inherit, for this run only
+    if rounding is not None:
+        check_effective(rounding)  # before any page: a perturbation this BLAS ignores would call every verdict stable
+        inherited |= perturbation_environ(rounding)
     if budget is not None:
         inherited[DEADLINE_ENV] = str(time.time() + budget)
     if records_only:

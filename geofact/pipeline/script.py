@@ -164,20 +164,30 @@ class RunSettings:
     device: str
     device_description: str
     precision: str | None = None
+    rounding: str | None = None  # a perturbation of geofact.pipeline.stability (`geofact run --rounding`), or None
+
 
     @classmethod
-    def resolve(cls, project: Project, profile: str, device: str, precision: str | None = None) -> RunSettings:
+    def resolve(cls, project: Project, profile: str, device: str, precision: str | None = None,
+                rounding: str | None = None) -> RunSettings:
         from geofact.device import describe_device  # torch: imported once a command runs, not for the CLI's help
         from geofact.training.precision import check_precision
 
-        settings = cls(load_profile(profile, project.profiles_dir), device, describe_device(device), precision)
+        settings = cls(load_profile(profile, project.profiles_dir), device, describe_device(device), precision, rounding)
         if precision is not None:
             check_precision(precision, device)
         return settings
 
     def parameters(self, project: Project, name: str) -> dict[str, Any]:
-        """The parameters this profile gives notebook `name` (only those its parameters cell declares)."""
-        return self.profile.parameters_for(name, notebook_parameters(project, name), self.device, self.precision)
+        """The parameters this profile gives notebook `name` (only those its parameters cell declares); under a
+        rounding perturbation, a page with a run cache trains into the perturbation's own."""
+        declared = notebook_parameters(project, name)
+        params = self.profile.parameters_for(name, declared, self.device, self.precision)
+        if self.rounding is not None and "cache_dir" in declared:
+            from geofact.pipeline.stability import rounding_cache
+
+            params["cache_dir"] = str(rounding_cache(project, self.rounding))
+        return params
 
 
 def expected_parameters(project: Project, name: str, profile: str, device: str | None,

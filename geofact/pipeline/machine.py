@@ -1,0 +1,99 @@
+"""The CPU a page ran on, and the matmul kernels it ran through: what decides the rounding of a trained run.
+
+Two machines with the same code, seeds and recipe train different runs when their BLAS kernels sum in
+another order (issue 45: an AVX2-only AMD EPYC moved a capacity threshold by a factor of 2 against the
+committed pages). A page's provenance therefore names the CPU model, its vector extensions, the kernel
+path torch dispatches to (`torch.backends.cpu.get_cpu_capability`), the BLAS torch was built with, and
+any MKL setting in the environment that picks a code path (MKL_CBWR, MKL_ENABLE_INSTRUCTIONS).
+
+Read in the publisher's process, which runs the page's kernel on the same machine with the same
+environment; no page imports this module, so describing the machine never makes a page stale.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+KERNEL_PATH_ENVS = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+_VECTOR_FLAGS = ("avx512f", "avx2", "fma", "avx")  # the widest first: the one a kernel can use
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux; `platform.processor()` elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        match = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(errors="replace"), flags=re.M)
+        if match:
+            return " ".join(match.group(1).split())
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def vector_extensions() -> list[str]:
+    """The x86 vector extensions the CPU reports, widest first (empty off Linux or off x86)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return []
+    match = re.search(r"^flags\s*:\s*(.+)$", cpuinfo.read_text(errors="replace"), flags=re.M)
+    flags = set(match.group(1).split()) if match else set()
+    return [f for f in _VECTOR_FLAGS if f in flags]
+
+
+def blas() -> str:
+    """The BLAS torch was built with, as its build configuration names it (e.g. 'Intel(R) oneAPI Math Kernel
+    Library Version 2024.2'), or its BLAS_INFO."""
+    import torch  # the publisher's own torch, the interpreter the kernels run (geofact.pipeline.execute)
+
+    config = torch.__config__.show()
+    mkl = re.search(r"(Intel\(R\)[^\n]*Math Kernel Library Version [\d.]+)", config)
+    if mkl:
+        return mkl.group(1)
+    info = re.search(r"BLAS_INFO=(\w+)", config)
+    return info.group(1) if info else "unknown"
+
+
+def describe_machine(environ: dict[str, str] | None = None) -> dict[str, object]:
+    """{cpu, cores, vector_extensions, kernel_path, blas, kernel_env}: the machine a page's numbers come from.
+    `environ` (default: this process's) is the environment its kernel ran under."""
+    import torch
+
+    environ = dict(os.environ if environ is None else environ)
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "vector_extensions": vector_extensions(),
+        "kernel_path": torch.backends.cpu.get_cpu_capability(),
+        "blas": blas(),
+        "kernel_env": {k: environ[k] for k in KERNEL_PATH_ENVS if environ.get(k)},
+    }
+
+
+def machine_line(machine: dict | None) -> str:
+    """One line for a provenance box or the status page; '' where the provenance predates this record."""
+    if not machine:
+        return ""
+    env = ", ".join(f"{k}={v}" for k, v in machine.get("kernel_env", {}).items())
+    return (f"{machine['cpu']} ({machine.get('cores', '?')} cores; kernels {machine['kernel_path']}, "
+            f"{machine['blas']}{'; ' + env if env else ''})")
+
+
+GEMM_PROBE = """
+import hashlib, torch
+g = torch.Generator().manual_seed(0)
+a, b = torch.randn(64, 96, 200, generator=g), torch.randn(64, 200, 384, generator=g)
+print(hashlib.sha256(torch.bmm(a, b).numpy().tobytes()).hexdigest())
+"""
+
+
+def gemm_digest(extra_env: dict[str, str]) -> str:
+    """sha256 of a batched float32 matmul (the shape of a training step's) in a fresh interpreter under
+    `extra_env`: BLAS reads its code-path settings once, when it loads, so it must be a new process."""
+    done = subprocess.run([sys.executable, "-c", GEMM_PROBE], env={**os.environ, **extra_env}, capture_output=True,
+                          text=True, check=False, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"the GEMM probe failed under {extra_env}: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
