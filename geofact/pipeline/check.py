@@ -23,7 +23,9 @@ import yaml
 from geofact.pipeline.ledger import load_ledger, population_mismatches
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import expected_parameters
+from geofact.pipeline.stability import ROUNDING_DIR, moved_since
 from geofact.pipeline.status import render_status
+from geofact.pipeline.verdicts import stale_sections
 from geofact.provenance import module_hashes, sha256_file
 
 
@@ -120,6 +122,15 @@ def check(project: Project) -> list[str]:
             problems.append(f"{rel}: claims not in claims.yaml: {unknown}")
         problems += [f"{rel}: {p}" for p in population_mismatches([c for c in ledger if c.notebook == path.stem], data["claims"])]
 
+    problems += [f"page book/{name}.ipynb: its verdicts section is out of date with the results and the rounding "
+                 "perturbation's, run `geofact status`" for name in stale_sections(project)]
+    for path in sorted(project.results_dir.glob(f"{ROUNDING_DIR}/*/*.json")):
+        rel = path.relative_to(project.root)
+        if path.stem not in names:
+            problems.append(f"{rel}: no notebook notebooks/{path.stem}.py")
+            continue
+        data = json.loads(path.read_text())
+        problems += _unreproducible(data["provenance"], str(rel), in_history)
     status = project.status_page
     if not status.exists() or status.read_text() != render_status(project):
         problems.append(f"{status.relative_to(project.root)}: out of date, run `geofact status`")
@@ -127,7 +138,12 @@ def check(project: Project) -> list[str]:
 
 
 def main_check(root: Path) -> int:
-    problems = check(Project(root))
+    project = Project(root)
+    moved = moved_since(project)
+    if moved:  # a page re-executed here (on another CPU, or under the perturbation): what it changed
+        print(f"geofact check: {len(moved)} verdict(s) differ from the committed results (HEAD):")
+        print("\n".join(f"  - {m.line()}" for m in moved))
+    problems = check(project)
     if problems:
         print(f"geofact check: {len(problems)} problem(s)")
         print("\n".join(f"  - {p}" for p in problems))

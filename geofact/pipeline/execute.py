@@ -26,7 +26,7 @@ from geofact.pipeline.script import UNFINISHED_ERRORS, RunSettings
 from geofact.pipeline.units import page_cost
 from geofact.pipeline.verdicts import NotebookError, check_claims, verdicts_markdown
 from geofact.pipeline.machine import describe_machine, machine_line
-from geofact.pipeline.stability import perturbation_environ, rounding_page, rounding_results
+from geofact.pipeline.stability import compare, perturbation_environ, rounding_page, rounding_results, trains
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 from geofact.settings import RESULTS_PATH_ENV
 
@@ -160,6 +160,7 @@ def run_notebook(project: Project, name: str, settings: RunSettings) -> RunRecor
     """Execute one page with papermill into book/<name>.ipynb and results/<profile>/<name>.json (see
     geofact.pipeline.runner's docstring), its claims checked against the ledger."""
     profile = settings.profile.name
+    source_sha256 = sha256_file(project.source(name))  # the source executed, even if the file is edited meanwhile
     nb = project.read_notebook(name)
     params = settings.parameters(project, name)
     nb.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)
@@ -211,14 +212,18 @@ def run_notebook(project: Project, name: str, settings: RunSettings) -> RunRecor
         "executed_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_time_s": round(wall, 2),
         "wall_time_max_s": round(max(wall, page_cost(project, name, profile)), 2),  # what plan_units schedules by
-        "notebook_sha256": sha256_file(project.source(name)),
+        "notebook_sha256": source_sha256,
     }
     modules = _finish_page(out, meta)
     out.metadata["kernelspec"] = dict(PAGE_KERNELSPEC)  # the pinned runner kernel exists only during the run
     meta["modules"] = module_hashes(modules)
     claims = [c for c in load_ledger(project.ledger_path) if c.notebook == name]  # the page's claims, in ledger order
     check_claims(name, claims, report["claims"])
-    out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(name, profile, claims, report["claims"])))
+    stable = None
+    if settings.rounding is None and trains(meta):  # the perturbed run, where there is one, tests these verdicts
+        perturbed = rounding_results(project, profile, name)
+        stable = compare({**report, "provenance": meta}, json.loads(perturbed.read_text()) if perturbed.exists() else None)
+    out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(name, profile, claims, report["claims"], stable)))
     out.metadata["geofact"] = meta
 
     if settings.rounding is None:

@@ -134,11 +134,18 @@ def page_stability(project: Project, profile: str, notebook: str) -> dict[str, S
     return compare(reference, _read(rounding_results(project, profile, notebook))) if reference else {}
 
 
+def trains(results: dict) -> bool:
+    """Whether a page's results (or its provenance) come from trained models (it imported geofact.training),
+    the pages whose verdicts the rounding can move; the theory pages compute exact constructions and bounds."""
+    provenance = results.get("provenance", results)
+    return any(m.startswith("geofact.training.") for m in provenance.get("modules", {}))
+
+
 def stability(project: Project) -> dict[str, dict[str, Stability]]:
-    """{profile: {claim: Stability}} over every page with results (profiles without a perturbed run included)."""
+    """{profile: {claim: Stability}} over every training page with results (compared or not yet)."""
     out: dict[str, dict[str, Stability]] = {}
     for path in sorted(project.results_dir.glob("*/*.json")):
-        if path.parent.name in ("interactive", ROUNDING_DIR):
+        if path.parent.name in ("interactive", ROUNDING_DIR) or not trains(json.loads(path.read_text())):
             continue
         out.setdefault(path.parent.name, {}).update(page_stability(project, path.parent.name, path.stem))
     return out

@@ -13,9 +13,11 @@ from typing import Any
 
 from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME
 from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
+from geofact.pipeline.machine import machine_line
 from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
 from geofact.evidence import NOT_RUN
+from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE, stability
 
 COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
 VERDICT_TEXT = {**{v: f"**{v}**" for v in COUNTED}, NOT_RUN: NOT_RUN}
@@ -54,8 +56,15 @@ def render_status(project: Project) -> str:
     results = load_results(project)
     profiles = sorted(results, key=lambda p: (profile_rank(p), p))
 
+    stable = stability(project)
+
     def entry(claim, profile):
         return results[profile].get(claim.notebook, {}).get("claims", {}).get(claim.id)
+
+    def mark(claim, profile) -> str:
+        """The table's mark of a verdict that moved under the rounding perturbation."""
+        s = stable.get(profile, {}).get(claim.id)
+        return f" · **fragile** (under rounding: {s.perturbed})" if s is not None and s.state == FRAGILE else ""
 
     lines = [
         "# Reproduction status",
@@ -73,6 +82,9 @@ def render_status(project: Project) -> str:
         "alternative and the measured value lies in the claim's range, *does not hold* where the interval misses",
         "the claim's range, and is *inconclusive* otherwise: at this scale the data cannot tell the claim from its",
         "alternative (the verdict then says about how many seeds, cells or runs would).",
+        "A verdict is marked **fragile** where the same page, executed again with the matmul kernels summing in",
+        "another order (`geofact run --rounding`, `geofact.pipeline.stability`: what another CPU does, with the",
+        "recipe unchanged), reached another verdict: such a verdict is not a finding about the paper.",
         "",
     ]
     if not profiles:
@@ -80,11 +92,14 @@ def render_status(project: Project) -> str:
     for profile in profiles:
         verdicts = [(entry(c, profile) or {}).get("verdict") for c in claims]
         n_hold, n_fail, n_open, n_out = (verdicts.count(v) for v in COUNTED)
+        states = [s.state for s in stable.get(profile, {}).values()]
         lines.append(f"- **{profile}**: {n_hold} hold, {n_fail} do not hold, {n_open} inconclusive, {n_out} not in regime, "
-                     f"{len(claims) - n_hold - n_fail - n_open - n_out} not run (of {len(claims)}).")
+                     f"{len(claims) - n_hold - n_fail - n_open - n_out} not run (of {len(claims)}); of the {len(states)} verdicts "
+                     f"of trained models, {states.count(FRAGILE)} fragile and {states.count(STABLE)} stable under the rounding "
+                     f"perturbation, {states.count(NOT_COMPARED)} not compared.")
     lines += ["", "| Claim | Where in the paper | " + " | ".join(profiles) + " |", "|---|---|" + "---|" * len(profiles)]
     for c in claims:
-        cells = [VERDICT_TEXT[e["verdict"]] + effect(e) if (e := entry(c, p)) else NOT_RUN for p in profiles]
+        cells = [VERDICT_TEXT[e["verdict"]] + effect(e) + mark(c, p) if (e := entry(c, p)) else NOT_RUN for p in profiles]
         lines.append("| " + " | ".join([f"{{ref}}`{c.id} <{_anchor(c.id)}>`", _cell(c.paper), *cells]) + " |")
 
     page_text = {name: project.page(name).read_text() for name in {c.notebook for c in claims} if project.page(name).exists()}
@@ -119,6 +134,8 @@ def render_status(project: Project) -> str:
             else:
                 note = f" ({_cell(e['note'])})" if e.get("note") else ""
                 lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}. {_cell(e['measured'])}{note}")
+                if (s := stable.get(p, {}).get(c.id)) is not None and s.state != NOT_COMPARED:
+                    lines.append(f"- {p}, {s.text()}.")
         lines += ["", f"How it is tested: {_cell(c.test)}", ""]
 
     not_checkable = load_not_checkable(project.ledger_path)
@@ -134,14 +151,19 @@ def render_status(project: Project) -> str:
     for p in profiles:
         for name, res in sorted(results[p].items()):
             prov = res.get("provenance", {})
+            cpu = machine_line(prov.get("machine")) or "CPU not recorded"
             lines.append(
-                f"- `results/{p}/{name}.json`: commit `{prov.get('git_commit', '?')}`, device {prov.get('device', '?')}, "
-                f"torch {prov.get('environment', {}).get('torch', '?')}, {prov.get('executed_at', '?')}, "
+                f"- `results/{p}/{name}.json`: commit `{prov.get('git_commit', '?')}`, device {prov.get('device', '?')} "
+                f"({_cell(cpu)}), torch {prov.get('environment', {}).get('torch', '?')}, {prov.get('executed_at', '?')}, "
                 f"wall time {prov.get('wall_time_s', float('nan')):.1f} s."
             )
     return "\n".join(lines) + "\n"
 
 
 def write_status_page(project: Project) -> Path:
+    """The status page, and each page's closing section (both say which verdicts the rounding moved)."""
+    from geofact.pipeline.verdicts import refresh_sections
+
+    refresh_sections(project)
     project.status_page.write_text(render_status(project))
     return project.status_page

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from geofact.pipeline.ledger import Claim, population_mismatches, verdict_label
+import nbformat
+
+from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches, verdict_label
+from geofact.pipeline.project import Project
+from geofact.pipeline.stability import NOT_COMPARED, Stability, page_stability, trains
 
 
 class NotebookError(RuntimeError):
@@ -17,9 +22,11 @@ def _plain(text: str) -> str:
     return re.sub(r"([\\`*_$\[\]<>{}|])", r"\\\1", " ".join(str(text).split()))
 
 
-def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: dict[str, Any]) -> str:
+def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: dict[str, Any],
+                      stability: dict[str, Stability] | None = None) -> str:
     """The page's closing section: each of its claims with the verdict this run computed, what was
-    measured and the rule that turned it into the verdict, each under its own anchor."""
+    measured and the rule that turned it into the verdict, each under its own anchor; for a page of trained
+    models (`stability` given), whether each verdict moved under the rounding perturbation."""
     lines = [f"(verdicts-{name})=", "## Verdicts at a glance", "",
              f"What this run (profile `{profile}`) decided for each claim this page tests; the code above computes "
              "every one. The {doc}`status page <reproduction-status>` sets them beside the rest of the paper "
@@ -28,8 +35,16 @@ def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: di
         entry = reported[claim.id]
         measured = f" {_plain(entry['measured'])}." if entry.get("measured") else ""
         rule = f" *Rule:* {_plain(entry['note'])}." if entry.get("note") else ""
+        moved = stability.get(claim.id) if stability is not None else None
+        robust = f" *Rounding:* {moved.text()}." if moved is not None else ""
         lines += [f"({verdict_label(claim.id)})=",
-                  f"**`{claim.id}`** ({_plain(claim.paper)}): **{entry['verdict']}**.{measured}{rule}", ""]
+                  f"**`{claim.id}`** ({_plain(claim.paper)}): **{entry['verdict']}**.{measured}{rule}{robust}", ""]
+    if stability is not None:
+        compared = [s for s in stability.values() if s.state != NOT_COMPARED]
+        lines += ["*Rounding* says whether the verdict stayed the same when this page was executed again with the matmul "
+                  "kernels summing in another order (`geofact run --rounding`, the recipe unchanged); a verdict that moved is "
+                  "**fragile**: it depends on the CPU, not on the paper"
+                  + ("." if compared else "; this page has not yet been executed so."), ""]
     return "\n".join(lines)
 
 
@@ -45,3 +60,50 @@ def check_claims(name: str, claims: list[Claim], reported: dict[str, Any]) -> No
     problems = population_mismatches(claims, reported)
     if problems:
         raise NotebookError(f"notebook {name!r}: " + "; ".join(problems))
+
+
+def _section_index(nb: nbformat.NotebookNode, name: str) -> int | None:
+    """The index of the page's closing verdicts cell (the runner appends it), or None."""
+    anchor = f"(verdicts-{name})="
+    return next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith(anchor)), None)
+
+
+def expected_section(project: Project, name: str, nb: nbformat.NotebookNode) -> str | None:
+    """The closing section page `name` should show now: its committed results' verdicts and, for a page of
+    trained models, their stability under the rounding perturbation (None: no results to build it from)."""
+    meta = nb.metadata.get("geofact") or {}
+    path = project.results(meta.get("profile", ""), name)
+    if not meta or not path.exists():
+        return None
+    results = json.loads(path.read_text())
+    claims = [c for c in load_ledger(project.ledger_path) if c.notebook == name]
+    if set(results.get("claims", {})) != {c.id for c in claims}:
+        return None  # the page and the ledger disagree: check_claims' to report, not this section's
+    stable = page_stability(project, meta["profile"], name) if trains(results) else None
+    return verdicts_markdown(name, meta["profile"], claims, results["claims"], stable)
+
+
+def stale_sections(project: Project) -> list[str]:
+    """Pages whose closing section differs from what their results and the perturbed results give."""
+    stale = []
+    for name in project.notebooks():
+        page = project.page(name)
+        if not page.exists():
+            continue
+        nb = nbformat.read(page, as_version=4)
+        index, expected = _section_index(nb, name), expected_section(project, name, nb)
+        if index is not None and expected is not None and nb.cells[index].source != expected:
+            stale.append(name)
+    return stale
+
+
+def refresh_sections(project: Project) -> list[str]:
+    """Rewrite the closing section of every page that `stale_sections` names (generated text, like the
+    status page: a perturbed run executed after the page changes what it says); returns their names."""
+    names = stale_sections(project)
+    for name in names:
+        page = project.page(name)
+        nb = nbformat.read(page, as_version=4)
+        nb.cells[_section_index(nb, name)].source = expected_section(project, name, nb)
+        nbformat.write(nb, page)
+    return names

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from geofact.pipeline.check import check
 from geofact.pipeline.project import Project
 from geofact.pipeline.execute import WIDGET_MIME
+from geofact.pipeline.stability import FRAGILE, STABLE, page_stability
 from geofact.provenance import GIT_COMMIT_ENV
 from tests.pipeline.book import build_book, copy_project, geofact
 
@@ -74,6 +75,41 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
 
 def test_check_passes_on_a_fresh_run(smoke):
     assert check(smoke) == []
+
+
+def test_a_rounding_run_tests_the_verdicts_and_a_planted_flip_is_marked_fragile(mutable):
+    # issue 45 item 4: the same page at two roundings (the book's run and MKL's compatible kernels); whatever the
+    # perturbation moved at smoke, the comparison runs on every claim, and a verdict flipped by hand is caught
+    page = "exp-capacity"
+    before = nbformat.read(mutable.page(page), as_version=4)
+    done = geofact(mutable.root, "run", page, "--profile", "smoke", "--rounding", "mkl-compatible")
+    assert done.returncode == 0, done.stderr
+    after = nbformat.read(mutable.page(page), as_version=4)  # the book's page is not the perturbed run's ...
+    assert after.metadata["geofact"] == before.metadata["geofact"] and after.cells[:-1] == before.cells[:-1]
+    perturbed = mutable.results_dir / "rounding" / "smoke" / f"{page}.json"
+    data = json.loads(perturbed.read_text())
+    prov = data["provenance"]
+    assert prov["rounding"] == {"perturbation": "mkl-compatible", "environ": {"MKL_CBWR": "COMPATIBLE"}}
+    assert prov["machine"]["kernel_env"] == {"MKL_CBWR": "COMPATIBLE"} and prov["machine"]["cpu"]
+    assert Path(prov["parameters"]["cache_dir"]).is_relative_to(mutable.root / ".geofact" / "rounding")
+    compared = page_stability(mutable, "smoke", page)
+    assert compared and all(s.state in (STABLE, FRAGILE) for s in compared.values())
+    assert check(mutable) == []  # `geofact run` refreshed the status page and the book page's closing section
+    closing = nbformat.read(mutable.page(page), as_version=4).cells[-1].source
+    assert "*Rounding:*" in closing and closing.count("*Rounding:*") == len(compared)
+
+    claim = next(c for c, s in compared.items() if s.state == STABLE)
+    data["claims"][claim]["verdict"] = "holds" if data["claims"][claim]["verdict"] != "holds" else "does not hold"
+    perturbed.write_text(json.dumps(data))
+    assert page_stability(mutable, "smoke", page)[claim].state == FRAGILE
+    problems = check(mutable)
+    assert any(f"book/{page}.ipynb: its verdicts section is out of date" in p for p in problems)
+    assert any("reproduction-status.md: out of date" in p for p in problems)
+    done = geofact(mutable.root, "status")
+    assert done.returncode == 0 and check(mutable) == []
+    closing = nbformat.read(mutable.page(page), as_version=4).cells[-1].source
+    assert f"**`{claim}`**" in closing and "**fragile**: " + data["claims"][claim]["verdict"] in closing
+    assert f"· **fragile** (under rounding: {data['claims'][claim]['verdict']})" in mutable.status_page.read_text()
 
 
 def test_check_catches_a_planted_error_output(mutable):

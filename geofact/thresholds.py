@@ -1,0 +1,170 @@
+"""Capacity thresholds with their uncertainty, and verdicts that carry it (issue 45).
+
+A threshold read as "the smallest grid d whose accuracy, averaged over 2-3 seeds, is perfect" is a knife
+edge: one seed whose accuracy at a cell ends at 0.985 instead of 0.995 (which the rounding of another
+CPU's BLAS decides) moves it by one or two rungs of the grid, and a verdict built on it moves too (on
+exp-capacity, d_min of R = 8 was 32 on one machine and 16 on another).
+
+**The threshold.** Each seed has its own threshold: the smallest grid d from which its accuracy stays at the
+perfect level (`seed_thresholds`). The fraction of seeds memorising at d, F(d) = #{seeds with threshold
+<= d} / #seeds, is a step function; the threshold reported is where it crosses one half, interpolated
+linearly on log d between the two rungs around the crossing (`half_crossing`): the median seed's
+threshold, made continuous. One seed moving moves it within the rung where the crossing lies, not by
+whole rungs.
+
+**Its interval.** From the per-seed thresholds: every seed's threshold lies above the rung below the
+smallest per-seed threshold and at or below the largest (`Threshold.lo`, `Threshold.hi`; `inf` where a
+seed never memorised on the grid, and `lo` is the smallest d where a seed memorised there already).
+
+**Verdicts that carry it.** A verdict built on thresholds (a slope over R, a mean ratio over units) is
+taken on the central thresholds, and its interval is the union of its Student-t intervals over every
+value each threshold may take within its interval (`box_estimate`): it holds only where the whole of that
+union agrees. The union is exact from the box's vertices: the lower end of a Student-t interval (mean -
+t s / sqrt(n), or slope - t se) is a concave function of the data and the upper end a convex one (s and se
+are norms of linear maps of it), so over a box both extremes lie at vertices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from geofact.evidence import Estimate, t_quantile
+
+MAX_BOX_UNITS = 16  # 2^16 vertices: the box's union is exact by enumeration up to here
+
+
+def seed_thresholds(accuracy: np.ndarray, d_values: Sequence[int], level: float) -> list[int | None]:
+    """Per seed, the smallest grid d from which its accuracy stays >= level (None: never on the grid).
+    accuracy: (d, seed)."""
+    accuracy = np.asarray(accuracy, dtype=float)
+    if accuracy.ndim != 2 or accuracy.shape[0] != len(d_values):
+        raise ValueError(f"accuracy must be (d, seed) with {len(d_values)} values of d, got shape {accuracy.shape}")
+    out = []
+    for k in range(accuracy.shape[1]):
+        ok = accuracy[:, k] >= level
+        out.append(next((d_values[j] for j in range(len(d_values)) if ok[j:].all()), None))
+    return out
+
+
+def half_crossing(per_seed: Sequence[int | None], d_values: Sequence[int]) -> float | None:
+    """The d where the fraction of seeds whose threshold is <= d crosses one half, linear on log d between the
+    rungs around the crossing; the smallest d where half the seeds memorise there already; None where
+    half the seeds never memorise on the grid."""
+    n = len(per_seed)
+    if n == 0:
+        raise ValueError("per_seed must hold at least one seed's threshold")
+    fraction = [sum(t is not None and t <= d for t in per_seed) / n for d in d_values]
+    if fraction[0] >= 0.5:
+        return float(d_values[0])
+    for j in range(1, len(d_values)):
+        if fraction[j] >= 0.5:
+            weight = (0.5 - fraction[j - 1]) / (fraction[j] - fraction[j - 1])
+            if weight == 1:  # exactly half the seeds at d_j: the rung itself, not a rounding of it
+                return float(d_values[j])
+            return float(math.exp(math.log(d_values[j - 1]) + weight * (math.log(d_values[j]) - math.log(d_values[j - 1]))))
+    return None
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One capacity threshold (one R, one regime) over its seeds: the half-crossing and its interval."""
+
+    per_seed: tuple[int | None, ...]
+    value: float | None  # half_crossing; None: half the seeds never memorise on the grid
+    lo: float  # every seed's threshold lies above this (or is the smallest d, where `at_floor`)
+    hi: float  # ... and at or below this (inf where a seed never memorised on the grid)
+    at_floor: bool  # a seed memorised at the smallest d: its threshold may lie below the grid
+
+    @classmethod
+    def of(cls, accuracy: np.ndarray, d_values: Sequence[int], level: float) -> Threshold:
+        """From accuracy (d, seed) on the grid's d_values, at the perfect level."""
+        per_seed = seed_thresholds(accuracy, d_values, level)
+        reached = [t for t in per_seed if t is not None]
+        if not reached:
+            return cls(tuple(per_seed), None, float(d_values[-1]), math.inf, False)
+        lowest = d_values.index(min(reached))
+        lo = float(d_values[max(lowest - 1, 0)])
+        hi = float(max(reached)) if len(reached) == len(per_seed) else math.inf
+        return cls(tuple(per_seed), half_crossing(per_seed, d_values), lo, hi, lowest == 0)
+
+    @property
+    def reached(self) -> bool:
+        return self.value is not None
+
+    def text(self) -> str:
+        if self.value is None:
+            return f"not reached (seeds {list(self.per_seed)})"
+        hi = "inf" if math.isinf(self.hi) else f"{self.hi:g}"
+        return f"{'<= ' if self.at_floor and self.value == self.lo else ''}{self.value:.3g} [{self.lo:g}, {hi}]"
+
+    def as_dict(self) -> dict:
+        return {"per_seed": list(self.per_seed), "value": self.value, "lo": self.lo, "hi": self.hi, "at_floor": self.at_floor}
+
+
+def box_of(thresholds: Sequence[Threshold]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(central, low, high) arrays of reached thresholds, for `box_estimate` (high is inf where a seed never
+    memorised on the grid: the threshold is then unbounded above)."""
+    if not all(t.reached for t in thresholds):
+        raise ValueError("box_of takes reached thresholds only (a threshold not reached has no central value)")
+    return (np.array([t.value for t in thresholds], dtype=float), np.array([t.lo for t in thresholds], dtype=float),
+            np.array([t.hi for t in thresholds], dtype=float))
+
+
+def seed_box(threshold: int | None, d_values: Sequence[int]) -> tuple[float, float, float]:
+    """(low, central, high) of one seed's threshold on the grid: it lies above the rung below it and at or
+    below itself (at the smallest d, at most it); a seed that never memorised lies above the largest d."""
+    if threshold is None:
+        return float(d_values[-1]), math.inf, math.inf
+    j = list(d_values).index(threshold)
+    return float(d_values[max(j - 1, 0)]), float(threshold), float(threshold)
+
+
+def t_bounds(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t interval of the mean of each row of `values` (scenarios, units)."""
+    n = values.shape[1]
+    if n < 2:
+        raise ValueError(f"a Student-t interval needs at least 2 units, got {n}")
+    half = t_quantile(confidence, n - 1) * values.std(axis=1, ddof=1) / math.sqrt(n)
+    mean = values.mean(axis=1)
+    return mean - half, mean + half
+
+
+def slope_bounds(x: np.ndarray, values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t interval of the least-squares slope of each row of `values` (scenarios, points) on x."""
+    x = np.asarray(x, dtype=float)
+    n = len(x)
+    if n < 3:
+        raise ValueError(f"a slope's interval needs at least 3 points, got {n}")
+    centred = x - x.mean()
+    sxx = float((centred**2).sum())
+    slope = values @ centred / sxx
+    residual = values - values.mean(axis=1, keepdims=True) - slope[:, None] * centred
+    se = np.sqrt((residual**2).sum(axis=1) / (n - 2) / sxx)
+    half = t_quantile(confidence, n - 2) * se
+    return slope - half, slope + half
+
+
+def box_estimate(quantity: str, central: np.ndarray, low: np.ndarray, high: np.ndarray,
+                 bounds: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], value: float, confidence: float,
+                 method: str) -> Estimate:
+    """`value` (the statistic at the central data) with the union of the intervals `bounds` gives over every
+    data in the box [low, high] (one entry per unit): exact from the box's 2^n vertices (module docstring)."""
+    central, low, high = (np.asarray(a, dtype=float) for a in (central, low, high))
+    n = len(central)
+    if not (len(low) == len(high) == n) or (low > central).any() or (high < central).any():
+        raise ValueError("central, low and high must have one entry per unit with low <= central <= high")
+    if not np.isfinite(np.concatenate([low, high])).all():  # a threshold beyond the grid: no end bounds it
+        return Estimate(quantity, value, -math.inf, math.inf, confidence,
+                        f"{method}; unbounded: a threshold lies beyond the grid", n)
+    if n > MAX_BOX_UNITS:
+        raise ValueError(f"box_estimate enumerates 2^n vertices: at most {MAX_BOX_UNITS} units, got {n}")
+    corners = np.array(list(itertools.product((0, 1), repeat=n)), dtype=bool)
+    vertices = np.where(corners, high, low)
+    lo, hi = bounds(np.vstack([central[None], vertices]))
+    return Estimate(quantity, value, float(lo.min()), float(hi.max()), confidence,
+                    f"{method}; the union of its intervals over every threshold within its interval", n)

@@ -1,0 +1,88 @@
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from geofact.evidence import t_interval
+from geofact.thresholds import (Threshold, box_estimate, box_of, half_crossing, seed_box, seed_thresholds, slope_bounds,
+                                t_bounds)
+
+D = (4, 6, 8, 12, 16, 24, 32)
+
+
+def accuracy_from(thresholds, level=0.99):
+    """(d, seed) accuracies whose per-seed thresholds are `thresholds` (None: never)."""
+    return np.array([[1.0 if t is not None and d >= t else 0.5 for t in thresholds] for d in D])
+
+
+def test_seed_thresholds_need_the_accuracy_to_stay_perfect():
+    acc = accuracy_from([8, 16, None])
+    acc[D.index(24), 0] = 0.98  # seed 0 stalls at 24: its threshold is the d from which it stays perfect
+    assert seed_thresholds(acc, D, 0.99) == [32, 16, None]
+    with pytest.raises(ValueError, match="accuracy must be"):
+        seed_thresholds(acc[:3], D, 0.99)
+
+
+def test_half_crossing_is_the_median_seed_made_continuous_on_log_d():
+    # two of three seeds at 16, none at 12: F goes 0 -> 2/3 between the rungs, one half is 3/4 of the way on log d
+    assert half_crossing([16, 16, 32], D) == pytest.approx(12 * (16 / 12) ** 0.75)
+    # one seed flipping from 32 to 16 moves it within the rung, where the mean rule moved by two rungs
+    assert 12 < half_crossing([16, 16, 16], D) < half_crossing([16, 16, 32], D) < 16
+    assert half_crossing([4, 6, 6], D) == pytest.approx(4.0 * (6 / 4) ** ((0.5 - 1 / 3) / (2 / 3)))
+    assert half_crossing([4, 4, 8], D) == 4.0  # half the seeds memorise at the smallest d already
+    assert half_crossing([16, None, None], D) is None
+    assert half_crossing([16, None], D) == 16.0  # exactly half at 16
+
+
+def test_threshold_interval_spans_the_seeds_and_the_rung_below():
+    t = Threshold.of(accuracy_from([16, 16, 32]), D, 0.99)
+    assert (t.lo, t.hi, t.at_floor) == (12.0, 32.0, False) and t.lo < t.value < t.hi
+    assert t.text().startswith("14.9 [12, 32]")
+    floor = Threshold.of(accuracy_from([4, 4, 6]), D, 0.99)
+    assert floor.at_floor and floor.lo == 4.0 and floor.text().startswith("<= 4")
+    open_ended = Threshold.of(accuracy_from([16, None, 32]), D, 0.99)
+    assert math.isinf(open_ended.hi) and open_ended.value == pytest.approx(24 * (32 / 24) ** 0.5)
+    never = Threshold.of(accuracy_from([None, None]), D, 0.99)
+    assert not never.reached and never.text().startswith("not reached")
+    central, low, high = box_of([t, open_ended])
+    assert central.tolist() == [t.value, open_ended.value] and low.tolist() == [12.0, 12.0] and high[0] == 32.0
+    with pytest.raises(ValueError, match="reached thresholds only"):
+        box_of([never])
+    assert seed_box(16, D) == (12.0, 16.0, 16.0) and seed_box(4, D) == (4.0, 4.0, 4.0)
+    assert seed_box(None, D) == (32.0, math.inf, math.inf)
+
+
+def test_t_bounds_and_slope_bounds_match_the_textbook_intervals():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(3, 6))
+    lo, hi = t_bounds(values, 0.95)
+    for row, a, b in zip(values, lo, hi):
+        ref = t_interval(row, "x", 0.95)
+        assert (a, b) == pytest.approx((ref.lo, ref.hi))
+    x = np.log([2.0, 4.0, 8.0, 16.0])
+    y = 0.9 * x + rng.normal(scale=0.1, size=4)
+    (a,), (b,) = slope_bounds(x, y[None], 0.95)
+    slope, intercept = np.polyfit(x, y, 1)
+    se = math.sqrt(((y - slope * x - intercept) ** 2).sum() / 2 / ((x - x.mean()) ** 2).sum())
+    assert (a + b) / 2 == pytest.approx(slope) and (b - a) / 2 == pytest.approx(4.302652729911275 * se, rel=1e-6)
+
+
+def test_box_estimate_covers_every_data_in_the_box():
+    # the union from the vertices contains the interval at any point of the box (sampled), and is reached at one
+    rng = np.random.default_rng(1)
+    central = np.array([0.4, 0.6, 0.2, 0.5])
+    low, high = central - np.array([0.3, 0.0, 0.2, 0.1]), central + np.array([0.1, 0.2, 0.0, 0.3])
+    bounds = lambda v: t_bounds(v, 0.95)  # noqa: E731
+    box = box_estimate("mean", central, low, high, bounds, float(central.mean()), 0.95, "Student t over 4")
+    samples = low + (high - low) * rng.random((2000, 4))
+    lo, hi = bounds(samples)
+    assert box.lo <= lo.min() and box.hi >= hi.max()
+    corners = np.array([np.where(c, high, low) for c in itertools.product((0, 1), repeat=4)])
+    assert box.lo == pytest.approx(bounds(corners)[0].min()) and box.value == pytest.approx(central.mean())
+    point = box_estimate("mean", central, central, central, bounds, float(central.mean()), 0.95, "t")
+    assert (point.lo, point.hi) == pytest.approx(tuple(x[0] for x in bounds(central[None])))
+    unbounded = box_estimate("mean", central, low, np.append(high[:3], math.inf), bounds, 0.5, 0.95, "t")
+    assert (unbounded.lo, unbounded.hi) == (-math.inf, math.inf) and not unbounded.defined
+    with pytest.raises(ValueError, match="low <= central <= high"):
+        box_estimate("mean", central, high, low, bounds, 0.0, 0.95, "t")
