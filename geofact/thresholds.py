@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -124,47 +124,69 @@ def seed_box(threshold: int | None, d_values: Sequence[int]) -> tuple[float, flo
     return float(d_values[max(j - 1, 0)]), float(threshold), float(threshold)
 
 
-def t_bounds(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """Student-t interval of the mean of each row of `values` (scenarios, units)."""
-    n = values.shape[1]
-    if n < 2:
-        raise ValueError(f"a Student-t interval needs at least 2 units, got {n}")
-    half = t_quantile(confidence, n - 1) * values.std(axis=1, ddof=1) / math.sqrt(n)
-    mean = values.mean(axis=1)
-    return mean - half, mean + half
+@dataclass(frozen=True)
+class LinearStatistic:
+    """A statistic linear in the data, w . y, with the Student-t interval w . y +- t scale |P y| (P the
+    projector onto the fit's residuals, on `df` degrees of freedom): a mean over units, or a coefficient
+    of a least-squares fit (a slope, a curvature)."""
+
+    weights: np.ndarray  # (n,)
+    projector: np.ndarray  # (n, n)
+    scale: float
+    df: int
+
+    @classmethod
+    def mean(cls, n: int) -> LinearStatistic:
+        """The mean of n units: se = s / sqrt(n)."""
+        if n < 2:
+            raise ValueError(f"a Student-t interval needs at least 2 units, got {n}")
+        return cls(np.full(n, 1 / n), np.eye(n) - 1 / n, 1 / math.sqrt(n * (n - 1)), n - 1)
+
+    @classmethod
+    def coefficient(cls, design: np.ndarray, index: int) -> LinearStatistic:
+        """Coefficient `index` of the least-squares fit on `design` (points, coefficients)."""
+        design = np.asarray(design, dtype=float)
+        n, k = design.shape
+        if n <= k:
+            raise ValueError(f"an interval on a fitted coefficient needs more points ({n}) than coefficients ({k})")
+        inverse = np.linalg.inv(design.T @ design)
+        hat = design @ inverse @ design.T
+        return cls((inverse @ design.T)[index], np.eye(n) - hat, math.sqrt(inverse[index, index] / (n - k)), n - k)
+
+    @classmethod
+    def slope(cls, x) -> LinearStatistic:
+        x = np.asarray(x, dtype=float)
+        return cls.coefficient(np.stack([np.ones_like(x), x], axis=1), 1)
+
+    def bounds(self, values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) of each row of `values` (scenarios, n)."""
+        values = np.atleast_2d(values)
+        half = t_quantile(confidence, self.df) * self.scale * np.linalg.norm(values @ self.projector, axis=1)
+        centre = values @ self.weights
+        return centre - half, centre + half
 
 
-def slope_bounds(x: np.ndarray, values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """Student-t interval of the least-squares slope of each row of `values` (scenarios, points) on x."""
-    x = np.asarray(x, dtype=float)
-    n = len(x)
-    if n < 3:
-        raise ValueError(f"a slope's interval needs at least 3 points, got {n}")
-    centred = x - x.mean()
-    sxx = float((centred**2).sum())
-    slope = values @ centred / sxx
-    residual = values - values.mean(axis=1, keepdims=True) - slope[:, None] * centred
-    se = np.sqrt((residual**2).sum(axis=1) / (n - 2) / sxx)
-    half = t_quantile(confidence, n - 2) * se
-    return slope - half, slope + half
-
-
-def box_estimate(quantity: str, central: np.ndarray, low: np.ndarray, high: np.ndarray,
-                 bounds: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], value: float, confidence: float,
-                 method: str) -> Estimate:
-    """`value` (the statistic at the central data) with the union of the intervals `bounds` gives over every
-    data in the box [low, high] (one entry per unit): exact from the box's 2^n vertices (module docstring)."""
+def box_estimate(quantity: str, statistic: LinearStatistic, central, low, high, confidence: float, method: str) -> Estimate:
+    """The statistic at the central data, with the union of its Student-t intervals over every data in the box
+    [low, high] (one entry per unit). Exact from the box's 2^n vertices up to MAX_BOX_UNITS units (module
+    docstring); beyond, an outer bound: the linear part's extremes over the box, widened by the largest
+    growth of |P y| (P is a projector, so |P (y - y0)| <= |y - y0|)."""
     central, low, high = (np.asarray(a, dtype=float) for a in (central, low, high))
     n = len(central)
-    if not (len(low) == len(high) == n) or (low > central).any() or (high < central).any():
-        raise ValueError("central, low and high must have one entry per unit with low <= central <= high")
+    if not (len(low) == len(high) == n == len(statistic.weights)) or (low > central).any() or (high < central).any():
+        raise ValueError("central, low and high must have one entry per unit of the statistic with low <= central <= high")
+    value = float(central @ statistic.weights)
     if not np.isfinite(np.concatenate([low, high])).all():  # a threshold beyond the grid: no end bounds it
-        return Estimate(quantity, value, -math.inf, math.inf, confidence,
-                        f"{method}; unbounded: a threshold lies beyond the grid", n)
-    if n > MAX_BOX_UNITS:
-        raise ValueError(f"box_estimate enumerates 2^n vertices: at most {MAX_BOX_UNITS} units, got {n}")
-    corners = np.array(list(itertools.product((0, 1), repeat=n)), dtype=bool)
-    vertices = np.where(corners, high, low)
-    lo, hi = bounds(np.vstack([central[None], vertices]))
-    return Estimate(quantity, value, float(lo.min()), float(hi.max()), confidence,
-                    f"{method}; the union of its intervals over every threshold within its interval", n)
+        return Estimate(quantity, value, -math.inf, math.inf, confidence, f"{method}; unbounded: a threshold lies beyond the grid", n)
+    if n <= MAX_BOX_UNITS:
+        corners = np.array(list(itertools.product((0, 1), repeat=n)), dtype=bool)
+        lo, hi = statistic.bounds(np.vstack([central[None], np.where(corners, high, low)]), confidence)
+        return Estimate(quantity, value, float(lo.min()), float(hi.max()), confidence,
+                        f"{method}; the union of its intervals over every threshold within its interval", n)
+    w = statistic.weights
+    linear_lo = float(np.where(w > 0, low, high) @ w)
+    linear_hi = float(np.where(w > 0, high, low) @ w)
+    reach = float(np.linalg.norm(np.maximum(high - central, central - low)))
+    half = t_quantile(confidence, statistic.df) * statistic.scale * (float(np.linalg.norm(statistic.projector @ central)) + reach)
+    return Estimate(quantity, value, linear_lo - half, linear_hi + half, confidence,
+                    f"{method}; an outer bound of its intervals over every threshold within its interval", n)

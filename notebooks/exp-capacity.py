@@ -92,7 +92,7 @@ from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import judge_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
-from geofact.thresholds import Threshold, box_estimate, box_of, seed_box, slope_bounds, t_bounds
+from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
 
 page = Page("exp-capacity", cache_dir)
 report = page.report
@@ -343,12 +343,9 @@ def growth_at(level: float) -> Estimate:
     Student-t intervals at `level` over every threshold within its interval."""
     if len(pts) < 3:
         return Estimate.missing("beta", "fewer than 3 thresholds", level, n=len(pts))
-    log_R = np.log([R for R, _ in pts])
     central, low, high = box_of([t for _, t in pts])
-    beta = float(np.polyfit(log_R, np.log(central), 1)[0])
-    return box_estimate("beta in d_min ~ R^beta", np.log(central), np.log(low), np.log(high),
-                        lambda y: slope_bounds(log_R, y, level), beta, level,
-                        f"Student t on the log-log slope over {len(pts)} values of R")
+    return box_estimate("beta in d_min ~ R^beta", LinearStatistic.slope(np.log([R for R, _ in pts])), np.log(central),
+                        np.log(low), np.log(high), level, f"Student t on the log-log slope over {len(pts)} values of R")
 
 
 def growth_mean_rule(level: float) -> Estimate:
@@ -708,8 +705,8 @@ frozen_high = np.array([np.log2(f[2]) - np.log2(l[0]) for fs, ls in zip(seed_box
 frozen_central = np.array([np.log2(f[1]) - np.log2(l[1]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
 unreached = ~np.isfinite(frozen_central)
 frozen_central[unreached] = log_ratio[unreached]  # a threshold beyond the grid: the lower bound `beyond` stands in
-frozen_estimate = box_estimate("log2 of frozen over learned d_min, over (R, seed)", frozen_central, np.minimum(frozen_low, frozen_central),
-                               np.maximum(frozen_high, frozen_central), lambda v: t_bounds(v, 0.95), float(frozen_central.mean()), 0.95,
+frozen_estimate = box_estimate("log2 of frozen over learned d_min, over (R, seed)", LinearStatistic.mean(len(frozen_central)), frozen_central,
+                               np.minimum(frozen_low, frozen_central), np.maximum(frozen_high, frozen_central), 0.95,
                                f"Student t over {len(frozen_central)} (R, seed) pairs")
 judge_in_regime(report, "exp-capacity-frozen",
     Contrast(frozen_estimate,
@@ -751,9 +748,8 @@ def abs_log_ratio_box(a: int | None, u: int | None) -> tuple[float, float]:
 att_boxes = np.array([abs_log_ratio_box(*(capacity_threshold(att_acc[head][name][i][:, k], attention_d, perfect)
                                           for head in ("learned attention", "uniform attention")))
                       for name in REGIMES for i in range(len(attention_R)) for k in range(len(grid.seeds))])  # (unit, 2)
-att_estimate = box_estimate("|log2(learned / uniform attention d_min)| over (regime, R, seed)", att_log_ratio,
-                            np.minimum(att_boxes[:, 0], att_log_ratio), np.maximum(att_boxes[:, 1], att_log_ratio),
-                            lambda v: t_bounds(v, 0.95), float(att_log_ratio.mean()), 0.95,
+att_estimate = box_estimate("|log2(learned / uniform attention d_min)| over (regime, R, seed)", LinearStatistic.mean(len(att_log_ratio)),
+                            att_log_ratio, np.minimum(att_boxes[:, 0], att_log_ratio), np.maximum(att_boxes[:, 1], att_log_ratio), 0.95,
                             f"Student t over {len(att_log_ratio)} (regime, R, seed)")
 judge_in_regime(report, "exp-attention-learned",
     Contrast(att_estimate,

@@ -86,7 +86,8 @@ from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.training.config import TrainConfig
 from geofact.training.regime import mark_not_in_regime
-from geofact.training.search import find_d_min_streaming, fit_log, fit_power, log_log_curvature
+from geofact.thresholds import LinearStatistic, box_estimate
+from geofact.training.search import find_d_min_streaming, fit_log, fit_power
 from geofact.training.sweep import SweepPool, training_seconds
 
 page = Page("exp-scaling", cache_dir)
@@ -323,6 +324,12 @@ extra = "" if past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <
 # $\alpha \leq 1 -$ `alpha_tolerance` (the width-$4d$ behaviour); at width $4d$ it must meet
 # $\frac{1}{2} \pm$ `alpha_tolerance` and exclude $\alpha \geq \frac{1}{2} +$ `alpha_tolerance` (the
 # $\Theta(NR)$ count). A claim holds only if both its parts do.
+#
+# **Each $d_{\min}$ is known to within its search's bracket**: above the largest $d$ that failed, at or
+# below the smallest that passed (a ratio of at most 1 + `rel_tol`), and the rounding of another CPU can move a
+# seed anywhere in it. Every interval below (curvature, exponent gap, frozen exponent) is the union of its
+# Student-$t$ intervals over every $d_{\min}$ within its bracket (`geofact.thresholds.box_estimate`), so a
+# verdict holds only where the whole bracket agrees.
 
 # %%
 def exponent(name: str, w) -> tuple[float, float, int]:
@@ -336,25 +343,30 @@ def exponent(name: str, w) -> tuple[float, float, int]:
     return f.params["alpha"], se, n - 2
 
 
-def with_interval(quantity: str, value: float, se: float, df: int, n: int, confidence: float, method: str) -> Estimate:
-    """value +- the Student-t half-width of its standard error at `df` degrees of freedom (n: the points behind it)."""
-    if df < 1 or not np.isfinite(se):
-        return Estimate(quantity, value, float("nan"), float("nan"), confidence, "no interval", n)
-    half = t_quantile(confidence, df) * se
-    return Estimate(quantity, value, value - half, value + half, confidence, method, n)
+def brackets(name: str, w, min_N: int = 0) -> np.ndarray:
+    """(N, low, d_min) of every (N, seed) search of a curve on the paper's budget that found a d_min: the seed's
+    threshold lies above `low`, the largest d that failed (d_min itself where none did), and at or below d_min."""
+    rows = []
+    for N in N_values:
+        for s in seeds:
+            search = searches[name, w, "fixed steps", N, s]
+            if N >= min_N and search.d_min is not None:
+                failed, passed = search.bracket
+                rows.append((N, min(failed, passed) if failed else passed, passed))
+    return np.array(rows, dtype=float).reshape(-1, 3)
 
 
 def curvature_at(w, confidence: float, min_N: int = curvature_min_N) -> Estimate:
-    """The learned curve's log-log curvature over its (N, seed) points with N >= min_N (three N at least)."""
-    key = ("learned", w, "fixed steps")
+    """The learned curve's log-log curvature over its (N, seed) points with N >= min_N (three N at least), its
+    interval united over every d_min within its search's bracket (geofact.thresholds.box_estimate)."""
     quantity = f"log-log curvature gamma, learned, width {w}, N >= {min_N}"
-    if key not in fits:
-        return Estimate.missing(quantity, "no fit", confidence)
-    x, y = np.array([point for point in fits[key]["points"] if point[0] >= min_N], dtype=float).reshape(-1, 2).T
-    if len(set(x)) < 3:
-        return Estimate.missing(quantity, f"{len(set(x))} N >= {min_N}: a curvature needs three", confidence)
-    gamma, se, df = log_log_curvature(x, y)
-    return with_interval(quantity, gamma, se, df, len(x), confidence, f"Student t over {len(x)} (N, seed) points")
+    points = brackets("learned", w, min_N)
+    if len(set(points[:, 0])) < 3:
+        return Estimate.missing(quantity, f"{len(set(points[:, 0]))} N >= {min_N}: a curvature needs three", confidence)
+    u = np.log(points[:, 0])
+    design = np.stack([np.ones_like(u), u, u**2], axis=1)
+    return box_estimate(quantity, LinearStatistic.coefficient(design, 2), np.log(points[:, 2]), np.log(points[:, 1]),
+                        np.log(points[:, 2]), confidence, f"Student t over {len(u)} (N, seed) points")
 
 
 def steeper_at(w, confidence: float) -> Estimate:
@@ -364,23 +376,29 @@ def steeper_at(w, confidence: float) -> Estimate:
     its interval on (number of N) - 2 degrees of freedom: the seeds at one N share that N's departure
     from a straight line, so they are not independent points of the fit."""
     quantity = f"alpha_frozen - alpha_learned at width {w}"
-    ratios = {N: [math.log(searches["frozen", w, "fixed steps", N, s].d_min / searches["learned", w, "fixed steps", N, s].d_min)
-                  for s in seeds
-                  if searches["frozen", w, "fixed steps", N, s].d_min and searches["learned", w, "fixed steps", N, s].d_min]
-              for N in N_values}
-    means = {N: float(np.mean(r)) for N, r in ratios.items() if r}
-    if len(means) < 3:
-        return Estimate.missing(quantity, f"{len(means)} N with both d_min: a slope and its error need three", confidence)
-    u, v = np.log(list(means)), np.array(list(means.values()))
-    slope, intercept = np.polyfit(u, v, 1)
-    df = len(u) - 2
-    se = math.sqrt(float(((v - intercept - slope * u) ** 2).sum()) / df / float(((u - u.mean()) ** 2).sum()))
-    if se <= 1e-9 * max(1.0, abs(slope)):  # the means on a line to rounding: no error to estimate from them
-        se = float("nan")
-    pairs = sum(len(r) for r in ratios.values())
-    return with_interval(quantity, float(slope), se, df, pairs, confidence,
-                         f"Student t on the slope of the mean log(d_frozen / d_learned) over {len(u)} N "
-                         f"({pairs} paired (N, seed) points)")
+    box = {"frozen": {}, "learned": {}}  # {regime: {(N, seed): (low, d_min)}}: each search's bracket
+    for name in box:
+        for N in N_values:
+            for s in seeds:
+                search = searches[name, w, "fixed steps", N, s]
+                if search.d_min is not None:
+                    failed, passed = search.bracket
+                    box[name][N, s] = (min(failed, passed) if failed else passed, passed)
+    pairs = {N: [s for s in seeds if (N, s) in box["frozen"] and (N, s) in box["learned"]] for N in N_values}
+    pairs = {N: ss for N, ss in pairs.items() if ss}
+    if len(pairs) < 3:
+        return Estimate.missing(quantity, f"{len(pairs)} N with both d_min: a slope and its error need three", confidence)
+
+    def mean_log_ratio(frozen_end: int, learned_end: int) -> np.ndarray:
+        return np.array([np.mean([math.log(box["frozen"][N, s][frozen_end] / box["learned"][N, s][learned_end]) for s in ss])
+                         for N, ss in pairs.items()])
+
+    central = mean_log_ratio(1, 1)
+    n_pairs = sum(len(ss) for ss in pairs.values())
+    return box_estimate(quantity, LinearStatistic.slope(np.log(list(pairs))), central, np.minimum(mean_log_ratio(0, 1), central),
+                        np.maximum(mean_log_ratio(1, 0), central), confidence,
+                        f"Student t on the slope of the mean log(d_frozen / d_learned) over {len(pairs)} N "
+                        f"({n_pairs} paired (N, seed) points)")
 
 
 def unpaired_steeper_at(w, confidence: float) -> Estimate:
@@ -389,8 +407,12 @@ def unpaired_steeper_at(w, confidence: float) -> Estimate:
 
 
 def frozen_alpha_at(w, confidence: float) -> Estimate:
-    alpha, se, df = exponent("frozen", w)
-    return with_interval(f"alpha_frozen at width {w}", alpha, se, df, df + 2, confidence, f"Student t on the log-log slope over {df + 2} (N, seed) points")
+    quantity = f"alpha_frozen at width {w}"
+    points = brackets("frozen", w)
+    if len(set(points[:, 0])) < 2 or len(points) < 3:
+        return Estimate.missing(quantity, "fewer than 2 N with a d_min", confidence)
+    return box_estimate(quantity, LinearStatistic.slope(np.log(points[:, 0])), np.log(points[:, 2]), np.log(points[:, 1]),
+                        np.log(points[:, 2]), confidence, f"Student t on the log-log slope over {len(points)} (N, seed) points")
 
 
 def concave_ranges(_=None) -> tuple[Range, Range]:

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from geofact.evidence import t_interval
-from geofact.thresholds import (Threshold, box_estimate, box_of, half_crossing, seed_box, seed_thresholds, slope_bounds,
-                                t_bounds)
+from geofact.evidence import t_interval, t_quantile
+from geofact.training.search import log_log_curvature
+from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, half_crossing, seed_box, seed_thresholds
 
 D = (4, 6, 8, 12, 16, 24, 32)
 
@@ -53,19 +53,27 @@ def test_threshold_interval_spans_the_seeds_and_the_rung_below():
     assert seed_box(None, D) == (32.0, math.inf, math.inf)
 
 
-def test_t_bounds_and_slope_bounds_match_the_textbook_intervals():
+def test_linear_statistics_give_the_textbook_intervals():
     rng = np.random.default_rng(0)
     values = rng.normal(size=(3, 6))
-    lo, hi = t_bounds(values, 0.95)
+    lo, hi = LinearStatistic.mean(6).bounds(values, 0.95)
     for row, a, b in zip(values, lo, hi):
         ref = t_interval(row, "x", 0.95)
         assert (a, b) == pytest.approx((ref.lo, ref.hi))
     x = np.log([2.0, 4.0, 8.0, 16.0])
     y = 0.9 * x + rng.normal(scale=0.1, size=4)
-    (a,), (b,) = slope_bounds(x, y[None], 0.95)
+    (a,), (b,) = LinearStatistic.slope(x).bounds(y, 0.95)
     slope, intercept = np.polyfit(x, y, 1)
     se = math.sqrt(((y - slope * x - intercept) ** 2).sum() / 2 / ((x - x.mean()) ** 2).sum())
     assert (a + b) / 2 == pytest.approx(slope) and (b - a) / 2 == pytest.approx(4.302652729911275 * se, rel=1e-6)
+    # a quadratic's curvature (exp-scaling's test of a + b log N against a power law) as geofact.training.search fits it
+    u = np.log([128.0, 128.0, 256.0, 256.0, 512.0, 512.0])
+    y = np.log([16.0, 17.0, 23.0, 25.0, 39.0, 36.0])
+    gamma, se, df = log_log_curvature(np.exp(u), np.exp(y))
+    (a,), (b,) = LinearStatistic.coefficient(np.stack([np.ones_like(u), u, u**2], axis=1), 2).bounds(y, 0.95)
+    assert (a + b) / 2 == pytest.approx(gamma) and (b - a) / 2 == pytest.approx(t_quantile(0.95, df) * se)
+    with pytest.raises(ValueError, match="more points"):
+        LinearStatistic.coefficient(np.ones((2, 2)), 1)
 
 
 def test_box_estimate_covers_every_data_in_the_box():
@@ -73,16 +81,29 @@ def test_box_estimate_covers_every_data_in_the_box():
     rng = np.random.default_rng(1)
     central = np.array([0.4, 0.6, 0.2, 0.5])
     low, high = central - np.array([0.3, 0.0, 0.2, 0.1]), central + np.array([0.1, 0.2, 0.0, 0.3])
-    bounds = lambda v: t_bounds(v, 0.95)  # noqa: E731
-    box = box_estimate("mean", central, low, high, bounds, float(central.mean()), 0.95, "Student t over 4")
+    mean = LinearStatistic.mean(4)
+    box = box_estimate("mean", mean, central, low, high, 0.95, "Student t over 4")
     samples = low + (high - low) * rng.random((2000, 4))
-    lo, hi = bounds(samples)
+    lo, hi = mean.bounds(samples, 0.95)
     assert box.lo <= lo.min() and box.hi >= hi.max()
     corners = np.array([np.where(c, high, low) for c in itertools.product((0, 1), repeat=4)])
-    assert box.lo == pytest.approx(bounds(corners)[0].min()) and box.value == pytest.approx(central.mean())
-    point = box_estimate("mean", central, central, central, bounds, float(central.mean()), 0.95, "t")
-    assert (point.lo, point.hi) == pytest.approx(tuple(x[0] for x in bounds(central[None])))
-    unbounded = box_estimate("mean", central, low, np.append(high[:3], math.inf), bounds, 0.5, 0.95, "t")
+    assert box.lo == pytest.approx(mean.bounds(corners, 0.95)[0].min()) and box.value == pytest.approx(central.mean())
+    point = box_estimate("mean", mean, central, central, central, 0.95, "t")
+    assert (point.lo, point.hi) == pytest.approx(tuple(x[0] for x in mean.bounds(central, 0.95)))
+    unbounded = box_estimate("mean", mean, central, low, np.append(high[:3], math.inf), 0.95, "t")
     assert (unbounded.lo, unbounded.hi) == (-math.inf, math.inf) and not unbounded.defined
     with pytest.raises(ValueError, match="low <= central <= high"):
-        box_estimate("mean", central, high, low, bounds, 0.0, 0.95, "t")
+        box_estimate("mean", mean, central, high, low, 0.95, "t")
+
+
+def test_box_estimate_past_enumeration_is_an_outer_bound():
+    # 20 units: no enumeration; the bound must still contain every sampled interval, and not by much at this spread
+    rng = np.random.default_rng(2)
+    x = np.log(np.repeat([8.0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096], 2))
+    central = 0.5 * x + rng.normal(scale=0.05, size=20)
+    low, high = central - 0.05, central + 0.02
+    slope = LinearStatistic.slope(x)
+    box = box_estimate("alpha", slope, central, low, high, 0.95, "Student t on the slope")
+    assert "outer bound" in box.method
+    lo, hi = slope.bounds(low + (high - low) * rng.random((5000, 20)), 0.95)
+    assert box.lo <= lo.min() and box.hi >= hi.max() and box.hi - box.lo < 3 * (hi.max() - lo.min())
