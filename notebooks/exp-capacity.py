@@ -717,7 +717,9 @@ judge_in_regime(report, "exp-capacity-frozen",
     note=(f"substantially taken as >= {substantial:g}x; each seed's threshold anywhere in its rung of the grid; "
           f"a threshold not reached on the grid leaves the interval unbounded"), regime=regime_all)
 judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(growth_tolerance)),
-    measured=f"learned d_min = {dict(pts)} over R in {[R for R, _ in pts]}",
+    measured=(f"learned d_min (where half the seeds memorise) [interval] = {', '.join(f'R={R}: {t.text()}' for R, t in pts)}; "
+              f"per seed {[list(t.per_seed) for _, t in pts]}; on the mean-over-seeds thresholds {dict(zip(grid.R_values, thresholds['learned']))} "
+              f"the slope alone would be {growth_mean_rule(0.95).value:.2f} [{growth_mean_rule(0.95).lo:.2f}, {growth_mean_rule(0.95).hi:.2f}]"),
     population={"embeddings": "learned", "points": "d_min(R) at every R of the grid"}, regime=regime_all,
     note=f"linear taken as |beta - 1| <= {growth_tolerance:g}, flat as |beta| <= {growth_tolerance:g}")
 lr_tests = universal({name: np.array([lr_records[name, 1.0, s]["accuracy"] for s in lr_seeds]) for name in REGIMES},
