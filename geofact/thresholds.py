@@ -6,27 +6,28 @@ CPU's BLAS decides) moves it by one or two rungs of the grid, and a verdict buil
 exp-capacity, d_min of R = 8 was 32 on one machine and 16 on another).
 
 **The threshold.** Each seed has its own threshold: the smallest grid d from which its accuracy stays at the
-perfect level (`seed_thresholds`). The fraction of seeds memorising at d, F(d) = #{seeds with threshold
-<= d} / #seeds, is a step function; the threshold reported is where it crosses one half, interpolated
-linearly on log d between the two rungs around the crossing (`half_crossing`): the median seed's
-threshold, made continuous. One seed moving moves it within the rung where the crossing lies, not by
-whole rungs.
+perfect level (`seed_thresholds`); its true value lies in that rung, above the grid d below it. The fraction
+of seeds memorising at d, F(d) = #{seeds with threshold <= d} / #seeds, is a step function; the threshold
+reported is where it crosses one half, F interpolated linearly on log d between rungs (`half_crossing`): the
+median seed's threshold, made continuous (seeds that agree give the middle of their rung). A seed other than
+the median moving by a rung moves it within its rung; the median seed moving moves it with that seed.
 
-**Its interval.** From the per-seed thresholds: every seed's threshold lies above the rung below the
-smallest per-seed threshold and at or below the largest (`Threshold.lo`, `Threshold.hi`; `inf` where a
-seed never memorised on the grid, and `lo` is the smallest d where a seed memorised there already).
+**Its interval** holds every seed's threshold: from the rung below the smallest seed's threshold to the
+largest seed's (`Threshold.lo`, `Threshold.hi`). Past the grid's ends two conventions, stated where used
+(`rungs`): a seed memorising at the smallest d has its threshold within one more rung below (the grid's
+first ratio), and one that never memorises counts as twice the largest d (a lower bound, `open_ended`).
 
 **Verdicts that carry it.** A verdict built on thresholds (a slope over R, a mean ratio over units) is
 taken on the central thresholds, and its interval is the union of its Student-t intervals over every
 value each threshold may take within its interval (`box_estimate`): it holds only where the whole of that
 union agrees. The union is exact from the box's vertices: the lower end of a Student-t interval (mean -
 t s / sqrt(n), or slope - t se) is a concave function of the data and the upper end a convex one (s and se
-are norms of linear maps of it), so over a box both extremes lie at vertices.
+are norms of linear maps of it), so over a box both extremes lie at vertices; past MAX_BOX_UNITS units, an
+outer bound.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -35,7 +36,18 @@ import numpy as np
 
 from geofact.evidence import Estimate, t_quantile
 
-MAX_BOX_UNITS = 16  # 2^16 vertices: the box's union is exact by enumeration up to here
+MAX_BOX_UNITS = 20  # 2^20 vertices, in chunks: the box's union is exact by enumeration up to here
+_CHUNK = 1 << 15
+
+
+def rungs(d_values: Sequence[int], beyond: float | None = None) -> tuple[float, float]:
+    """(below, above): the conventional rung under the smallest d (d_0^2 / d_1, the grid's first ratio once more)
+    and over the largest (`beyond`, default twice it): a seed memorising at the smallest d is taken to have its
+    threshold within one more rung below, one that never memorises to have it at most `beyond`. Both are
+    conventions, stated where they are used: the grid says nothing past its ends."""
+    d = [float(x) for x in d_values]
+    below = d[0] * d[0] / d[1] if len(d) > 1 else d[0] / 2
+    return below, float(beyond) if beyond is not None else 2 * d[-1]
 
 
 def seed_thresholds(accuracy: np.ndarray, d_values: Sequence[int], level: float) -> list[int | None]:
@@ -52,45 +64,52 @@ def seed_thresholds(accuracy: np.ndarray, d_values: Sequence[int], level: float)
 
 
 def half_crossing(per_seed: Sequence[int | None], d_values: Sequence[int]) -> float | None:
-    """The d where the fraction of seeds whose threshold is <= d crosses one half, linear on log d between the
-    rungs around the crossing; the smallest d where half the seeds memorise there already; None where
-    half the seeds never memorise on the grid."""
+    """The d where F(d), the fraction of seeds whose threshold is <= d, crosses one half, F linear on log d
+    between rungs and 0 one rung below the grid (`rungs`); None where half the seeds never memorise on the grid.
+    Seeds that agree on a rung give the middle of that rung on log d, at the grid's floor as anywhere else."""
     n = len(per_seed)
     if n == 0:
         raise ValueError("per_seed must hold at least one seed's threshold")
-    fraction = [sum(t is not None and t <= d for t in per_seed) / n for d in d_values]
-    if fraction[0] >= 0.5:
-        return float(d_values[0])
-    for j in range(1, len(d_values)):
+    ds = [rungs(d_values)[0], *(float(d) for d in d_values)]
+    fraction = [0.0, *(sum(t is not None and t <= d for t in per_seed) / n for d in d_values)]
+    for j in range(1, len(ds)):
         if fraction[j] >= 0.5:
             weight = (0.5 - fraction[j - 1]) / (fraction[j] - fraction[j - 1])
             if weight == 1:  # exactly half the seeds at d_j: the rung itself, not a rounding of it
-                return float(d_values[j])
-            return float(math.exp(math.log(d_values[j - 1]) + weight * (math.log(d_values[j]) - math.log(d_values[j - 1]))))
+                return ds[j]
+            return float(math.exp(math.log(ds[j - 1]) + weight * (math.log(ds[j]) - math.log(ds[j - 1]))))
     return None
+
+
+def seed_box(threshold: int | None, d_values: Sequence[int], beyond: float | None = None) -> tuple[float, float, float]:
+    """(low, central, high) of one seed's threshold on the grid: it lies above the rung below it and at or below
+    itself (the central value); at the smallest d, above the conventional rung below the grid; a seed that
+    never memorised lies above the largest d, and counts as `beyond` (`rungs`)."""
+    below, past = rungs(d_values, beyond)
+    if threshold is None:
+        return float(d_values[-1]), past, past
+    j = list(d_values).index(threshold)
+    return (float(d_values[j - 1]) if j else below), float(threshold), float(threshold)
 
 
 @dataclass(frozen=True)
 class Threshold:
-    """One capacity threshold (one R, one regime) over its seeds: the half-crossing and its interval."""
+    """One capacity threshold (one R, one regime) over its seeds: the half-crossing and its interval, which
+    holds every seed's threshold (each anywhere in its rung of the grid)."""
 
     per_seed: tuple[int | None, ...]
     value: float | None  # half_crossing; None: half the seeds never memorise on the grid
-    lo: float  # every seed's threshold lies above this (or is the smallest d, where `at_floor`)
-    hi: float  # ... and at or below this (inf where a seed never memorised on the grid)
-    at_floor: bool  # a seed memorised at the smallest d: its threshold may lie below the grid
+    lo: float  # every seed's threshold lies above this (one rung below the grid where a seed memorised at its floor)
+    hi: float  # ... and at or below this (`beyond` where a seed never memorised on the grid)
+    open_ended: bool  # a seed never memorised on the grid: `hi` is the convention `beyond`, not a measurement
 
     @classmethod
-    def of(cls, accuracy: np.ndarray, d_values: Sequence[int], level: float) -> Threshold:
+    def of(cls, accuracy: np.ndarray, d_values: Sequence[int], level: float, beyond: float | None = None) -> Threshold:
         """From accuracy (d, seed) on the grid's d_values, at the perfect level."""
         per_seed = seed_thresholds(accuracy, d_values, level)
-        reached = [t for t in per_seed if t is not None]
-        if not reached:
-            return cls(tuple(per_seed), None, float(d_values[-1]), math.inf, False)
-        lowest = d_values.index(min(reached))
-        lo = float(d_values[max(lowest - 1, 0)])
-        hi = float(max(reached)) if len(reached) == len(per_seed) else math.inf
-        return cls(tuple(per_seed), half_crossing(per_seed, d_values), lo, hi, lowest == 0)
+        boxes = [seed_box(t, d_values, beyond) for t in per_seed]
+        value = half_crossing(per_seed, d_values)
+        return cls(tuple(per_seed), value, min(b[0] for b in boxes), max(b[2] for b in boxes), None in per_seed)
 
     @property
     def reached(self) -> bool:
@@ -99,29 +118,19 @@ class Threshold:
     def text(self) -> str:
         if self.value is None:
             return f"not reached (seeds {list(self.per_seed)})"
-        hi = "inf" if math.isinf(self.hi) else f"{self.hi:g}"
-        return f"{'<= ' if self.at_floor and self.value == self.lo else ''}{self.value:.3g} [{self.lo:g}, {hi}]"
+        hi = f"{self.hi:.3g}" + (" (a seed beyond the grid)" if self.open_ended else "")
+        return f"{self.value:.3g} [{self.lo:.3g}, {hi}]"
 
     def as_dict(self) -> dict:
-        return {"per_seed": list(self.per_seed), "value": self.value, "lo": self.lo, "hi": self.hi, "at_floor": self.at_floor}
+        return {"per_seed": list(self.per_seed), "value": self.value, "lo": self.lo, "hi": self.hi, "open_ended": self.open_ended}
 
 
 def box_of(thresholds: Sequence[Threshold]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(central, low, high) arrays of reached thresholds, for `box_estimate` (high is inf where a seed never
-    memorised on the grid: the threshold is then unbounded above)."""
+    """(central, low, high) arrays of reached thresholds, for `box_estimate`."""
     if not all(t.reached for t in thresholds):
         raise ValueError("box_of takes reached thresholds only (a threshold not reached has no central value)")
-    return (np.array([t.value for t in thresholds], dtype=float), np.array([t.lo for t in thresholds], dtype=float),
-            np.array([t.hi for t in thresholds], dtype=float))
-
-
-def seed_box(threshold: int | None, d_values: Sequence[int]) -> tuple[float, float, float]:
-    """(low, central, high) of one seed's threshold on the grid: it lies above the rung below it and at or
-    below itself (at the smallest d, at most it); a seed that never memorised lies above the largest d."""
-    if threshold is None:
-        return float(d_values[-1]), math.inf, math.inf
-    j = list(d_values).index(threshold)
-    return float(d_values[max(j - 1, 0)]), float(threshold), float(threshold)
+    central = np.array([t.value for t in thresholds], dtype=float)
+    return central, np.array([t.lo for t in thresholds], dtype=float), np.maximum([t.hi for t in thresholds], central)
 
 
 @dataclass(frozen=True)
@@ -179,9 +188,14 @@ def box_estimate(quantity: str, statistic: LinearStatistic, central, low, high, 
     if not np.isfinite(np.concatenate([low, high])).all():  # a threshold beyond the grid: no end bounds it
         return Estimate(quantity, value, -math.inf, math.inf, confidence, f"{method}; unbounded: a threshold lies beyond the grid", n)
     if n <= MAX_BOX_UNITS:
-        corners = np.array(list(itertools.product((0, 1), repeat=n)), dtype=bool)
-        lo, hi = statistic.bounds(np.vstack([central[None], np.where(corners, high, low)]), confidence)
-        return Estimate(quantity, value, float(lo.min()), float(hi.max()), confidence,
+        lo, hi = statistic.bounds(central, confidence)
+        lo, hi = float(lo[0]), float(hi[0])
+        bits = 1 << np.arange(n)
+        for start in range(0, 1 << n, _CHUNK):  # vertex v takes high where bit i of v is set
+            corners = (np.arange(start, min(start + _CHUNK, 1 << n))[:, None] & bits) > 0
+            chunk_lo, chunk_hi = statistic.bounds(np.where(corners, high, low), confidence)
+            lo, hi = min(lo, float(chunk_lo.min())), max(hi, float(chunk_hi.max()))
+        return Estimate(quantity, value, lo, hi, confidence,
                         f"{method}; the union of its intervals over every threshold within its interval", n)
     w = statistic.weights
     linear_lo = float(np.where(w > 0, low, high) @ w)

@@ -226,12 +226,13 @@ plt.show()
 # often never does: its loss creeps down for the whole budget. This band is a property of the recipe, not
 # of this grid, and the paper's grid must have it too (its thresholds are cells of its grid). Over the
 # whole grid {glue:text}`grid_converged_fraction:.2f` of the memorising runs met the stop rule; among
-# those with $d \geq$ {glue:text}`min_headroom:g` $d_{\min}(R)$ of their own regime (learned runs
-# against the learned threshold, frozen runs against the frozen one), the runs the claims about
-# capacity rest on beyond the threshold itself, {glue:text}`converged_fraction:.2f` did. Each verdict's
-# regime (`geofact.training.regime`) is taken on the latter; the table printed below gives the fraction
-# by headroom, the evidence for where that cut lies (the mechanism pages judge learned runs at the same
-# cut).
+# those with $d$ at least {glue:text}`min_headroom:g` times the largest of their own regime's seed
+# thresholds at that $R$ (learned runs against the learned seeds, frozen runs against the frozen ones), the
+# runs the claims about capacity rest on beyond the threshold itself, {glue:text}`converged_fraction:.2f`
+# did. Each verdict's regime (`geofact.training.regime`) is taken on the latter; the table printed below
+# gives the fraction by headroom, the evidence for where that cut lies (the mechanism pages judge learned
+# runs at the same headroom, against the smallest $d$ whose mean accuracy over seeds is perfect, which is
+# the largest seed's threshold wherever a seed's accuracy does not dip back below perfect above it).
 #
 # **A threshold and its uncertainty** (`geofact.thresholds`). The smallest $d$ whose accuracy *averaged over
 # the seeds* is perfect is a knife edge: one seed ending at 0.985 instead of 0.995 at one cell, which the
@@ -239,8 +240,9 @@ plt.show()
 # page's $d_{\min}$ of $R$ = 8 was 16 where it was 32 here). Each seed has its own threshold (the smallest
 # $d$ from which its accuracy stays perfect); the threshold reported, $d_{\min}(R)$, is where the fraction
 # of seeds memorising crosses one half, interpolated on $\log d$ (the median seed, made continuous), and
-# its interval runs from the rung below the smallest seed's threshold to the largest seed's. Headroom is
-# $d / d_{\min}(R)$ on these thresholds; the verdicts built on them carry the intervals (below).
+# its interval holds every seed's threshold: from the rung below the smallest seed's to the largest seed's
+# (past the grid's ends two stated conventions: one rung below its smallest $d$, and twice its largest for a
+# seed that never memorises). The verdicts built on the thresholds carry these intervals (below).
 #
 # Shown in {numref}`fig-capacity-thresholds`.
 
@@ -257,7 +259,8 @@ for name in REGIMES:
 whole = state.grid_regime(grid)
 # Each regime's runs are judged at its own headroom: frozen runs at min_headroom x the *learned*
 # threshold can sit at the frozen threshold itself (a threshold cell standing in for sufficient capacity).
-own_headroom = {name: grid.headroom(d_min[name]) for name in REGIMES}  # {regime: (R, d)}
+# Headroom against the interval's upper end, the largest seed's threshold: every seed of a judged cell has it.
+own_headroom = {name: grid.headroom([t.hi if not t.open_ended else None for t in robust[name]]) for name in REGIMES}  # (R, d)
 own_population = {name: sufficient_capacity(grid, acc[name], own_headroom[name], min_headroom) for name in REGIMES}
 judged_keys = [k for k in grid_records if own_population[k[0]][grid.R_values.index(k[1]), grid.d_values.index(k[2])]]
 regime_all = regime([grid_records[k] for k in judged_keys] or list(grid_records.values()),
@@ -561,9 +564,10 @@ for (head, name), ts in att_thresholds.items():
 
 
 def att_own_uniform(name: str, R: int) -> float | None:
-    """A regime's uniform-attention threshold at R (where half its seeds memorise, on the d tried): the runs of
-    that regime are judged against it."""
-    return Threshold.of(att_acc["uniform attention"][name][attention_R.index(R)], attention_d, perfect).value
+    """A regime's uniform-attention threshold at R, its largest seed's on the d tried: the runs of that regime are
+    judged against it (None where a seed never memorised)."""
+    t = Threshold.of(att_acc["uniform attention"][name][attention_R.index(R)], attention_d, perfect)
+    return None if t.open_ended else t.hi
 
 
 def within(a: int | None, b: int | None, factor: float) -> bool:
@@ -697,14 +701,11 @@ judge_in_regime(report, "exp-capacity-learned", learned_tests or [Contrast(
 beyond = 2 * max(grid.d_values)  # a seed whose threshold is not on the grid
 seed_thresholds = {name: np.array([[t or beyond for t in grid.thresholds(acc[name][..., [k]])] for k in range(len(grid.seeds))])
                    for name in REGIMES}  # (seed, R)
-log_ratio = np.log2(seed_thresholds["frozen"] / seed_thresholds["learned"]).ravel()
-seed_boxes = {name: [[seed_box(t, grid.d_values) for t in robust[name][i].per_seed] for i in range(len(grid.R_values))]
+seed_boxes = {name: [[seed_box(t, grid.d_values, beyond) for t in robust[name][i].per_seed] for i in range(len(grid.R_values))]
               for name in REGIMES}  # (R, seed) -> (low, central, high)
 frozen_low = np.array([np.log2(f[0]) - np.log2(l[2]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
 frozen_high = np.array([np.log2(f[2]) - np.log2(l[0]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
 frozen_central = np.array([np.log2(f[1]) - np.log2(l[1]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
-unreached = ~np.isfinite(frozen_central)
-frozen_central[unreached] = log_ratio[unreached]  # a threshold beyond the grid: the lower bound `beyond` stands in
 frozen_estimate = box_estimate("log2 of frozen over learned d_min, over (R, seed)", LinearStatistic.mean(len(frozen_central)), frozen_central,
                                np.minimum(frozen_low, frozen_central), np.maximum(frozen_high, frozen_central), 0.95,
                                f"Student t over {len(frozen_central)} (R, seed) pairs")
@@ -715,7 +716,8 @@ judge_in_regime(report, "exp-capacity-frozen",
               + f"; per seed: frozen {seed_thresholds['frozen'].tolist()}, learned {seed_thresholds['learned'].tolist()}"),
     population={"embeddings": "frozen against learned", "points": "each seed's own d_min at every R", "unit": "(R, seed)"},
     note=(f"substantially taken as >= {substantial:g}x; each seed's threshold anywhere in its rung of the grid; "
-          f"a threshold not reached on the grid leaves the interval unbounded"), regime=regime_all)
+          f"one rung below the grid for a seed at its smallest d; a threshold not reached counts as {beyond} (a lower bound)"),
+    regime=regime_all)
 judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(growth_tolerance)),
     measured=(f"learned d_min (where half the seeds memorise) [interval] = {', '.join(f'R={R}: {t.text()}' for R, t in pts)}; "
               f"per seed {[list(t.per_seed) for _, t in pts]}; on the mean-over-seeds thresholds {dict(zip(grid.R_values, thresholds['learned']))} "
@@ -742,7 +744,7 @@ att_log_ratio = np.concatenate([np.abs(np.log2(seed_att["learned attention", nam
 
 def abs_log_ratio_box(a: int | None, u: int | None) -> tuple[float, float]:
     """|log2(a / u)| over every pair of thresholds within the two seeds' rungs of `attention_d`."""
-    (a_lo, _, a_hi), (u_lo, _, u_hi) = (seed_box(t, attention_d) for t in (a, u))
+    (a_lo, _, a_hi), (u_lo, _, u_hi) = (seed_box(t, attention_d, beyond_att) for t in (a, u))
     lo, hi = np.log2(a_lo) - np.log2(u_hi), np.log2(a_hi) - np.log2(u_lo)
     return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
 
@@ -765,6 +767,6 @@ judge_in_regime(report, "exp-attention-learned",
     population={"regimes": "learned and frozen embeddings", "points": "each seed's own d_min at every attention R, both heads",
                 "unit": "(regime, R, seed)"},
     note=(f"similar taken as within {attention_factor:g}x on average over seeds (log2); each seed's threshold anywhere in its "
-          f"rung of the d tried; a threshold not reached leaves the interval unbounded"),
+          f"rung of the d tried; a threshold not reached counts as {beyond_att} (a lower bound)"),
     regime=att_regime)
 report.save()

@@ -361,8 +361,9 @@ def curvature_at(w, confidence: float, min_N: int = curvature_min_N) -> Estimate
     interval united over every d_min within its search's bracket (geofact.thresholds.box_estimate)."""
     quantity = f"log-log curvature gamma, learned, width {w}, N >= {min_N}"
     points = brackets("learned", w, min_N)
-    if len(set(points[:, 0])) < 3:
-        return Estimate.missing(quantity, f"{len(set(points[:, 0]))} N >= {min_N}: a curvature needs three", confidence)
+    if len(set(points[:, 0])) < 3 or len(points) < 4:
+        return Estimate.missing(quantity, f"{len(set(points[:, 0]))} N >= {min_N} ({len(points)} points): a curvature and its "
+                                "error need three N and four points", confidence)
     u = np.log(points[:, 0])
     design = np.stack([np.ones_like(u), u, u**2], axis=1)
     return box_estimate(quantity, LinearStatistic.coefficient(design, 2), np.log(points[:, 2]), np.log(points[:, 1]),

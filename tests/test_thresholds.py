@@ -6,7 +6,8 @@ import pytest
 
 from geofact.evidence import t_interval, t_quantile
 from geofact.training.search import log_log_curvature
-from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, half_crossing, seed_box, seed_thresholds
+from geofact.thresholds import (LinearStatistic, Threshold, box_estimate, box_of, half_crossing, rungs, seed_box,
+                                seed_thresholds)
 
 D = (4, 6, 8, 12, 16, 24, 32)
 
@@ -29,28 +30,32 @@ def test_half_crossing_is_the_median_seed_made_continuous_on_log_d():
     assert half_crossing([16, 16, 32], D) == pytest.approx(12 * (16 / 12) ** 0.75)
     # one seed flipping from 32 to 16 moves it within the rung, where the mean rule moved by two rungs
     assert 12 < half_crossing([16, 16, 16], D) < half_crossing([16, 16, 32], D) < 16
+    assert half_crossing([16, 16, 16], D) == pytest.approx(math.sqrt(12 * 16))  # agreeing seeds: the rung's middle
+    # at the grid's floor the same convention, one rung below taken as d_0^2 / d_1
+    assert rungs(D) == (4 * 4 / 6, 64.0)
+    assert half_crossing([4, 4, 4], D) == pytest.approx(math.sqrt(4 * 4 * 4 / 6))
     assert half_crossing([4, 6, 6], D) == pytest.approx(4.0 * (6 / 4) ** ((0.5 - 1 / 3) / (2 / 3)))
-    assert half_crossing([4, 4, 8], D) == 4.0  # half the seeds memorise at the smallest d already
     assert half_crossing([16, None, None], D) is None
     assert half_crossing([16, None], D) == 16.0  # exactly half at 16
 
 
-def test_threshold_interval_spans_the_seeds_and_the_rung_below():
+def test_threshold_interval_holds_every_seed_in_its_rung():
     t = Threshold.of(accuracy_from([16, 16, 32]), D, 0.99)
-    assert (t.lo, t.hi, t.at_floor) == (12.0, 32.0, False) and t.lo < t.value < t.hi
-    assert t.text().startswith("14.9 [12, 32]")
+    assert (t.lo, t.hi, t.open_ended) == (12.0, 32.0, False) and t.lo < t.value < t.hi
+    assert t.text() == "14.9 [12, 32]"
     floor = Threshold.of(accuracy_from([4, 4, 6]), D, 0.99)
-    assert floor.at_floor and floor.lo == 4.0 and floor.text().startswith("<= 4")
+    assert floor.lo == pytest.approx(16 / 6) and floor.lo < floor.value < 4
     open_ended = Threshold.of(accuracy_from([16, None, 32]), D, 0.99)
-    assert math.isinf(open_ended.hi) and open_ended.value == pytest.approx(24 * (32 / 24) ** 0.5)
+    assert open_ended.open_ended and open_ended.hi == 64.0 and "beyond the grid" in open_ended.text()
+    assert open_ended.value == pytest.approx(24 * (32 / 24) ** 0.5)
     never = Threshold.of(accuracy_from([None, None]), D, 0.99)
     assert not never.reached and never.text().startswith("not reached")
     central, low, high = box_of([t, open_ended])
-    assert central.tolist() == [t.value, open_ended.value] and low.tolist() == [12.0, 12.0] and high[0] == 32.0
+    assert central.tolist() == [t.value, open_ended.value] and low.tolist() == [12.0, 12.0] and high.tolist() == [32.0, 64.0]
     with pytest.raises(ValueError, match="reached thresholds only"):
         box_of([never])
-    assert seed_box(16, D) == (12.0, 16.0, 16.0) and seed_box(4, D) == (4.0, 4.0, 4.0)
-    assert seed_box(None, D) == (32.0, math.inf, math.inf)
+    assert seed_box(16, D) == (12.0, 16.0, 16.0) and seed_box(4, D) == pytest.approx((16 / 6, 4.0, 4.0))
+    assert seed_box(None, D) == (32.0, 64.0, 64.0) and seed_box(None, D, beyond=100) == (32.0, 100.0, 100.0)
 
 
 def test_linear_statistics_give_the_textbook_intervals():
@@ -97,13 +102,25 @@ def test_box_estimate_covers_every_data_in_the_box():
 
 
 def test_box_estimate_past_enumeration_is_an_outer_bound():
-    # 20 units: no enumeration; the bound must still contain every sampled interval, and not by much at this spread
+    # 22 units: no enumeration; the bound must still contain every sampled interval, and not by much at this spread
     rng = np.random.default_rng(2)
-    x = np.log(np.repeat([8.0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096], 2))
-    central = 0.5 * x + rng.normal(scale=0.05, size=20)
+    x = np.log(np.repeat([8.0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192], 2))
+    central = 0.5 * x + rng.normal(scale=0.05, size=22)
     low, high = central - 0.05, central + 0.02
     slope = LinearStatistic.slope(x)
     box = box_estimate("alpha", slope, central, low, high, 0.95, "Student t on the slope")
     assert "outer bound" in box.method
-    lo, hi = slope.bounds(low + (high - low) * rng.random((5000, 20)), 0.95)
+    lo, hi = slope.bounds(low + (high - low) * rng.random((5000, 22)), 0.95)
     assert box.lo <= lo.min() and box.hi >= hi.max() and box.hi - box.lo < 3 * (hi.max() - lo.min())
+
+
+def test_box_estimate_enumerates_in_chunks_exactly():
+    # 17 units (past one chunk of vertices): the same union as a brute-force pass over every vertex
+    rng = np.random.default_rng(3)
+    central = rng.normal(size=17)
+    low, high = central - rng.random(17) * 0.3, central + rng.random(17) * 0.3
+    mean = LinearStatistic.mean(17)
+    box = box_estimate("mean", mean, central, low, high, 0.95, "t")
+    vertices = np.where((np.arange(1 << 17)[:, None] & (1 << np.arange(17))) > 0, high, low)
+    lo, hi = mean.bounds(vertices, 0.95)
+    assert (box.lo, box.hi) == pytest.approx((lo.min(), hi.max())) and "union" in box.method

@@ -25,7 +25,7 @@ from geofact.pipeline.project import Project
 from geofact.pipeline.script import expected_parameters
 from geofact.pipeline.stability import ROUNDING_DIR, moved_since
 from geofact.pipeline.status import render_status
-from geofact.pipeline.verdicts import stale_sections
+from geofact.pipeline.verdicts import same_execution, stale_sections
 from geofact.provenance import module_hashes, sha256_file
 
 
@@ -104,6 +104,9 @@ def check(project: Project) -> list[str]:
         results = project.results(meta["profile"], name)
         if not results.exists():
             problems.append(f"page book/{name}.ipynb: its results file {results.relative_to(project.root)} is missing")
+        elif not same_execution(meta, json.loads(results.read_text())):
+            problems.append(f"page book/{name}.ipynb and {results.relative_to(project.root)} come from two executions "
+                            f"(run `geofact run {name}`)")
 
     ledger = load_ledger(project.ledger_path)
     ledger_ids = {c.id for c in ledger}

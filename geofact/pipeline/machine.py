@@ -91,8 +91,10 @@ print(hashlib.sha256(torch.bmm(a, b).numpy().tobytes()).hexdigest())
 
 def gemm_digest(extra_env: dict[str, str]) -> str:
     """sha256 of a batched float32 matmul (the shape of a training step's) in a fresh interpreter under
-    `extra_env`: BLAS reads its code-path settings once, when it loads, so it must be a new process."""
-    done = subprocess.run([sys.executable, "-c", GEMM_PROBE], env={**os.environ, **extra_env}, capture_output=True,
+    `extra_env` and no other kernel-path setting: BLAS reads its code-path settings once, when it loads, so
+    it must be a new process."""
+    base = {k: v for k, v in os.environ.items() if k not in KERNEL_PATH_ENVS}  # the native path, whatever this shell set
+    done = subprocess.run([sys.executable, "-c", GEMM_PROBE], env={**base, **extra_env}, capture_output=True,
                           text=True, check=False, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"the GEMM probe failed under {extra_env}: {done.stderr.strip()[-500:]}")

@@ -202,6 +202,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     settings = RunSettings.resolve(project, profile, device, precision, rounding)  # once: a bad profile or device fails here
     inherited = {}  # what the kernels and their sweep workers inherit, for this run only
     if rounding is not None:
+        if device.split(":")[0] != "cpu":  # MKL's setting changes no kernel of an accelerator: every verdict would stay
+            raise ValueError(f"rounding perturbs the CPU's matmul kernels; device must be 'cpu' with it, got {device!r}")
         check_effective(rounding)  # before any page: a perturbation this BLAS ignores would call every verdict stable
         inherited |= perturbation_environ(rounding)
     if budget is not None:

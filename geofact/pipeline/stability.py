@@ -95,8 +95,20 @@ class Stability:
 
 
 def _comparable(reference: dict, perturbed: dict) -> str:
-    """'' where the two results ran the same notebook and parameters (the run cache aside), else why not."""
+    """'' where the perturbed run is the book's run with the rounding perturbed and nothing else: the same
+    notebook, parameters (the run cache aside), code, device, precision policy and library versions, the
+    book's run on the native kernels and the other under a perturbation; else why not."""
     a, b = reference.get("provenance", {}), perturbed.get("provenance", {})
+    if not b.get("rounding") or a.get("rounding"):
+        return "the two runs are not the book's and a perturbed one"
+    if any(k in (a.get("machine") or {}).get("kernel_env", {}) for k in b["rounding"].get("environ", {})):
+        return "the book's run was itself executed under the perturbation's setting"
+    for key, what in (("device", "device"), ("precision_arg", "precision policy")):
+        if a.get(key) != b.get(key):
+            return f"the perturbed run had another {what}"
+    versions = ("torch", "numpy", "python")
+    if any(a.get("environment", {}).get(v) != b.get("environment", {}).get(v) for v in versions):
+        return "the perturbed run had other versions of torch, numpy or python"
     if a.get("notebook_sha256") != b.get("notebook_sha256"):
         return "the perturbed run executed another version of the notebook"
     drop = lambda p: {k: v for k, v in (p or {}).items() if k != RUN_CACHE_PARAMETER}  # noqa: E731

@@ -68,6 +68,12 @@ def _section_index(nb: nbformat.NotebookNode, name: str) -> int | None:
     return next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith(anchor)), None)
 
 
+def same_execution(meta: dict, results: dict) -> bool:
+    """Whether a page's provenance and a results file's come from one execution (`geofact run` writes both)."""
+    theirs = results.get("provenance", {})
+    return all(meta.get(k) == theirs.get(k) for k in ("executed_at", "notebook_sha256", "git_commit", "parameters"))
+
+
 def expected_section(project: Project, name: str, nb: nbformat.NotebookNode) -> str | None:
     """The closing section page `name` should show now: its committed results' verdicts and, for a page of
     trained models, their stability under the rounding perturbation (None: no results to build it from)."""
@@ -76,6 +82,8 @@ def expected_section(project: Project, name: str, nb: nbformat.NotebookNode) -> 
     if not meta or not path.exists():
         return None
     results = json.loads(path.read_text())
+    if not same_execution(meta, results):
+        return None  # the page and its results come from two executions: check's to report, not this section's
     claims = [c for c in load_ledger(project.ledger_path) if c.notebook == name]
     if set(results.get("claims", {})) != {c.id for c in claims}:
         return None  # the page and the ledger disagree: check_claims' to report, not this section's

@@ -13,25 +13,39 @@ from geofact.pipeline.status import render_status
 TRAINING_MODULES = {"geofact.training.config": "h1"}
 
 
+ROUNDING = {"perturbation": "mkl-compatible", "environ": {"MKL_CBWR": "COMPATIBLE"}}
+
+
 def results(verdicts: dict[str, str], **provenance) -> dict:
-    base = {"notebook_sha256": "n1", "parameters": {"seed": 0}, "modules": dict(TRAINING_MODULES)}
+    base = {"notebook_sha256": "n1", "parameters": {"seed": 0}, "modules": dict(TRAINING_MODULES), "device": "cpu",
+            "environment": {"torch": "2.13.0+cpu", "numpy": "2.4.6", "python": "3.11.7"}}
     return {"claims": {c: {"verdict": v, "measured": "m", "note": ""} for c, v in verdicts.items()},
             "provenance": {**base, **provenance}}
 
 
+def perturbed(verdicts: dict[str, str], **provenance) -> dict:
+    return results(verdicts, rounding=ROUNDING, **provenance)
+
+
 def test_compare_finds_a_flip_and_refuses_runs_of_other_code():
     book = results({"a": "holds", "b": "does not hold", "c": "not run"})
-    same = st.compare(book, results({"a": "holds", "b": "does not hold", "c": "not run"}, parameters={"seed": 0, "cache_dir": "/x"}))
+    same = st.compare(book, perturbed({"a": "holds", "b": "does not hold", "c": "not run"}, parameters={"seed": 0, "cache_dir": "/x"}))
     assert {c: s.state for c, s in same.items()} == {"a": st.STABLE, "b": st.STABLE, "c": st.NOT_COMPARED}
-    flipped = st.compare(book, results({"a": "inconclusive", "b": "does not hold", "c": "not run"}))
+    flipped = st.compare(book, perturbed({"a": "inconclusive", "b": "does not hold", "c": "not run"}))
     assert flipped["a"].state == st.FRAGILE and flipped["a"].perturbed == "inconclusive" and "**fragile**" in flipped["a"].text()
     assert flipped["b"].state == st.STABLE
-    for other, why in ((results({"a": "holds"}, notebook_sha256="n2"), "another version of the notebook"),
-                       (results({"a": "holds"}, parameters={"seed": 1}), "other parameters"),
-                       (results({"a": "holds"}, modules={"geofact.training.config": "h2"}), "other code"),
+    for other, why in ((perturbed({"a": "holds"}, notebook_sha256="n2"), "another version of the notebook"),
+                       (perturbed({"a": "holds"}, parameters={"seed": 1}), "other parameters"),
+                       (perturbed({"a": "holds"}, modules={"geofact.training.config": "h2"}), "other code"),
+                       (perturbed({"a": "holds"}, device="cuda (H100)"), "another device"),
+                       (perturbed({"a": "holds"}, environment={"torch": "2.14.1", "numpy": "2.4.6", "python": "3.11.7"}),
+                        "other versions"),
+                       (results({"a": "holds"}), "not the book's and a perturbed one"),
                        (None, "no perturbed run")):
         assert st.compare(book, other)["a"].state == st.NOT_COMPARED and why in st.compare(book, other)["a"].why
     assert st.trains(book) and not st.trains(results({}, modules={"geofact.evidence": "h"}))
+    native = results({"a": "holds"}, machine={"kernel_env": {"MKL_CBWR": "COMPATIBLE"}})  # the book's run, perturbed itself
+    assert "itself executed under the perturbation" in st.compare(native, perturbed({"a": "holds"}))["a"].why
 
 
 def test_a_perturbation_must_exist_and_change_the_rounding(monkeypatch):
@@ -60,13 +74,13 @@ def test_the_status_page_marks_a_fragile_verdict(repo, tmp_path):
     book.write_text(json.dumps(results({claim.id: "holds"})))
     page = render_status(project)
     assert "of the 1 verdicts of trained models, 0 fragile and 0 stable under the rounding perturbation, 1 not compared" in page
-    perturbed = st.rounding_results(project, "laptop", claim.notebook)
-    perturbed.parent.mkdir(parents=True)
-    perturbed.write_text(json.dumps(results({claim.id: "inconclusive"})))
+    path = st.rounding_results(project, "laptop", claim.notebook)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(perturbed({claim.id: "inconclusive"})))
     page = render_status(project)
     assert "1 fragile and 0 stable" in page and "· **fragile** (under rounding: inconclusive)" in page
     assert f"- laptop, **fragile**: inconclusive under the rounding perturbation." in page
-    perturbed.write_text(json.dumps(results({claim.id: "holds"})))
+    path.write_text(json.dumps(perturbed({claim.id: "holds"})))
     assert "- laptop, stable under the rounding perturbation (holds in both)." in render_status(project)
 
 
