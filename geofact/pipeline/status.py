@@ -94,9 +94,10 @@ def render_status(project: Project) -> str:
         n_hold, n_fail, n_open, n_out = (verdicts.count(v) for v in COUNTED)
         states = [s.state for s in stable.get(profile, {}).values()]
         lines.append(f"- **{profile}**: {n_hold} hold, {n_fail} do not hold, {n_open} inconclusive, {n_out} not in regime, "
-                     f"{len(claims) - n_hold - n_fail - n_open - n_out} not run (of {len(claims)}); of the {len(states)} verdicts "
-                     f"of trained models, {states.count(FRAGILE)} fragile and {states.count(STABLE)} stable under the rounding "
-                     f"perturbation, {states.count(NOT_COMPARED)} not compared.")
+                     f"{len(claims) - n_hold - n_fail - n_open - n_out} not run (of {len(claims)})"
+                     + (f"; of the {len(states)} verdicts of trained models, {states.count(FRAGILE)} fragile and "
+                        f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."
+                        if states else "."))
     lines += ["", "| Claim | Where in the paper | " + " | ".join(profiles) + " |", "|---|---|" + "---|" * len(profiles)]
     for c in claims:
         cells = [VERDICT_TEXT[e["verdict"]] + effect(e) + mark(c, p) if (e := entry(c, p)) else NOT_RUN for p in profiles]
