@@ -290,12 +290,12 @@ print(f"runs with d >= {min_headroom:g} d_min(R) of their own regime:", regime_a
 fig, axes = subplots(2, 1, width=5.0, height=3.8)
 ax = axes[0][0]
 top = max(grid.d_values) * 1.25  # where "not reached" and an unbounded interval are drawn
-for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
+for name, color, shift in zip(REGIMES, [COLORS["measured"], COLORS["alt"]], [0.96, 1.04]):  # side by side at each R
     shown_R = [(R, t) for R, t in zip(grid.R_values, robust[name]) if t.reached]
     values = np.array([t.value for _, t in shown_R])
-    ax.errorbar([R for R, _ in shown_R], values, yerr=[values - [t.lo for _, t in shown_R], np.minimum([t.hi for _, t in shown_R], top) - values],
+    ax.errorbar([R * shift for R, _ in shown_R], values, yerr=[values - [t.lo for _, t in shown_R], np.minimum([t.hi for _, t in shown_R], top) - values],
                 fmt="o-", color=color, capsize=3, label=f"{name}: half the seeds memorise")
-    ax.plot([R for R, t in zip(grid.R_values, thresholds[name]) if t], [t for t in thresholds[name] if t], "o", mfc="none",
+    ax.plot([R * shift for R, t in zip(grid.R_values, thresholds[name]) if t], [t for t in thresholds[name] if t], "o", mfc="none",
             color=color, markersize=8, label=f"{name}: mean over seeds perfect")
     missing = [R for R, t in zip(grid.R_values, robust[name]) if not t.reached]
     if missing:
@@ -305,7 +305,7 @@ ax.axhline(scaled, **PAPER_STYLE, label=f"paper's {paper_d_learned} at N={paper_
 ax.set(xscale="log", yscale="log", xlabel="relations R", ylabel=f"d_min (accuracy >= {perfect})", title=f"capacity thresholds, N={grid.N}")
 ax.set_xticks(grid.R_values, [str(R) for R in grid.R_values])
 ax.minorticks_off()
-ax.legend(fontsize="small")
+ax.legend(fontsize="small", loc="lower right")
 ax = axes[0][1]
 for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
     for i, R in enumerate(grid.R_values):
