@@ -343,16 +343,19 @@ def exponent(name: str, w) -> tuple[float, float, int]:
     return f.params["alpha"], se, n - 2
 
 
+def bracket(name: str, w, N: int, s: int) -> tuple[int, int] | None:
+    """(low, d_min) of one search on the paper's budget: the seed's threshold lies above `low`, the largest d
+    that failed (d_min itself where none did), and at or below d_min; None where the search found no d_min."""
+    search = searches[name, w, "fixed steps", N, s]
+    if search.d_min is None:
+        return None
+    failed, passed = search.bracket
+    return failed or passed, passed
+
+
 def brackets(name: str, w, min_N: int = 0) -> np.ndarray:
-    """(N, low, d_min) of every (N, seed) search of a curve on the paper's budget that found a d_min: the seed's
-    threshold lies above `low`, the largest d that failed (d_min itself where none did), and at or below d_min."""
-    rows = []
-    for N in N_values:
-        for s in seeds:
-            search = searches[name, w, "fixed steps", N, s]
-            if N >= min_N and search.d_min is not None:
-                failed, passed = search.bracket
-                rows.append((N, min(failed, passed) if failed else passed, passed))
+    """(N, low, d_min) of every (N, seed) search of a curve with N >= min_N that found a d_min (`bracket`)."""
+    rows = [(N, *b) for N in N_values if N >= min_N for s in seeds if (b := bracket(name, w, N, s))]
     return np.array(rows, dtype=float).reshape(-1, 3)
 
 
@@ -377,14 +380,8 @@ def steeper_at(w, confidence: float) -> Estimate:
     its interval on (number of N) - 2 degrees of freedom: the seeds at one N share that N's departure
     from a straight line, so they are not independent points of the fit."""
     quantity = f"alpha_frozen - alpha_learned at width {w}"
-    box = {"frozen": {}, "learned": {}}  # {regime: {(N, seed): (low, d_min)}}: each search's bracket
-    for name in box:
-        for N in N_values:
-            for s in seeds:
-                search = searches[name, w, "fixed steps", N, s]
-                if search.d_min is not None:
-                    failed, passed = search.bracket
-                    box[name][N, s] = (min(failed, passed) if failed else passed, passed)
+    box = {name: {(N, s): b for N in N_values for s in seeds if (b := bracket(name, w, N, s))}
+           for name in ("frozen", "learned")}  # {regime: {(N, seed): (low, d_min)}}
     pairs = {N: [s for s in seeds if (N, s) in box["frozen"] and (N, s) in box["learned"]] for N in N_values}
     pairs = {N: ss for N, ss in pairs.items() if ss}
     if len(pairs) < 3:
