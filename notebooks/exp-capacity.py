@@ -304,8 +304,12 @@ scaled = paper_d_learned * np.log2(grid.N) / np.log2(paper_N)
 ax.axhline(scaled, **PAPER_STYLE, label=f"paper's {paper_d_learned} at N={paper_N}, scaled by log N: {scaled:.0f}")
 ax.set(xscale="log", yscale="log", xlabel="relations R", ylabel=f"d_min (accuracy >= {perfect})", title=f"capacity thresholds, N={grid.N}")
 ax.set_xticks(grid.R_values, [str(R) for R in grid.R_values])
+low, high = ax.get_ylim()
+ticks = [d for d in [*grid.d_values, round(scaled)] if low <= d <= high]  # the grid's rungs: where a threshold can sit
+ax.set_yticks(ticks, [str(d) for d in ticks])
 ax.minorticks_off()
-ax.legend(fontsize="small", loc="lower right")
+# below the axes: inside, five entries cover the small-R thresholds
+ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
 ax = axes[0][1]
 for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
     for i, R in enumerate(grid.R_values):
