@@ -305,7 +305,7 @@ ax.axhline(scaled, **PAPER_STYLE, label=f"paper's {paper_d_learned} at N={paper_
 ax.set(xscale="log", yscale="log", xlabel="relations R", ylabel=f"d_min (accuracy >= {perfect})", title=f"capacity thresholds, N={grid.N}")
 ax.set_xticks(grid.R_values, [str(R) for R in grid.R_values])
 low, high = ax.get_ylim()
-ticks = [d for d in [*grid.d_values, round(scaled)] if low <= d <= high]  # the grid's rungs: where a threshold can sit
+ticks = [d for d in grid.d_values if low <= d <= high]  # the grid's rungs: where a threshold can sit
 ax.set_yticks(ticks, [str(d) for d in ticks])
 ax.minorticks_off()
 # below the axes: inside, five entries cover the small-R thresholds
