@@ -1,5 +1,5 @@
 """Command line: `geofact run`, `geofact compute`, `geofact plan`, `geofact check`, `geofact status`, `geofact pack`, `geofact unpack`,
-`geofact list`."""
+`geofact spikes`, `geofact list`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from geofact.pipeline import standins
 
 standins.install()  # a GPU lease has no Jupyter packages: `geofact compute`, `pack` and `unpack` run without them
 
+from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR  # noqa: E402
 from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
 from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
 from geofact.pipeline.project import Project  # noqa: E402
@@ -94,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
                           help="the archive, or its parts (all of them, or one with the others beside it)")
     p_unpack.add_argument("--force", action="store_true", help="overwrite files in place whose contents differ")
 
+    p_spikes = sub.add_parser("spikes", help="loss spikes after memorisation in run records (geofact.spikes): "
+                                             "how the counts move with the rule, and every spiking run")
+    p_spikes.add_argument("source", type=Path, nargs="*",
+                          help="run-cache folders or `geofact pack` archives (default: the project's run cache)")
+    p_spikes.add_argument("--floor", type=float, default=DEFAULT_FLOOR,
+                          help=f"memorised: the running minimum of the loss below this (default {DEFAULT_FLOOR:g})")
+    p_spikes.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
+                          help=f"a spike: the loss above this x the running minimum (default {DEFAULT_FACTOR:g})")
+
     args = parser.parse_args(argv)
     project = Project(args.root.resolve()) if args.root else Project.find()
     if args.command in ("run", "plan") and os.environ.get(GRID_CELLS_ENV):
@@ -157,6 +167,16 @@ def main(argv: list[str] | None = None) -> int:
             print(plan(project, args.profile, args.device, args.precision, args.minutes), end="")
         except ValueError as exc:
             print(f"geofact plan: error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "spikes":
+        from geofact.spikes import SpikeRule
+        from geofact.pipeline.spike_scan import report
+
+        try:
+            print(report(args.source or [project.runs_dir], SpikeRule(args.floor, args.factor)), end="")
+        except (ValueError, OSError) as exc:
+            print(f"geofact spikes: error: {exc}", file=sys.stderr)
             return 1
         return 0
     if args.command == "check":

@@ -1,0 +1,185 @@
+"""Loss spikes after memorisation: a run whose loss fell to a floor, then rose far above it.
+
+The paper's recipe (Appendix `app:exp-singlehop`: AdamW, weight decay 0.1, clipping at norm 1, no
+schedule, up to 15,000 steps, early stop when the training loss falls below 1e-4) keeps stepping at
+the full rate once a run has memorised. A run that has not met the stop rule then sits at a small
+loss where Adam's second-moment estimate is tiny, and a step can throw it far back up (the
+"slingshot" of Thilak et al. 2022, the small-loss instabilities of Wortsman et al. 2023). Whether the
+mechanism pages read a run before, during or after such a rebound may decide their verdicts, so every
+run's loss curve is scanned by one rule:
+
+    once the running minimum of the logged loss m_t = min_{s <= t} loss_s has fallen below `floor`
+    (the run has memorised), a spike starts at the first logged step with loss_t > `factor` x m_t;
+    it ends at the first later logged step with loss back at or below `factor` x (the minimum at its
+    start). A run may spike several times.
+
+The loss is the logged batch loss (geofact.training.trainer.RunResult.loss_curve: every `log_every`
+steps), so a spike shorter than the logging interval can be missed and onsets are known to within it.
+`sensitivity` counts spiking runs over a grid of floors and factors, so that a reader sees how the
+counts move with the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+DEFAULT_FLOOR = 3e-4  # memorised: three times the stop rule's 1e-4 (the batch loss of a memorised run hovers there)
+DEFAULT_FACTOR = 10.0  # a spike: ten times the running minimum, beyond the batch-to-batch noise of a memorised run
+
+
+@dataclass(frozen=True)
+class SpikeRule:
+    """The rule above: `floor`, the running minimum that counts as memorised; `factor`, how far above
+    that minimum the loss must rise to count as a spike."""
+
+    floor: float = DEFAULT_FLOOR
+    factor: float = DEFAULT_FACTOR
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.floor) and self.floor > 0):
+            raise ValueError(f"floor must be a finite loss > 0, got {self.floor}")
+        if not (math.isfinite(self.factor) and self.factor > 1):
+            raise ValueError(f"factor must be finite and > 1 (a rise above the running minimum), got {self.factor}")
+
+
+@dataclass(frozen=True)
+class Spike:
+    """One rebound: `start` and `end` are logged steps (`end` None: not back by the curve's last step)."""
+
+    start: int
+    base: float  # the running minimum when it started
+    peak_step: int
+    peak: float
+    end: int | None
+
+    @property
+    def height(self) -> float:
+        """How many times the minimum before it the loss rose to."""
+        return self.peak / self.base
+
+    @property
+    def recovered(self) -> bool:
+        return self.end is not None
+
+
+def _points(curve: Iterable[Sequence[float]]) -> list[tuple[int, float]]:
+    points = [(int(step), float(loss)) for step, loss in curve]
+    if any(b[0] <= a[0] for a, b in zip(points, points[1:])):
+        raise ValueError("loss curve: steps must increase")
+    return points
+
+
+def find_spikes(curve: Iterable[Sequence[float]], rule: SpikeRule = SpikeRule()) -> list[Spike]:
+    """Every spike of a loss curve, (step, loss) pairs in step order, under `rule`.
+
+    A non-finite loss counts as above any factor (a run that diverged to NaN has spiked)."""
+    spikes: list[Spike] = []
+    running_min = math.inf
+    open_spike: dict | None = None  # start, base, peak_step, peak of the spike in progress
+    for step, loss in _points(curve):
+        high = not math.isfinite(loss)
+        if open_spike is None:
+            if running_min < rule.floor and (high or loss > rule.factor * running_min):
+                open_spike = {"start": step, "base": running_min, "peak_step": step, "peak": loss if not high else math.inf}
+            else:
+                running_min = min(running_min, loss) if not high else running_min
+            continue
+        if high or loss > open_spike["peak"]:
+            open_spike["peak_step"], open_spike["peak"] = step, (math.inf if high else loss)
+        if not high and loss <= rule.factor * open_spike["base"]:
+            spikes.append(Spike(end=step, **open_spike))
+            open_spike = None
+            running_min = min(running_min, loss)
+    if open_spike is not None:
+        spikes.append(Spike(end=None, **open_spike))
+    return spikes
+
+
+@dataclass(frozen=True)
+class RunSpikes:
+    """A run's loss curve read by a rule: whether it memorised (its minimum fell below the floor), its
+    spikes, and what the stop rule made of it."""
+
+    min_loss: float
+    min_step: int
+    memorised: bool
+    spikes: tuple[Spike, ...]
+    stopped_early: bool
+    steps: int  # steps it took
+    last_loss: float  # the curve's last logged loss
+
+    @classmethod
+    def of(cls, record: Mapping, rule: SpikeRule = SpikeRule()) -> RunSpikes:
+        """From a run record (geofact.training.sweep's JSON: `loss_curve`, `stopped_early`, `steps`)."""
+        if "loss_curve" not in record:
+            raise ValueError("record has no loss_curve: not a training run's record")
+        points = _points(record["loss_curve"])
+        if not points:
+            raise ValueError("record's loss_curve is empty")
+        finite = [(loss, step) for step, loss in points if math.isfinite(loss)]
+        min_loss, min_step = min(finite) if finite else (math.inf, points[0][0])
+        return cls(min_loss=min_loss, min_step=min_step, memorised=min_loss < rule.floor,
+                   spikes=tuple(find_spikes(points, rule)), stopped_early=bool(record.get("stopped_early", False)),
+                   steps=int(record.get("steps", points[-1][0])), last_loss=points[-1][1])
+
+    @property
+    def spiked(self) -> bool:
+        return bool(self.spikes)
+
+    @property
+    def highest(self) -> Spike | None:
+        return max(self.spikes, key=lambda s: s.height, default=None)
+
+    @property
+    def recovered(self) -> bool:
+        """Every spike came back below its factor x base within the curve."""
+        return all(s.recovered for s in self.spikes)
+
+
+@dataclass(frozen=True)
+class SpikeCount:
+    """Over a set of runs, under one rule: how many memorised, and how many of those spiked."""
+
+    floor: float
+    factor: float
+    runs: int
+    memorised: int
+    spiked: int
+    unrecovered: int  # spiked and not back by the curve's end
+
+    @property
+    def fraction(self) -> float:
+        """Spiking runs among the memorised ones (NaN when none memorised)."""
+        return self.spiked / self.memorised if self.memorised else math.nan
+
+
+def count(records: Iterable[Mapping], rule: SpikeRule = SpikeRule()) -> SpikeCount:
+    read = [RunSpikes.of(r, rule) for r in records]
+    return SpikeCount(rule.floor, rule.factor, len(read), sum(r.memorised for r in read), sum(r.spiked for r in read),
+                      sum(r.spiked and not r.recovered for r in read))
+
+
+def sensitivity(records: Iterable[Mapping], floors: Sequence[float] = (2e-4, 3e-4, 1e-3),
+                factors: Sequence[float] = (3.0, 10.0, 100.0, 1000.0)) -> list[SpikeCount]:
+    """`count` at every (floor, factor): how the counts move with the rule. A floor at or below the stop
+    rule's 1e-4 counts nothing: a run stops at the first step below it, which is rarely a logged one."""
+    records = list(records)
+    return [count(records, SpikeRule(floor, factor)) for floor in floors for factor in factors]
+
+
+def spike_rows(records: Mapping[object, Mapping], rule: SpikeRule = SpikeRule()) -> list[dict]:
+    """One row per spiking run (keyed as in `records`, e.g. (regime, R, d, seed)): when its first and its
+    highest spike started, how high (x the minimum before it, and the peak loss), whether every spike
+    came back, and whether the run met the stop rule."""
+    rows = []
+    for key, record in records.items():
+        run = RunSpikes.of(record, rule)
+        if not run.spiked:
+            continue
+        top = run.highest
+        rows.append({"run": key, "spikes": len(run.spikes), "first_start": run.spikes[0].start, "base": top.base,
+                     "peak_step": top.peak_step, "peak": top.peak, "height": top.height, "recovered": run.recovered,
+                     "stopped_early": run.stopped_early, "steps": run.steps, "last_loss": run.last_loss})
+    return rows

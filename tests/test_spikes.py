@@ -1,0 +1,100 @@
+"""geofact.spikes: the rule finds planted rebounds, ignores noise and unmemorised runs, and
+counts the GPU lease's records as issue 46 reports them."""
+
+import json
+import math
+import random
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from geofact.spikes import RunSpikes, SpikeRule, count, find_spikes, sensitivity, spike_rows
+
+LEASE = Path(__file__).resolve().parents[1] / "results" / "paper" / "records" / "lease-2026-11-26-h200.tar.gz"
+
+
+def descent(steps: int = 50, start: float = 6.0, end: float = 1e-4, every: int = 100) -> list[tuple[int, float]]:
+    """A loss falling geometrically from `start` to `end` over `steps` logged points."""
+    return [(i * every, start * (end / start) ** (i / (steps - 1))) for i in range(steps)]
+
+
+def then(curve: list[tuple[int, float]], losses: list[float], every: int = 100) -> list[tuple[int, float]]:
+    last = curve[-1][0]
+    return curve + [(last + every * (i + 1), loss) for i, loss in enumerate(losses)]
+
+
+def test_a_planted_rebound_is_found_with_its_start_peak_and_end():
+    curve = then(descent(), [1.2e-4, 0.05, 4.0, 0.3, 9e-4, 2e-4])
+    (spike,) = find_spikes(curve)
+    base_step = curve[49][0]
+    assert spike.start == base_step + 200 and spike.peak_step == base_step + 300 and spike.peak == 4.0
+    assert spike.base == pytest.approx(1e-4) and spike.height == pytest.approx(4e4)
+    assert spike.end == base_step + 500 and spike.recovered  # 9e-4 <= 10 x 1e-4
+
+
+def test_noise_below_the_factor_and_a_run_that_never_memorised_have_no_spikes():
+    rng = random.Random(0)
+    noisy = then(descent(), [1e-4 * rng.uniform(0.5, 4.5) for _ in range(200)])  # at most 9x its own minimum
+    assert find_spikes(noisy) == []
+    assert len(find_spikes(noisy, SpikeRule(factor=3.0))) > 0
+    not_memorised = then(descent(end=1e-2), [1e-2 * rng.uniform(0.5, 500.0) for _ in range(50)])
+    assert find_spikes(not_memorised) == []  # large swings, but the minimum never fell below the floor
+    assert not RunSpikes.of({"loss_curve": not_memorised}).memorised
+
+
+def test_two_spikes_an_unrecovered_end_and_a_nan_count():
+    curve = then(descent(), [3.0, 1e-4, 5e-5, 0.2, 0.1])
+    first, second = find_spikes(curve)
+    assert first.recovered and first.height == pytest.approx(3e4)
+    assert second.base == pytest.approx(5e-5)  # the minimum after the first spike
+    assert not second.recovered and second.end is None and second.peak == 0.2
+    (diverged,) = find_spikes(then(descent(), [math.nan, math.nan]))
+    assert diverged.peak == math.inf and not diverged.recovered
+
+
+def test_the_counts_move_monotonically_with_the_rule():
+    rng = random.Random(1)
+    records = [{"loss_curve": then(descent(end=10 ** rng.uniform(-5, -2)),
+                                   [10 ** rng.uniform(-5, 1) for _ in range(rng.randint(0, 5))])} for _ in range(60)]
+    counts = {(c.floor, c.factor): c for c in sensitivity(records, floors=(3e-4, 1e-3), factors=(3.0, 10.0, 100.0))}
+    for floor in (3e-4, 1e-3):
+        assert counts[floor, 3.0].spiked >= counts[floor, 10.0].spiked >= counts[floor, 100.0].spiked
+    for factor in (3.0, 10.0, 100.0):  # a higher floor admits more runs as memorised
+        assert counts[1e-3, factor].memorised >= counts[3e-4, factor].memorised
+    assert counts[3e-4, 10.0].spiked > 0 and counts[3e-4, 100.0].spiked < counts[3e-4, 3.0].spiked
+
+
+def test_rows_name_the_run_and_the_stop_rule():
+    records = {("learned", 4, 32, 0): {"loss_curve": then(descent(), [2.0, 1e-4]), "stopped_early": False, "steps": 15000},
+               ("learned", 4, 32, 1): {"loss_curve": descent(), "stopped_early": True, "steps": 4900}}
+    (row,) = spike_rows(records)
+    assert row["run"] == ("learned", 4, 32, 0) and row["recovered"] and not row["stopped_early"] and row["steps"] == 15000
+
+
+@pytest.mark.parametrize("kwargs, name", [({"floor": 0.0}, "floor"), ({"floor": math.inf}, "floor"), ({"factor": 1.0}, "factor"),
+                                          ({"factor": math.nan}, "factor")])
+def test_bad_rules_name_the_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        SpikeRule(**kwargs)
+
+
+def test_bad_curves_are_refused():
+    with pytest.raises(ValueError, match="steps must increase"):
+        find_spikes([(0, 1.0), (100, 0.5), (100, 0.4)])
+    with pytest.raises(ValueError, match="loss_curve"):
+        RunSpikes.of({"accuracy": 1.0})
+
+
+def test_the_lease_records_count_as_issue_46_reports():
+    """Issue 46: of the 293 lease runs with loss curves, 94 reached a loss below 3e-4, 36 of them later
+    rebounded more than 10x and 23 more than 1000x; 14 of the 36 at d = 256."""
+    with tarfile.open(LEASE) as archive:
+        records = [json.load(archive.extractfile(m)) for m in archive.getmembers()
+                   if m.isfile() and m.name.endswith(".json") and "/runs/" in m.name and m.name.count("/") == 2]
+    records = [r for r in records if "loss_curve" in r]
+    assert len(records) == 293
+    ten, thousand = count(records, SpikeRule(3e-4, 10.0)), count(records, SpikeRule(3e-4, 1000.0))
+    assert (ten.memorised, ten.spiked, thousand.spiked) == (94, 36, 23)
+    rows = spike_rows({i: r for i, r in enumerate(records)})
+    assert sum(records[row["run"]]["config"]["d"] == 256 for row in rows) == 14
