@@ -11,7 +11,7 @@ run's loss curve is scanned by one rule:
     once the running minimum of the logged loss m_t = min_{s <= t} loss_s has fallen below `floor`
     (the run has memorised), a spike starts at the first logged step with loss_t > `factor` x m_t;
     it ends at the first later logged step with loss back at or below `factor` x (the minimum at its
-    start). A run may spike several times.
+    start); a rise within `merge_within` steps of that end is the same spike. A run may spike several times.
 
 The loss is the logged batch loss (geofact.training.trainer.RunResult.loss_curve: every `log_every`
 steps), so a spike shorter than the logging interval can be missed and onsets are known to within it.
@@ -27,6 +27,10 @@ from dataclasses import dataclass
 
 DEFAULT_FLOOR = 3e-4  # memorised: three times the stop rule's 1e-4 (the batch loss of a memorised run hovers there)
 DEFAULT_FACTOR = 10.0  # a spike: ten times the running minimum, beyond the batch-to-batch noise of a memorised run
+# A loss logged at every step crosses back and forth over factor x minimum on a spike's way down (measured:
+# N = 128, R = 2, d = 96, a spike to 6.5 back at step 5175, over the line again for one step at 5179);
+# the pages log every 100 steps, so at their resolution a rise one point after an end is merged.
+DEFAULT_MERGE = 100
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,11 @@ class SpikeRule:
 
     floor: float = DEFAULT_FLOOR
     factor: float = DEFAULT_FACTOR
+    merge_within: int = DEFAULT_MERGE  # a rise starting this few steps after a spike ended is part of it
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.merge_within, int) and self.merge_within >= 0):
+            raise ValueError(f"merge_within must be an integer number of steps >= 0, got {self.merge_within!r}")
         if not (math.isfinite(self.floor) and self.floor > 0):
             raise ValueError(f"floor must be a finite loss > 0, got {self.floor}")
         if not (math.isfinite(self.factor) and self.factor > 1):
@@ -82,7 +89,14 @@ def find_spikes(curve: Iterable[Sequence[float]], rule: SpikeRule = SpikeRule())
         high = not math.isfinite(loss)
         if open_spike is None:
             if running_min < rule.floor and (high or loss > rule.factor * running_min):
-                open_spike = {"start": step, "base": running_min, "peak_step": step, "peak": loss if not high else math.inf}
+                peak = math.inf if high else loss
+                if spikes and step - spikes[-1].end <= rule.merge_within:  # the last spike's tail: reopen it
+                    last = spikes.pop()
+                    open_spike = {"start": last.start, "base": last.base, "peak_step": last.peak_step, "peak": last.peak}
+                    if peak > last.peak:
+                        open_spike["peak_step"], open_spike["peak"] = step, peak
+                else:
+                    open_spike = {"start": step, "base": running_min, "peak_step": step, "peak": peak}
             else:
                 running_min = min(running_min, loss) if not high else running_min
             continue

@@ -68,6 +68,12 @@ bench_steps = 10
 bench_d = [32, 128, 512]
 bench_N = 4096
 bench_batch = 1024
+spike_floor = 3e-4  # loss spikes (geofact.spikes): a run has memorised once its running minimum loss is below this ...
+spike_factor = 10.0  # ... and spikes when its loss then rises above this times that minimum
+spike_R = 10  # the spike study's cell of the grid (learned embeddings; the grid's N, batch and rate): the paper's grid
+spike_d = 256  # where all 6 runs of the H200 lease (R 10, d 256) spiked, and none met the stop rule
+spike_seeds = [0, 1, 2, 3, 4, 5]  # ... its seeds, each trained under every recipe ...
+spike_steps = 15000  # ... for this many steps, with no stop rule (the stop rule's run is each curve's prefix)
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -82,17 +88,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
-from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, separate, universal
+from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.spikes import RunSpikes, SpikeRule, find_spikes, sensitivity
+from geofact.stats import wilson_interval
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import judge_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
+from geofact.training.variants import Recipe, stop_at, variant_runs
 
 page = Page("exp-capacity", cache_dir)
 report = page.report
@@ -115,6 +124,14 @@ if precision_R is not None and (not precision_R or not set(precision_R) <= set(g
     raise ValueError(f"precision_R must be None or a non-empty subset of the grid's R {list(grid.R_values)}, got {precision_R}")
 if attention_factor < 1:
     raise ValueError(f"attention_factor must be >= 1, got {attention_factor}")
+spike_rule = SpikeRule(spike_floor, spike_factor)
+if spike_R not in grid.R_values or spike_d not in grid.d_values:
+    raise ValueError(f"spike_R and spike_d must be a cell of the grid (R in {list(grid.R_values)}, d in {list(grid.d_values)}), "
+                     f"got {spike_R}, {spike_d}")
+if len(spike_seeds) < 2 or len(set(spike_seeds)) != len(spike_seeds) or min(spike_seeds) < 0:
+    raise ValueError(f"spike_seeds must be at least 2 distinct seeds >= 0 (the study pairs recipes by seed), got {spike_seeds}")
+if not (isinstance(spike_steps, int) and spike_steps >= 1):
+    raise ValueError(f"spike_steps must be an integer >= 1, got {spike_steps}")
 report.number("grid", grid.as_dict(), glue=False)
 report.number("N", grid.N)
 report.number("perfect", perfect)
@@ -646,6 +663,214 @@ for R, keys in att_keys.items():
         print(f"  R={R}:", regime([att_records[k] for k in keys], [d / att_own_uniform(n, R) for n, _, d, _ in keys], perfect,
                                   min_headroom=1.0).summary())
 print("  all:", att_regime.summary())
+
+# %% [markdown]
+# ## Loss spikes after memorisation
+#
+# The paper's recipe keeps the learning rate constant and stops only when a batch's loss falls below
+# $10^{-4}$. A run that has memorised but not met that rule keeps stepping at a loss near $10^{-4}$,
+# where Adam's second-moment estimate has shrunk with the gradients, and its loss can jump back up by
+# orders of magnitude (on the GPU leases, 36 of the 94 runs that reached a loss below $3 \times 10^{-4}$
+# did, 23 of them more than 1000-fold). Every run of the grid is read by one rule
+# (`geofact.spikes`): once the running minimum of its logged loss is below `spike_floor`, a spike starts
+# where the loss exceeds `spike_factor` times that minimum and ends where it is back under that line (a
+# rise within 100 steps of an end is the same spike). The grid logs the batch loss every 100 steps, so a
+# spike is located to within 100 steps and one shorter than that can be missed (the study below logs
+# every step). The first table shows how the counts move with the rule.
+
+# %%
+grid_curves = {k: RunSpikes.of(r, spike_rule) for k, r in grid_records.items()}
+floors, factors = sorted({1e-4 * 2, 3e-4, 1e-3, spike_floor}), sorted({3.0, 10.0, 100.0, 1000.0, spike_factor})
+counts = sensitivity(list(grid_records.values()), floors, factors)
+lines = ["| memorised below | " + " | ".join(f"spike > {k:g}x" for k in factors) + " |", "|---|" + "---|" * len(factors)]
+for floor in floors:
+    row = [c for c in counts if c.floor == floor]
+    lines.append(f"| {floor:g} ({row[0].memorised} of {row[0].runs} runs) | "
+                 + " | ".join(f"{c.spiked}" + (f" ({c.unrecovered} not back)" if c.unrecovered else "") for c in row) + " |")
+display(Markdown("Runs of the grid that spiked, by the rule's floor (down) and factor (across):\n\n" + "\n".join(lines)))
+spiking = {k: run for k, run in grid_curves.items() if run.spiked}
+memorised = [k for k, run in grid_curves.items() if run.memorised]
+report.number("spike_memorised", len(memorised))
+report.number("spike_runs", len(spiking))
+report.number("spike_fraction", len(spiking) / max(1, len(memorised)))
+report.number("spike_met_stop_rule", sum(run.stopped_early for run in spiking.values()))
+report.number("spike_above_1000", sum(run.highest.height > 1000 for run in spiking.values()))
+report.number("spike_not_back", sum(not run.recovered for run in spiking.values()))
+
+# %% [markdown]
+# Of the grid's {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_runs`
+# spiked ({glue:text}`spike_above_1000` of them more than 1000-fold), {glue:text}`spike_not_back` were not
+# back under the line when training ended, and {glue:text}`spike_met_stop_rule` of the spiking runs went
+# on to meet the stop rule, so the weights the pages read at the stop rule come after the spike. By cell
+# (headroom $d / d_{\min}(R)$ against the regime's own half-crossing threshold; each run's first spike,
+# its highest, whether every spike came back and whether the run met the stop rule):
+
+# %%
+own_threshold = {name: dict(zip(grid.R_values, [t.value for t in robust[name]])) for name in REGIMES}
+cell_rows = ["| regime | R | d | headroom | spiking / memorised seeds | first spike at | highest (x minimum) | back | met stop rule |",
+             "|---|---|---|---|---|---|---|---|---|"]
+for name in REGIMES:
+    for R in grid.R_values:
+        for d in grid.d_values:
+            runs = {s: grid_curves[name, R, d, s] for s in grid.seeds}
+            hit = {s: run for s, run in runs.items() if run.spiked}
+            if not hit:
+                continue
+            t = own_threshold[name][R]
+            cell_rows.append(
+                f"| {name} | {R} | {d} | {d / t:.1f} | {len(hit)} / {sum(r.memorised for r in runs.values())} | "
+                + ", ".join(str(run.spikes[0].start) for run in hit.values()) + " | "
+                + ", ".join(f"{run.highest.height:.3g}" for run in hit.values()) + " | "
+                + ", ".join("yes" if run.recovered else "no" for run in hit.values()) + " | "
+                + ", ".join("yes" if run.stopped_early else "no" for run in hit.values()) + " |")
+display(Markdown("\n".join(cell_rows)))
+
+# %% [markdown]
+# Shown in {numref}`fig-capacity-spikes`.
+
+# %% mystnb={"figure": {"caption": "Loss curves (every 100th step's batch loss, log scale) of the grid's runs with the highest spikes, learned (left) and frozen (right), beside a run of the same regime that memorised without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-capacity-spikes"}}
+fig, axes = subplots(2, 1, width=5.0, height=3.6)
+for ax, name in zip(axes[0], REGIMES):
+    ranked = sorted(((k, run) for k, run in spiking.items() if k[0] == name), key=lambda kv: -kv[1].highest.height)[:3]
+    quiet = next((k for k in memorised if k[0] == name and not grid_curves[k].spiked), None)
+    cmap = plt.get_cmap("viridis")
+    for i, (k, run) in enumerate(ranked):
+        steps_, loss = np.array(grid_records[k]["loss_curve"]).T
+        ax.plot(steps_, loss, color=cmap(i / 3), linewidth=1.2, label=f"R={k[1]}, d={k[2]}, seed {k[3]}: x{run.highest.height:.2g}")
+    if quiet is not None:
+        steps_, loss = np.array(grid_records[quiet]["loss_curve"]).T
+        ax.plot(steps_, loss, color=COLORS["baseline"], linewidth=1.0, label=f"R={quiet[1]}, d={quiet[2]}, seed {quiet[3]}: none")
+    ax.axhline(spike_rule.floor, color="grey", linestyle=":", linewidth=1)
+    ax.axhline(grid.config(grid.R_values[0], grid.d_values[0], False, 0).loss_threshold, **PAPER_STYLE)
+    ax.set(yscale="log", xlabel="step", ylabel="batch loss", title=f"{name} embeddings, N={grid.N}")
+    if ranked or quiet is not None:
+        ax.legend(fontsize="small", loc="upper right")
+plt.show()
+
+# %% [markdown]
+# ### What causes them: the recipe's knobs, one at a time
+#
+# One cell of the grid, $R$ = {glue:text}`spike_R:d`, $d$ = {glue:text}`spike_d:d` (learned embeddings,
+# the grid's $N$, batch and rate), {glue:text}`spike_n_seeds:d` seeds, each trained under the paper's
+# recipe and under variants that change one knob (`geofact.training.variants`): Adam's $\epsilon$
+# ($10^{-8}$ against $10^{-6}$, which caps the step where the second moment is tiny, and $10^{-12}$),
+# $\beta_2$ (0.999 against 0.95: a second moment that follows the gradient within ~20 steps), weight
+# decay (0.1 against 0), the learning rate cut tenfold once the loss first falls below the floor (a
+# decay after memorisation), and no gradient clipping. The story the knobs test is the one told for
+# Adam at small loss by {cite}`molybog-adam-instability` (updates large and uncorrelated with the
+# gradient once the second moment is small), {cite}`thilak-slingshot` (cycles of a shrinking second
+# moment and a jump late in training) and {cite}`wortsman-small-scale-proxies` (the $\epsilon$ term once
+# gradients are that small). All runs of the study
+# train as one stack, every step's loss recorded, without the stop rule for `spike_steps` steps: a run
+# with the stop rule is the same run up to the first batch loss below $10^{-4}$, so both readings come
+# from one curve. Paired by seed, a recipe shares the paper's initial weights and batches.
+#
+# **Rule.** A knob *removes* the spikes when the fraction of seeds that spike within the horizon has a
+# Wilson interval wholly below the paper recipe's, *reduces* them when the seed-paired difference in the
+# number of spikes has a Student-$t$ interval wholly below 0, *delays* them when the paired difference of
+# the first spike's step (seeds spiking under both) lies wholly above 0; otherwise this scale cannot tell
+# it from the paper's recipe.
+
+# %%
+recipes = [Recipe(), Recipe("eps 1e-6", eps=1e-6), Recipe("eps 1e-12", eps=1e-12), Recipe("beta2 0.95", beta2=0.95),
+           Recipe("wd 0", weight_decay=0.0), Recipe("lr/10 after", lr_after_memorised=0.1, memorised_below=spike_floor),
+           Recipe("no clip", grad_clip=math.inf)]
+spike_jobs = [(grid.config(spike_R, spike_d, False, s, max_steps=spike_steps), r) for r in recipes for s in spike_seeds]
+study = dict(zip([(r.name, c.seed) for c, r in spike_jobs], variant_runs(spike_jobs, cache / "variants", device)))
+threshold_loss = spike_jobs[0][0].loss_threshold
+report.number("spike_R", spike_R)
+report.number("spike_d", spike_d)
+report.number("spike_n_seeds", len(spike_seeds))
+report.number("spike_steps", spike_steps)
+
+
+def study_row(name: str) -> dict:
+    runs = [study[name, s] for s in spike_seeds]
+    read = [find_spikes(r["loss_curve"], spike_rule) for r in runs]
+    stops = [stop_at(r, threshold_loss) for r in runs]
+    before = [any(sp.start < (stop if stop is not None else spike_steps) for sp in spikes) for spikes, stop in zip(read, stops)]
+    return {"spikes": np.array([len(x) for x in read]), "spiked": np.array([bool(x) for x in read]), "before_stop": np.array(before),
+            "first": np.array([x[0].start if x else np.nan for x in read]),
+            "height": np.array([max(sp.height for sp in x) if x else np.nan for x in read]),
+            "stops": stops, "memorised_at": [r["memorised_at"] for r in runs], "accuracy": np.array([r["accuracy"] for r in runs])}
+
+
+rows = {r.name: study_row(r.name) for r in recipes}
+base = rows["paper"]
+n = len(spike_seeds)
+base_wilson = wilson_interval(int(base["spiked"].sum()), n)
+effects = {}
+table = ["| recipe | seeds spiking (95% Wilson) | before the stop rule | spikes per seed, paired difference | first spike (median step) | "
+         "highest (median x) | met stop rule | median step it stopped | memorised (median step) | effect |", "|---" * 10 + "|"]
+for recipe in recipes:
+    row = rows[recipe.name]
+    k = int(row["spiked"].sum())
+    lo, hi = wilson_interval(k, n)
+    diff = t_interval(row["spikes"] - base["spikes"], "paired difference in spikes per seed", unit="seeds")
+    both = ~np.isnan(row["first"]) & ~np.isnan(base["first"])
+    delay = t_interval(row["first"][both] - base["first"][both], "paired delay of the first spike", unit="seeds") if both.sum() >= 2 else None
+    if recipe.name == "paper":
+        effect = "the reference"
+    elif hi < base_wilson[0]:
+        effect = "removes"
+    elif lo > base_wilson[1]:
+        effect = "adds"
+    elif diff.defined and diff.hi < 0:
+        effect = "reduces"
+    elif diff.defined and diff.lo > 0:
+        effect = "increases"
+    elif delay is not None and delay.defined and delay.lo > 0:
+        effect = "delays"
+    else:
+        effect = "not separable"
+    effects[recipe.name] = effect
+    stopped = [x for x in row["stops"] if x is not None]
+    mem = [x for x in row["memorised_at"] if x is not None]
+    table.append(f"| {recipe.name} | {k}/{n} [{lo:.2f}, {hi:.2f}] | {int(row['before_stop'].sum())}/{n} | "
+                 f"{row['spikes'].mean():.2g}" + ("" if recipe.name == "paper" else f", {diff.value:+.2g} [{diff.lo:+.2g}, {diff.hi:+.2g}]")
+                 + f" | {np.nanmedian(row['first']) if k else float('nan'):.0f} | {np.nanmedian(row['height']) if k else float('nan'):.3g} | "
+                 f"{len(stopped)}/{n} | {np.median(stopped) if stopped else float('nan'):.0f} | "
+                 f"{len(mem)}/{n} ({np.median(mem) if mem else float('nan'):.0f}) | {effect} |")
+display(Markdown("\n".join(table)))
+report.number("spike_study", {name: {"effect": effects[name], "spiked": int(rows[name]["spiked"].sum()),
+                                     "spiked_before_stop": int(rows[name]["before_stop"].sum()),
+                                     "spikes": rows[name]["spikes"].tolist(), "first": rows[name]["first"].tolist(),
+                                     "stops": rows[name]["stops"]} for name in rows}, glue=False)
+for key, label in (("removes", "spike_removes"), ("reduces", "spike_reduces"), ("delays", "spike_delays"),
+                   ("not separable", "spike_unseparated")):
+    report.number(label, ", ".join(name for name, e in effects.items() if e == key) or "none")
+report.number("spike_paper_spiked", int(base["spiked"].sum()))
+report.number("spike_paper_before_stop", int(base["before_stop"].sum()))
+
+# %% [markdown]
+# Under the paper's recipe {glue:text}`spike_paper_spiked` of the {glue:text}`spike_n_seeds:d` seeds
+# spiked within {glue:text}`spike_steps:d` steps, {glue:text}`spike_paper_before_stop` of them before the
+# stop rule would have ended the run. By the rule above, removing the spikes: {glue:text}`spike_removes`;
+# reducing them: {glue:text}`spike_reduces`; delaying them: {glue:text}`spike_delays`; not separable from
+# the paper's recipe with this many seeds: {glue:text}`spike_unseparated`. The curves of two seeds
+# under each recipe are in {numref}`fig-capacity-spike-causes`.
+
+# %% mystnb={"figure": {"caption": "The spike study's cell: every step's batch loss (log scale) of two seeds (rows) under the paper's recipe and each variant (columns), without the stop rule; dashed: the stop rule's loss, dotted: the spike rule's floor, a mark where the stop rule would have ended the run.", "name": "fig-capacity-spike-causes"}}
+shown_seeds = spike_seeds[:2]
+fig, axes = subplots(len(recipes), len(shown_seeds), width=1.42, height=1.9, sharex=True, sharey=True)
+for i, s in enumerate(shown_seeds):
+    for j, recipe in enumerate(recipes):
+        ax = axes[i][j]
+        steps_, loss = np.array(study[recipe.name, s]["loss_curve"]).T
+        ax.plot(steps_, loss, color=COLORS["measured"] if j == 0 else COLORS["alt"], linewidth=0.6)
+        ax.axhline(threshold_loss, **{**PAPER_STYLE, "linewidth": 1})
+        ax.axhline(spike_rule.floor, color="grey", linestyle=":", linewidth=1)
+        stop = stop_at(study[recipe.name, s], threshold_loss)
+        if stop is not None:
+            ax.plot([stop], [threshold_loss], "v", color="black", markersize=5)
+        ax.set_yscale("log")
+        if i == 0:
+            ax.set_title(recipe.name, fontsize="small")
+        if j == 0:
+            ax.set_ylabel(f"seed {s}: batch loss")
+        if i == len(shown_seeds) - 1:
+            ax.set_xlabel("step")
+plt.show()
 
 # %% [markdown]
 # ## Try it

@@ -98,3 +98,13 @@ def test_the_lease_records_count_as_issue_46_reports():
     assert (ten.memorised, ten.spiked, thousand.spiked) == (94, 36, 23)
     rows = spike_rows({i: r for i, r in enumerate(records)})
     assert sum(records[row["run"]]["config"]["d"] == 256 for row in rows) == 14
+
+
+def test_a_rise_just_after_a_spike_ended_is_its_tail():
+    curve = then(descent(every=1), [4.0, 0.01, 9e-4, 1.1e-3, 2e-4] + [1e-4] * 200 + [0.5, 1e-4], every=1)
+    tail, later = find_spikes(curve)  # 1.1e-3 three steps after 9e-4 ended it: the same spike; 0.5 much later: another
+    assert tail.peak == 4.0 and tail.end == curve[54][0]
+    assert later.peak == 0.5
+    assert len(find_spikes(curve, SpikeRule(merge_within=0))) == 3
+    with pytest.raises(ValueError, match="merge_within"):
+        SpikeRule(merge_within=-1)

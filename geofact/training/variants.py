@@ -1,0 +1,277 @@
+"""The paper's optimiser recipe and controlled variants of it, one run at a time (issue 46: what
+causes the loss spikes after memorisation, geofact.spikes).
+
+Appendix `app:exp-singlehop` fixes AdamW (weight decay 0.1), clipping at norm 1, a constant learning
+rate and an early stop at training loss < 1e-4. Adam's step is m / (sqrt(v) + eps): once the
+gradients have been tiny for a while, v (averaged over about 1 / (1 - beta2) = 1,000 steps) has
+shrunk with them, so a gradient that is merely small again meets a denominator near eps and the
+update is as large as at the start of training (Wortsman et al. 2023, "Small-scale proxies for
+large-scale Transformer training instabilities", the eps term; Thilak et al. 2022, "The slingshot
+mechanism", the same cycle in late training). Each knob below tests one part of that story:
+
+- `eps`: a larger eps caps the update where v is tiny (1e-6 against the default 1e-8; 1e-12 lowers the cap);
+- `beta2`: 0.95 makes v follow the gradient within ~20 steps, so a sudden gradient is met by its own
+  size rather than by the small past;
+- `weight_decay`: 0 removes the pull that keeps moving a memorised run (the pages' other suspect for erosion);
+- `grad_clip`: a tighter clip (or none) bounds (or frees) the gradient that enters the moments;
+- `lr_after_memorised`: the learning rate multiplied by this once the running minimum of the loss
+  first falls below `memorised_below` (a decay after memorisation; 1.0 is the paper's constant rate).
+
+The model and its initialisation are geofact.training.plain_loop's (`SingleRunModel`, the batched
+trainer's yardstick, tested equal to it), and the batches are the trainer's (`FactSampler`), so the
+paper's recipe here is the recipe of the pages' runs, and a variant differs from it in that knob only.
+Every step's loss is recorded: spikes shorter than the pages' logging interval are seen.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from geofact.device import configure_cpu, resolve_device
+from geofact.processes import die_with_parent
+from geofact.progress import progress
+from geofact.store import keyed, read_record, record_key, refuse_in_records_only, write_json
+from geofact.training.config import TrainConfig
+from geofact.training.data import FactSampler, facts
+from geofact.training.model import forward
+from geofact.training.optim import BETAS, EPS, FUSED_DEVICES, FlatStack
+from geofact.training.plain_loop import SingleRunModel
+from geofact.training.stack import stack_params
+from geofact.training.step import covers, loss_and_grads
+from geofact.training.sweep import cpu_workers, provenance
+
+BATCH_STEPS = 500  # batches drawn at once
+SCHEMA = "geofact.training.variant/1"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """An optimiser recipe: the paper's (the defaults, with the config's weight decay and clipping) or a
+    variant of it. Fields left None take the run config's value."""
+
+    name: str = "paper"
+    eps: float = EPS
+    beta2: float = BETAS[1]
+    weight_decay: float | None = None
+    grad_clip: float | None = None  # math.inf: no clipping
+    lr_after_memorised: float = 1.0
+    memorised_below: float = 3e-4  # geofact.spikes.DEFAULT_FLOOR: the loss at which a run counts as memorised
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, field: str, allowed: str) -> None:
+            if not ok:
+                raise ValueError(f"Recipe.{field} must be {allowed}, got {getattr(self, field)!r}")
+
+        need(isinstance(self.name, str) and bool(self.name), "name", "a non-empty string")
+        need(math.isfinite(self.eps) and self.eps > 0, "eps", "finite and > 0")
+        need(0 <= self.beta2 < 1, "beta2", "in [0, 1)")
+        need(self.weight_decay is None or (math.isfinite(self.weight_decay) and self.weight_decay >= 0), "weight_decay",
+             "None or >= 0")
+        need(self.grad_clip is None or self.grad_clip > 0, "grad_clip", "None, > 0 or math.inf")
+        need(math.isfinite(self.lr_after_memorised) and 0 < self.lr_after_memorised <= 1, "lr_after_memorised", "in (0, 1]")
+        need(math.isfinite(self.memorised_below) and self.memorised_below > 0, "memorised_below", "finite and > 0")
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        if out["grad_clip"] == math.inf:
+            out["grad_clip"] = "none"  # JSON has no infinity
+        return out
+
+
+def train_variant(config: TrainConfig, recipe: Recipe = Recipe(), stop_rule: bool = True,
+                  device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> dict:
+    """Train one run under `recipe`; with `stop_rule` False it takes all `config.max_steps` steps
+    (what the optimiser does after memorisation, unmasked by the early stop).
+
+    Returns a run record as geofact.training.sweep writes one (`loss_curve` at every step, `steps`,
+    `stopped_early`, `final_loss`, `accuracy` over all N R facts), with the config, the recipe and
+    `memorised_at` (the first step whose loss fell below `recipe.memorised_below`, or None)."""
+    device = torch.device(device)
+    model = SingleRunModel(config, dtype=dtype).to(device)
+    table = facts(config.N, config.R, config.bijection_seed).to(device)  # (N R, 3)
+    sampler = FactSampler([config.seed], [len(table)], config.batch_size, len(table), device)
+    weight_decay = config.weight_decay if recipe.weight_decay is None else recipe.weight_decay
+    clip = config.grad_clip if recipe.grad_clip is None else recipe.grad_clip
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=config.lr, betas=(BETAS[0], recipe.beta2), eps=recipe.eps,
+                            weight_decay=weight_decay, fused=device.type in FUSED_DEVICES or None)
+    curve: list[tuple[int, float]] = []
+    memorised_at, stopped = None, False
+    step = 0
+    while step < config.max_steps and not stopped:
+        block = sampler(range(step, min(step + BATCH_STEPS, config.max_steps)))[0]  # (steps, batch)
+        for chosen in block:
+            batch = table[chosen]  # (batch, 3)
+            logits = model(torch.stack([batch[:, 0], config.N + batch[:, 1]], 1))  # (batch, N)
+            loss = F.cross_entropy(logits, batch[:, 2])
+            value = float(loss.detach())
+            curve.append((step, value))
+            if stop_rule and value < config.loss_threshold:
+                stopped = True
+                break
+            if memorised_at is None and value < recipe.memorised_below:
+                memorised_at = step
+                for group in opt.param_groups:
+                    group["lr"] = config.lr * recipe.lr_after_memorised
+            opt.zero_grad()
+            loss.backward()
+            if clip != math.inf:
+                torch.nn.utils.clip_grad_norm_(trained, clip)
+            opt.step()
+            step += 1
+    with torch.no_grad():
+        predicted = model(torch.stack([table[:, 0], config.N + table[:, 1]], 1)).argmax(-1)  # (N R,)
+        accuracy = float((predicted == table[:, 2]).float().mean())
+    return {"config": config.as_dict(), "recipe": recipe.as_dict(), "stop_rule": stop_rule, "steps": step,
+            "stopped_early": stopped, "final_loss": curve[-1][1], "accuracy": accuracy, "memorised_at": memorised_at,
+            "loss_curve": curve}
+
+
+def _content(config: TrainConfig, recipe: Recipe) -> dict:
+    return {"config": config.as_dict(), "recipe": recipe.as_dict(), "stop_rule": False}
+
+
+def variant_path(cache_dir: Path, config: TrainConfig, recipe: Recipe) -> Path:
+    content = _content(config, recipe)
+    return keyed(Path(cache_dir) / f"variant-{record_key(content)}.json", content)
+
+
+def _train_and_write(job: tuple) -> None:
+    configs, recipes, cache_dir, device = job
+    device = resolve_device(device)
+    origin = provenance(device)
+    for config, recipe, record in zip(configs, recipes, train_variants(configs, recipes, device)):
+        write_json(variant_path(cache_dir, config, recipe),
+                   {"schema": SCHEMA, **record, "config": _content(config, recipe), "provenance": origin})
+
+
+def _init_worker(parent: int) -> None:
+    die_with_parent(parent)
+    configure_cpu(1)
+
+
+def variant_runs(jobs: Sequence[tuple[TrainConfig, Recipe]], cache_dir: Path, device: str | torch.device = "cpu") -> list[dict]:
+    """The records of `train_variants` for each (config, recipe) of one cell, all `max_steps` steps
+    long, from the cache where there (a record's `config` field holds the config and the recipe), else
+    trained: on a CPU as one stack per core this page may use, side by side in worker processes, each
+    stack's records written when it ends."""
+    device = resolve_device(device)
+    cache_dir = Path(cache_dir)
+    paths = [variant_path(cache_dir, c, r) for c, r in jobs]
+    todo = [job for job, path in zip(jobs, paths) if not path.exists()]
+    for config, recipe in todo:
+        refuse_in_records_only(f"the {recipe.name} variant of {config.as_dict()}")
+    workers = max(1, min(len(todo), cpu_workers(device)))
+    chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
+    work = [([c for c, _ in chunk], [r for _, r in chunk], cache_dir, str(device)) for chunk in chunks]
+    if len(work) > 1:
+        with ProcessPoolExecutor(len(work), mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                                 initargs=(os.getpid(),)) as pool:
+            for done in as_completed([pool.submit(_train_and_write, job) for job in work]):
+                done.result()
+    else:
+        for job in work:
+            _train_and_write(job)
+    return [read_record(p, SCHEMA, _content(c, r)) for (c, r), p in zip(jobs, paths)]
+
+
+def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], device: str | torch.device = "cpu",
+                   dtype: torch.dtype = torch.float32, desc: str = "recipe variants") -> list[dict]:
+    """`train_variant(config, recipe, stop_rule=False)` of every (config, recipe) pair, all stacked into
+    one batched computation (runs of one cell: equal `shape_key()`, uniform attention): every step is
+    one pass of geofact.training.step's loss and gradients for all runs, then per run the clipping and
+    AdamW of its recipe (torch's fused AdamW kernel on each run's trained columns, one call per set of
+    hyperparameters; tests/training/test_variants.py checks every pair against `train_variant` in float64). A variant run then costs a fraction of a
+    plain-loop one: the small model's step is mostly per-operation costs, paid once for the stack.
+    With no stop rule every run takes `max_steps` steps; the stop rule's run is the prefix of its curve
+    up to the first loss below the threshold (`stop_at`)."""
+    configs, recipes = list(configs), list(recipes)
+    if len(configs) != len(recipes) or not configs:
+        raise ValueError(f"configs and recipes must pair up one to one, got {len(configs)} and {len(recipes)}")
+    if len({c.shape_key() for c in configs}) != 1 or len({c.R for c in configs}) != 1:
+        raise ValueError("train_variants stacks runs of one cell: equal TrainConfig.shape_key() and R")
+    device = resolve_device(device)
+    M, steps_total = len(configs), configs[0].max_steps
+    stack = FlatStack({k: v.to(device) for k, v in stack_params(configs, dtype).items()})
+    if not covers(stack.views):
+        raise ValueError("train_variants covers uniform attention without learned positions")
+    # what each run trains: everything, or everything but its entity embeddings
+    trained = torch.stack([torch.cat([torch.full((math.prod(shape),), float(k != "E_ent" or not c.frozen_embeddings), dtype=dtype)
+                                      for k, shape in stack.shapes.items()]) for c in configs]).to(device)  # (M, P)
+
+    def per_run(values: list[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=device)[:, None]  # (M, 1)
+
+    trained_names = [[k for k in stack.shapes if k != "E_ent" or not c.frozen_embeddings] for c in configs]
+    ranges = [stack.column_ranges(names) for names in trained_names]  # the columns each run trains
+    base_lr = [c.lr for c in configs]
+    hyper = [(r.beta2, r.eps, c.weight_decay if r.weight_decay is None else r.weight_decay) for c, r in zip(configs, recipes)]
+    clip = torch.tensor([c.grad_clip if r.grad_clip is None else r.grad_clip for c, r in zip(configs, recipes)],
+                        dtype=dtype, device=device)[:, None]  # (M, 1)
+    m, v, grad = torch.zeros_like(stack.flat), torch.zeros_like(stack.flat), torch.zeros_like(stack.flat)
+    t = torch.zeros(M, dtype=torch.float32, device=device)  # each run's step count, as torch's fused kernel reads it
+    lr_now = list(base_lr)
+
+    def kernel_groups() -> dict[tuple, tuple[list[torch.Tensor], ...]]:
+        """{(lr, beta2, eps, weight decay): the fused AdamW kernel's tensor lists}: runs that step alike."""
+        groups: dict[tuple, tuple[list[torch.Tensor], ...]] = {}
+        for k in range(M):
+            lists = groups.setdefault((lr_now[k], *hyper[k]), ([], [], [], [], []))
+            for a, b in ranges[k]:
+                for out, buffer in zip(lists, (stack.flat, grad, m, v)):
+                    out.append(buffer[k, a:b])
+                lists[4].append(t[k])
+        return groups
+
+    groups = kernel_groups()
+    tables = torch.stack([facts(c.N, c.R, c.bijection_seed) for c in configs]).to(device)  # (M, N R, 3)
+    sampler = FactSampler([c.seed for c in configs], [tables.shape[1]] * M, configs[0].batch_size, tables.shape[1], device)
+    run = torch.arange(M, device=device)[:, None, None]
+    curves: list[list[tuple[int, float]]] = [[] for _ in configs]
+    memorised_at: list[int | None] = [None] * M
+    bar = progress(range(steps_total), desc=desc)
+    for start in range(0, steps_total, BATCH_STEPS):
+        block = sampler(range(start, min(start + BATCH_STEPS, steps_total)))  # (M, steps, B)
+        batches = tables[run, block]  # (M, steps, B, 3)
+        for i in range(block.shape[1]):
+            step = start + i
+            batch = batches[:, i]  # (M, B, 3)
+            losses, grads = loss_and_grads(stack.views, batch[..., 0], batch[..., 1], batch[..., 2])
+            for k, loss in enumerate(losses.tolist()):
+                curves[k].append((step, loss))
+                if memorised_at[k] is None and loss < recipes[k].memorised_below:
+                    memorised_at[k] = step
+                    lr_now[k] = base_lr[k] * recipes[k].lr_after_memorised
+                    groups = kernel_groups()
+            with torch.no_grad():
+                stack.columns(grads, out=grad)  # (M, P); a frozen table's columns are outside its run's ranges
+                norms = torch.linalg.vector_norm(grad * trained, dim=1, keepdim=True)  # clip_grad_norm_ over what it trains
+                grad.mul_(torch.where(torch.isinf(clip), 1.0, clip / (norms + 1e-6)).clamp(max=1.0))
+                t += 1
+                for (lr, beta2, eps, weight_decay), (params, grads_, exp_avgs, exp_avg_sqs, steps) in groups.items():
+                    torch._fused_adamw_(params, grads_, exp_avgs, exp_avg_sqs, [], steps, lr=lr, beta1=BETAS[0], beta2=beta2,
+                                        weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=False)
+            bar.update(1)
+    bar.close()
+    flat = stack.flat
+    views = stack.unflatten(flat)
+    with torch.no_grad():
+        queries = torch.stack([tables[..., 0], configs[0].N + tables[..., 1]], -1)  # (M, N R, 2)
+        accuracy = (forward(views, queries).argmax(-1) == tables[..., 2]).float().mean(1).tolist()  # (M,)
+    return [{"config": c.as_dict(), "recipe": r.as_dict(), "stop_rule": False, "steps": steps_total, "stopped_early": False,
+             "final_loss": curve[-1][1], "accuracy": acc, "memorised_at": at, "loss_curve": curve}
+            for c, r, curve, acc, at in zip(configs, recipes, curves, accuracy, memorised_at)]
+
+
+def stop_at(record: dict, threshold: float) -> int | None:
+    """The step at which the paper's stop rule (batch loss below `threshold`) would have ended the run."""
+    return next((step for step, loss in record["loss_curve"] if loss < threshold), None)
