@@ -185,7 +185,7 @@ def variant_runs(jobs: Sequence[tuple[TrainConfig, Recipe]], cache_dir: Path, de
 
 
 def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], device: str | torch.device = "cpu",
-                   dtype: torch.dtype = torch.float32, desc: str = "recipe variants") -> list[dict]:
+                   dtype: torch.dtype = torch.float32, desc: str = "recipe variants", show_progress: bool = True) -> list[dict]:
     """`train_variant(config, recipe, stop_rule=False)` of every (config, recipe) pair, all stacked into
     one batched computation (runs of one cell: equal `shape_key()`, uniform attention): every step is
     one pass of geofact.training.step's loss and gradients for all runs, then per run the clipping and
@@ -238,7 +238,7 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
     run = torch.arange(M, device=device)[:, None, None]
     curves: list[list[tuple[int, float]]] = [[] for _ in configs]
     memorised_at: list[int | None] = [None] * M
-    bar = progress(range(steps_total), desc=desc)
+    bar = progress(range(steps_total), desc=desc, disable=not show_progress)
     for start in range(0, steps_total, BATCH_STEPS):
         block = sampler(range(start, min(start + BATCH_STEPS, steps_total)))  # (M, steps, B)
         batches = tables[run, block]  # (M, steps, B, 3)
