@@ -93,7 +93,9 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
-from geofact.spikes import RunSpikes, SpikeRule, find_spikes, sensitivity
+from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
+from geofact.pages.spikes import numbers as spike_numbers
+from geofact.spikes import SpikeRule, find_spikes
 from geofact.stats import wilson_interval
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
@@ -679,51 +681,23 @@ print("  all:", att_regime.summary())
 # every step). The first table shows how the counts move with the rule.
 
 # %%
-grid_curves = {k: RunSpikes.of(r, spike_rule) for k, r in grid_records.items()}
-floors, factors = sorted({1e-4 * 2, 3e-4, 1e-3, spike_floor}), sorted({3.0, 10.0, 100.0, 1000.0, spike_factor})
-counts = sensitivity(list(grid_records.values()), floors, factors)
-lines = ["| memorised below | " + " | ".join(f"spike > {k:g}x" for k in factors) + " |", "|---|" + "---|" * len(factors)]
-for floor in floors:
-    row = [c for c in counts if c.floor == floor]
-    lines.append(f"| {floor:g} ({row[0].memorised} of {row[0].runs} runs) | "
-                 + " | ".join(f"{c.spiked}" + (f" ({c.unrecovered} not back)" if c.unrecovered else "") for c in row) + " |")
-display(Markdown("Runs of the grid that spiked, by the rule's floor (down) and factor (across):\n\n" + "\n".join(lines)))
-spiking = {k: run for k, run in grid_curves.items() if run.spiked}
-memorised = [k for k, run in grid_curves.items() if run.memorised]
-report.number("spike_memorised", len(memorised))
-report.number("spike_runs", len(spiking))
-report.number("spike_fraction", len(spiking) / max(1, len(memorised)))
-report.number("spike_met_stop_rule", sum(run.stopped_early for run in spiking.values()))
-report.number("spike_above_1000", sum(run.highest.height > 1000 for run in spiking.values()))
-report.number("spike_not_back", sum(not run.recovered for run in spiking.values()))
+own_threshold = {(name, R): t.value for name in REGIMES for R, t in zip(grid.R_values, robust[name])}
+spike_records, spike_runs, spike_headroom = grid_runs([grid], [grid_records], [own_threshold], spike_rule)
+display(Markdown("Runs of the grid that spiked, by the rule's floor (down) and factor (across):\n\n"
+                 + sensitivity_markdown(list(spike_records.values()), spike_rule)))
+for name, value in spike_numbers(spike_runs).items():
+    report.number(f"spike_{name}", value)
 
 # %% [markdown]
-# Of the grid's {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_runs`
+# Of the grid's {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_spiking`
 # spiked ({glue:text}`spike_above_1000` of them more than 1000-fold), {glue:text}`spike_not_back` were not
 # back under the line when training ended, and {glue:text}`spike_met_stop_rule` of the spiking runs went
-# on to meet the stop rule, so the weights the pages read at the stop rule come after the spike. By cell
+# on to meet the stop rule: for those, the weights the pages read at the stop rule come after a spike. By cell
 # (headroom $d / d_{\min}(R)$ against the regime's own half-crossing threshold; each run's first spike,
 # its highest, whether every spike came back and whether the run met the stop rule):
 
 # %%
-own_threshold = {name: dict(zip(grid.R_values, [t.value for t in robust[name]])) for name in REGIMES}
-cell_rows = ["| regime | R | d | headroom | spiking / memorised seeds | first spike at | highest (x minimum) | back | met stop rule |",
-             "|---|---|---|---|---|---|---|---|---|"]
-for name in REGIMES:
-    for R in grid.R_values:
-        for d in grid.d_values:
-            runs = {s: grid_curves[name, R, d, s] for s in grid.seeds}
-            hit = {s: run for s, run in runs.items() if run.spiked}
-            if not hit:
-                continue
-            t = own_threshold[name][R]
-            cell_rows.append(
-                f"| {name} | {R} | {d} | {d / t:.1f} | {len(hit)} / {sum(r.memorised for r in runs.values())} | "
-                + ", ".join(str(run.spikes[0].start) for run in hit.values()) + " | "
-                + ", ".join(f"{run.highest.height:.3g}" for run in hit.values()) + " | "
-                + ", ".join("yes" if run.recovered else "no" for run in hit.values()) + " | "
-                + ", ".join("yes" if run.stopped_early else "no" for run in hit.values()) + " |")
-display(Markdown("\n".join(cell_rows)))
+display(Markdown(cells_markdown(spike_runs, spike_headroom)))
 
 # %% [markdown]
 # Shown in {numref}`fig-capacity-spikes`.
@@ -731,20 +705,8 @@ display(Markdown("\n".join(cell_rows)))
 # %% mystnb={"figure": {"caption": "Loss curves (every 100th step's batch loss, log scale) of the grid's runs with the highest spikes, learned (left) and frozen (right), beside a run of the same regime that memorised without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-capacity-spikes"}}
 fig, axes = subplots(2, 1, width=5.0, height=3.6)
 for ax, name in zip(axes[0], REGIMES):
-    ranked = sorted(((k, run) for k, run in spiking.items() if k[0] == name), key=lambda kv: -kv[1].highest.height)[:3]
-    quiet = next((k for k in memorised if k[0] == name and not grid_curves[k].spiked), None)
-    cmap = plt.get_cmap("viridis")
-    for i, (k, run) in enumerate(ranked):
-        steps_, loss = np.array(grid_records[k]["loss_curve"]).T
-        ax.plot(steps_, loss, color=cmap(i / 3), linewidth=1.2, label=f"R={k[1]}, d={k[2]}, seed {k[3]}: x{run.highest.height:.2g}")
-    if quiet is not None:
-        steps_, loss = np.array(grid_records[quiet]["loss_curve"]).T
-        ax.plot(steps_, loss, color=COLORS["baseline"], linewidth=1.0, label=f"R={quiet[1]}, d={quiet[2]}, seed {quiet[3]}: none")
-    ax.axhline(spike_rule.floor, color="grey", linestyle=":", linewidth=1)
-    ax.axhline(grid.config(grid.R_values[0], grid.d_values[0], False, 0).loss_threshold, **PAPER_STYLE)
-    ax.set(yscale="log", xlabel="step", ylabel="batch loss", title=f"{name} embeddings, N={grid.N}")
-    if ranked or quiet is not None:
-        ax.legend(fontsize="small", loc="upper right")
+    curves_panel(ax, spike_records, {k: run for k, run in spike_runs.items() if k[1] == name}, spike_rule,
+                 grid.config(grid.R_values[0], grid.d_values[0], False, 0).loss_threshold, f"{name} embeddings, N={grid.N}")
 plt.show()
 
 # %% [markdown]
@@ -768,8 +730,9 @@ plt.show()
 # **Rule.** A knob *removes* the spikes when the fraction of seeds that spike within the horizon has a
 # Wilson interval wholly below the paper recipe's, *reduces* them when the seed-paired difference in the
 # number of spikes has a Student-$t$ interval wholly below 0, *delays* them when the paired difference of
-# the first spike's step (seeds spiking under both) lies wholly above 0; otherwise this scale cannot tell
-# it from the paper's recipe.
+# the first spike's distance from memorisation (the first step below the floor; seeds spiking under both)
+# has a Student-$t$ interval wholly above 0 (*hastens*: wholly below); *adds* and *increases* are the
+# mirrors of the first two; otherwise this scale cannot tell it from the paper's recipe.
 
 # %%
 recipes = [Recipe(), Recipe("eps 1e-6", eps=1e-6), Recipe("eps 1e-12", eps=1e-12), Recipe("beta2 0.95", beta2=0.95),

@@ -96,13 +96,16 @@ from matplotlib import pyplot as plt
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval, universal
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
-from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid
+from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid, train_grids
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
+from geofact.pages.spikes import numbers as spike_numbers
+from geofact.spikes import SpikeRule
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime, regime
 from geofact.training.sweep import run_sweep
@@ -248,6 +251,44 @@ erosion_text, erosion = erosion_summary(cells_by_n, "readout from $s_x$", erosio
                                         near_perfect, "near-perfect")
 report.number("erosion", erosion, glue=False)
 display(Markdown(erosion_text))
+
+# %% [markdown]
+# ## Loss spikes along these runs
+#
+# The paper's recipe lets a memorised run's loss jump back up by orders of magnitude before the stop
+# rule ends it ({doc}`exp-capacity`, "Loss spikes after memorisation": the rule, its sensitivity and what
+# causes them). A readout taken at a kept state just after such a jump may read a model that is not the
+# one that memorised; the "along training" drops above are measured between such states. The runs of
+# both grids this page reads, by the same rule (geofact.spikes: running minimum below
+# {glue:text}`spike_rule_floor:g`, then the loss above {glue:text}`spike_rule_factor:g` times it; headroom
+# against the learned threshold, as the judged cells):
+
+# %%
+spike_rule = SpikeRule()
+report.number("spike_rule_floor", spike_rule.floor)
+report.number("spike_rule_factor", spike_rule.factor)
+spike_grids = [grid, *second_grids]
+spike_grid_records = [records, *train_grids(second_grids, cache, device)]
+spike_thresholds = [{(name, R): t for name in REGIMES for R, t in zip(g.R_values, grid_state(g, r, [min_headroom]).d_min)}
+                    for g, r in zip(spike_grids, spike_grid_records)]
+spike_records, spike_runs, spike_headroom = grid_runs(spike_grids, spike_grid_records, spike_thresholds, spike_rule)
+display(Markdown(sensitivity_markdown(list(spike_records.values()), spike_rule)))
+display(Markdown(cells_markdown(spike_runs, spike_headroom)))
+for name, value in spike_numbers(spike_runs).items():
+    report.number(f"spike_{name}", value)
+
+# %% [markdown]
+# Of the {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_spiking` spiked
+# ({glue:text}`spike_above_1000` more than 1000-fold) and {glue:text}`spike_met_stop_rule` of those went on
+# to meet the stop rule, which is where the readouts above are read. Shown in {numref}`fig-readout-spikes`.
+
+# %% mystnb={"figure": {"caption": "Loss curves (every 100th step's batch loss, log scale) of the runs this page reads with the highest spikes, at each N, beside a memorised run without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-readout-spikes"}}
+spike_N = sorted({g.N for g in spike_grids})
+fig, axes = subplots(len(spike_N), 1, width=5.0, height=3.6)
+for ax, N in zip(axes[0], spike_N):
+    curves_panel(ax, spike_records, {k: run for k, run in spike_runs.items() if k[0] == N}, spike_rule,
+                 grid.config(grid.R_values[0], grid.d_values[0], False, 0).loss_threshold, f"N={N}")
+plt.show()
 
 # %% [markdown]
 # ## Heatmaps
