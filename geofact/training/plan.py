@@ -178,6 +178,9 @@ def _predict_flops(c: TrainConfig, rows: int) -> float:
     return 2.0 * rows * (2 * c.d * c.width + c.d * c.N)
 
 
+SPIKE_RECIPES = 7  # exp-capacity's spike study: the paper's recipe and six one-knob variants, trained as one stack
+
+
 def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     configs = list(grid.configs().values())
@@ -194,6 +197,11 @@ def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analy
     near = [replace(grid.config(R, d, frozen, s), precision=other) for frozen in REGIMES.values()
             for R in grid.R_values for d in grid.d_values[-2:] for s in grid.seeds]
     groups += groups_of("exp-capacity", f"threshold cells under {other}", near, size, guess=True)
+    if "spike_R" in params:  # the spike study: its recipes (7) x seeds at one cell, every run to spike_steps
+        study = [grid.config(params["spike_R"], params["spike_d"], False, s, max_steps=params["spike_steps"])
+                 for _ in range(SPIKE_RECIPES) for s in params["spike_seeds"]]
+        # one stack of plain TrainConfig shapes; its records are keyed by config and recipe (cache/variants)
+        groups += groups_of("exp-capacity", "spike study (recipe variants)", study, lambda c: len(study), guess=True)
     demo = grid.config(4, 16, False, 0, N=128, max_steps=300)  # the page's interactive demo, at its defaults
     return groups + groups_of("exp-capacity", "interactive demo", [demo], size), []
 
