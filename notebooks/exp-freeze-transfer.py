@@ -80,7 +80,7 @@ from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, t_interval
-from geofact.analysis.trajectory import analyse_grid, final_values, train_grid
+from geofact.analysis.trajectory import analyse_grid, final_values, train_grid, train_grids
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, trajectory_panels
@@ -88,6 +88,7 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime
 
@@ -220,6 +221,23 @@ erosion_text, erosion = erosion_summary(cells_by_n, "zero-shot transfer", erosio
                                         substantial, "substantial")
 report.number("erosion", erosion, glue=False)
 display(Markdown(erosion_text))
+
+# %% [markdown]
+# ## Loss spikes along these runs
+#
+# The runs this page reads (both grids) by the loss-spike rule of {doc}`exp-capacity` (running minimum
+# below {glue:text}`spike_rule_floor:g`, then the loss above {glue:text}`spike_rule_factor:g` times it;
+# headroom against the learned threshold): a state kept just after a spike may read a model other than
+# the one that memorised. The curves are on {doc}`exp-readout`, the cause on {doc}`exp-capacity`.
+
+# %%
+spike_records, spike_runs = spike_tables(report, [grid, *second_grids], [records, *train_grids(second_grids, cache, device)],
+                                         min_headroom)
+
+# %% [markdown]
+# Of the {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_spiking` spiked
+# ({glue:text}`spike_above_1000` more than 1000-fold), and {glue:text}`spike_met_stop_rule` of those met
+# the stop rule afterwards.
 
 # %% [markdown]
 # ## The four conditions (`fig:frozen-freeze-panel`, and the same for learned embeddings)

@@ -103,8 +103,8 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
-from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
-from geofact.pages.spikes import numbers as spike_numbers
+from geofact.pages.spike_section import spike_tables
+from geofact.pages.spikes import curves_panel
 from geofact.spikes import SpikeRule
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime, regime
@@ -264,18 +264,8 @@ display(Markdown(erosion_text))
 # against the learned threshold, as the judged cells):
 
 # %%
-spike_rule = SpikeRule()
-report.number("spike_rule_floor", spike_rule.floor)
-report.number("spike_rule_factor", spike_rule.factor)
 spike_grids = [grid, *second_grids]
-spike_grid_records = [records, *train_grids(second_grids, cache, device)]
-spike_thresholds = [{(name, R): t for name in REGIMES for R, t in zip(g.R_values, grid_state(g, r, [min_headroom]).d_min)}
-                    for g, r in zip(spike_grids, spike_grid_records)]
-spike_records, spike_runs, spike_headroom = grid_runs(spike_grids, spike_grid_records, spike_thresholds, spike_rule)
-display(Markdown(sensitivity_markdown(list(spike_records.values()), spike_rule)))
-display(Markdown(cells_markdown(spike_runs, spike_headroom)))
-for name, value in spike_numbers(spike_runs).items():
-    report.number(f"spike_{name}", value)
+spike_records, spike_runs = spike_tables(report, spike_grids, [records, *train_grids(second_grids, cache, device)], min_headroom)
 
 # %% [markdown]
 # Of the {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_spiking` spiked
@@ -285,7 +275,7 @@ for name, value in spike_numbers(spike_runs).items():
 # %% mystnb={"figure": {"caption": "Loss curves (every 100th step's batch loss, log scale) of the runs with the highest spikes at the largest N this page reads (the capacity grid's are on exp-capacity), beside a memorised run without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-readout-spikes"}}
 shown_N = max(g.N for g in spike_grids)  # the capacity grid's curves are on exp-capacity
 fig, axes = subplots(1, 1, width=5.0, height=3.6)
-curves_panel(axes[0][0], spike_records, {k: run for k, run in spike_runs.items() if k[0] == shown_N}, spike_rule,
+curves_panel(axes[0][0], spike_records, {k: run for k, run in spike_runs.items() if k[0] == shown_N}, SpikeRule(),
              grid.config(grid.R_values[0], grid.d_values[0], False, 0).loss_threshold, f"N={shown_N}")
 plt.show()
 
