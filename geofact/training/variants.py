@@ -204,13 +204,8 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
     stack = FlatStack({k: v.to(device) for k, v in stack_params(configs, dtype).items()})
     if not covers(stack.views):
         raise ValueError("train_variants covers uniform attention without learned positions")
-    # what each run trains: everything, or everything but its entity embeddings
-    trained = torch.stack([torch.cat([torch.full((math.prod(shape),), float(k != "E_ent" or not c.frozen_embeddings), dtype=dtype)
-                                      for k, shape in stack.shapes.items()]) for c in configs]).to(device)  # (M, P)
-
-    def per_run(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, dtype=dtype, device=device)[:, None]  # (M, 1)
-
+    # frozen entity embeddings get no gradient in their run, so its clipping norm counts only what it trains
+    entity_mask = torch.tensor([0.0 if c.frozen_embeddings else 1.0 for c in configs], dtype=dtype, device=device)[:, None, None]
     trained_names = [[k for k in stack.shapes if k != "E_ent" or not c.frozen_embeddings] for c in configs]
     ranges = [stack.column_ranges(names) for names in trained_names]  # the columns each run trains
     base_lr = [c.lr for c in configs]
@@ -253,8 +248,8 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
                     lr_now[k] = base_lr[k] * recipes[k].lr_after_memorised
                     groups = kernel_groups()
             with torch.no_grad():
-                stack.columns(grads, out=grad)  # (M, P); a frozen table's columns are outside its run's ranges
-                norms = torch.linalg.vector_norm(grad * trained, dim=1, keepdim=True)  # clip_grad_norm_ over what it trains
+                stack.columns({**grads, "E_ent": grads["E_ent"] * entity_mask}, out=grad)  # (M, P)
+                norms = torch.linalg.vector_norm(grad, dim=1, keepdim=True)  # clip_grad_norm_ over what each run trains
                 grad.mul_(torch.where(torch.isinf(clip), 1.0, clip / (norms + 1e-6)).clamp(max=1.0))
                 t += 1
                 for (lr, beta2, eps, weight_decay), (params, grads_, exp_avgs, exp_avg_sqs, steps) in groups.items():
