@@ -31,9 +31,9 @@ _RESTRICTED_RUNS: set[str] = set()  # keys of the runs of the grids built on res
 
 
 def restricted_run(config: TrainConfig) -> bool:
-    """Whether `config` is a run of a grid this process built on the cells $GEOFACT_GRID_CELLS names: the
-    runs whose weights a lease computing those cells must have (geofact.training.sweep), and no others
-    (a second grid, a control, an earlier lease's cells)."""
+    """Whether `config` is a run of a grid this process built on the cells $GEOFACT_GRID_CELLS names, or of
+    the second grid (`ladder_grids`) built while they are named: the runs whose weights a lease computing
+    those cells must have (geofact.training.sweep), and no others (a control, an earlier lease's cells)."""
     return restriction() is not None and config.key() in _RESTRICTED_RUNS
 
 
@@ -194,6 +194,8 @@ def ladder_grids(value: dict | None, precision: str | None = None) -> list[Capac
             raise ValueError(f"each of trajectory_grid's d_ladders must be {{'R': R, 'd_values': [...]}}, got {ladder!r}")
         grid = CapacityGrid(R_values=(ladder["R"],), d_values=tuple(ladder["d_values"]), **common)
         grids.append(grid if precision is None else replace(grid, precision=precision))
+    if restriction() is not None:  # a lease analyses the second grid beside its cells: its runs need weights too
+        _RESTRICTED_RUNS.update(c.key() for grid in grids for c in grid.configs().values())
     Rs = [g.R_values[0] for g in grids]
     if Rs != sorted(set(Rs)):
         raise ValueError(f"trajectory_grid's d_ladders must have increasing, distinct R, got {Rs}")
