@@ -204,6 +204,25 @@ def test_a_lease_computing_grid_cells_trains_again_a_run_of_its_cells_whose_weig
     assert (tmp_path / f"{inside.key()}-step5.npz").exists() and pool.cached(inside) is not None
 
 
+def test_a_lease_computing_grid_cells_trains_the_second_grid_again_when_its_weights_are_not_here(tmp_path, monkeypatch):
+    # the H200 lease of 2026-11-27 stopped on a second-grid run whose record an earlier lease brought home
+    # without its weights: the mechanism pages analyse the second grid on every lease that computes cells
+    from geofact.training.grid import ladder_grids
+
+    spec = dict(N=16, seeds=[0], lr=1e-2, batch_size=8, max_steps=10, checkpoints=[5],
+                d_ladders=[{"R": 2, "d_values": [4, 8]}])
+    monkeypatch.delenv("GEOFACT_GRID_CELLS", raising=False)
+    run = ladder_grids(spec)[0].config(2, 4, False, 0)
+    run_sweep([run], tmp_path, progress=False, checkpoints=(5,))
+    (tmp_path / f"{run.key()}-step5.npz").unlink()
+    pool = SweepPool(tmp_path, progress=False, checkpoints=(5,))
+    ladder_grids(spec)
+    assert pool.cached(run) is not None  # at home, with no cells named, the record stands
+    monkeypatch.setenv("GEOFACT_GRID_CELLS", '{"d": [32]}')
+    ladder_grids(spec)  # a lease's page builds the second grid beside its cells
+    assert pool.cached(run) is None
+
+
 def test_a_sweep_on_a_cpu_takes_its_share_of_the_cores_when_pages_execute_side_by_side(monkeypatch):
     from geofact.processes import PAGES_AT_ONCE_ENV
     from geofact.training import sweep
