@@ -95,7 +95,7 @@ from matplotlib.patches import Rectangle
 from geofact.analysis.hop_sizes import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
-from geofact.evidence import Contrast, Estimate, Range, judge, t_interval, universal
+from geofact.evidence import Contrast, Estimate, Range, fraction_interval, judge, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
@@ -348,10 +348,15 @@ report.number("cot_learned_min", float(cot_learned.min()))
 report.number("nocot_corner", float(no_cot[-1, -1]))
 report.number("nocot_first", float(no_cot[0, 0]))
 report.number("frozen_alive", len(alive_cells))
-# Each verdict is a test against an alternative (geofact.evidence), with Student-t intervals over seeds
-# (cells: over their seeds; the collapse: over cells).
-cot_tests = universal({f"k={k}, R={R}": acc["CoT, learned"][i, j] for i, k in enumerate(k_values) for j, R in enumerate(R_values)},
-                      "CoT accuracy at {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))
+# Each verdict is a test against an alternative (geofact.evidence). An accuracy counts a run's eval
+# queries, so a cell's mean over seeds and the collapse's mean over cells take intervals inside [0, 1]
+# (geofact.evidence.fraction_interval: logit-scale Student t over the units, hulled with the pooled
+# count's exact interval); differences take Student t over seeds.
+eval_size = cells("eval_size")  # name -> (k, R, seed)
+cot_cells = {f"k={k}, R={R}": (i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values)}
+cot_tests = universal({name: acc["CoT, learned"][i, j] for name, (i, j) in cot_cells.items()},
+                      "CoT accuracy at {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"),
+                      trials={name: int(eval_size["CoT, learned"][i, j].min()) for name, (i, j) in cot_cells.items()})
 judge(report, "exp-multihop-cot-learned", cot_tests,
     measured=(f"CoT + learned embeddings: mean accuracy {cot_learned.min():.3f}-{cot_learned.max():.3f} over the "
               f"{cot_learned.size} cells, lowest at k={k_values[worst[0]]}, R={R_values[worst[1]]}; "
@@ -363,7 +368,8 @@ drop = acc["no CoT, learned"][0, 0] - acc["no CoT, learned"][-1, -1]  # (seed,):
 judge(report, "exp-multihop-nocot-degrades",
     [Contrast(t_interval(drop, f"no-CoT accuracy at k={k_values[0]}, R={R_values[0]} minus at k={k_values[-1]}, R={R_values[-1]}", 0.95, unit="seeds"),
               Range(degrade_tolerance, 1.0, "degrades"), Range(-1.0, 0.0, "no drop")),
-     Contrast(t_interval(acc["no CoT, learned"][-1, -1], f"no-CoT accuracy at k={k_values[-1]}, R={R_values[-1]}", 0.95, unit="seeds"),
+     Contrast(fraction_interval(acc["no CoT, learned"][-1, -1], f"no-CoT accuracy at k={k_values[-1]}, R={R_values[-1]}",
+                                int(eval_size["no CoT, learned"][-1, -1].min()), 0.95, unit="seeds"),
               Range(0.0, near_perfect, "below near-perfect"), Range(near_perfect, 1.0, "near-perfect"))],
     measured=(f"no CoT + learned: {no_cot[0, 0]:.3f} at k={k_values[0]}, R={R_values[0]} down to {no_cot[-1, -1]:.3f} "
               f"at k={k_values[-1]}, R={R_values[-1]}; largest rise along k {rises_k:+.3f}, along R {rises_R:+.3f}"),
@@ -396,8 +402,10 @@ frozen_lookups_fit = [R for R, a in zip(R_values, single_hop) if R > small_R and
 report.number("frozen_single_hop_fits", frozen_lookups_fit, glue=False)
 hard = [(i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values) if not (k == 1 and R <= small_R)]
 hard_means = np.array([frozen[c, i, j] for c in range(2) for i, j in hard])  # both conditions, every cell beyond the easiest
+hard_trials = min((int(eval_size[name][i, j].sum()) for name in ("CoT, frozen", "no CoT, frozen") for i, j in hard), default=1)
 judge(report, "exp-multihop-frozen-collapse",
-    Contrast(t_interval(hard_means, "frozen mean accuracy over the cells beyond the easiest (CoT or not)", 0.95, unit="cells") if hard_means.size
+    Contrast(fraction_interval(hard_means, "frozen mean accuracy over the cells beyond the easiest (CoT or not)", hard_trials,
+                               0.95, unit="cells") if hard_means.size
              else Estimate.missing("frozen accuracy", "no cell beyond the easiest"),
              Range(0.0, collapse, "collapsed"), Range(collapse, 1.0, "solved")),
     measured=(f"frozen embeddings: cells with mean accuracy >= {collapse} (CoT or not): "

@@ -320,9 +320,9 @@ extra = "" if past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <
 # $\log N$ of $\log(d_{\min}^{\text{frozen}} / d_{\min}^{\text{learned}})$, averaged over the seeds at each
 # $N$, with its Student-$t$ interval on (number of $N$) $- 2$ degrees of freedom, must exclude 0 (a seed's two searches share its facts and batches; the Welch
 # interval from the two fits' own errors, which ignores that, is tabled beside it). Second, the frozen $\alpha$ against the other
-# width's exponent: at width 64 the interval must meet $1 \pm$ `alpha_tolerance` and exclude
-# $\alpha \leq 1 -$ `alpha_tolerance` (the width-$4d$ behaviour); at width $4d$ it must meet
-# $\frac{1}{2} \pm$ `alpha_tolerance` and exclude $\alpha \geq \frac{1}{2} +$ `alpha_tolerance` (the
+# width's exponent: at width 64 the interval must lie within $1 \pm$ `alpha_tolerance` (against
+# $\alpha \leq 1 -$ `alpha_tolerance`, the width-$4d$ behaviour); at width $4d$ within
+# $\frac{1}{2} \pm$ `alpha_tolerance` (against $\alpha \geq \frac{1}{2} +$ `alpha_tolerance`, the
 # $\Theta(NR)$ count). A claim holds only if both its parts do.
 #
 # **Each $d_{\min}$ is known to within its search's bracket**: above the largest $d$ that failed, at or
