@@ -22,6 +22,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN  # the pages take these from here
 from geofact.stats import wilson_interval
 from geofact.store import to_jsonable
 
@@ -57,9 +58,6 @@ def t_quantile(level: float, df: int) -> float:
     return hi
 
 
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-NOT_IN_REGIME = "not in regime"  # what geofact.training.regime records where the runs are outside the paper's regime
-NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from geofact.evidence import NOT_RUN
+from geofact.outcomes import NOT_RUN
 from geofact.settings import RESULTS_PATH_ENV
 from geofact.store import to_jsonable
 

@@ -11,12 +11,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME
+from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN
 from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
-from geofact.evidence import NOT_RUN
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE, stability
 
 COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
