@@ -88,7 +88,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
-from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
+from geofact.evidence import FAILS, Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
@@ -99,7 +99,7 @@ from geofact.spikes import SpikeRule, find_spikes
 from geofact.stats import wilson_interval
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
-from geofact.training.regime import judge_in_regime, regime
+from geofact.training.regime import judge_in_regime, mark_not_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
@@ -109,6 +109,7 @@ page = Page("exp-capacity", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
+report.scale(grid.scale())
 perfect = grid.perfect
 if not (lr_values and lr_seeds):
     raise ValueError("lr_values and lr_seeds must be non-empty")
@@ -950,6 +951,12 @@ judge_in_regime(report, "exp-capacity-frozen",
     note=(f"substantially taken as >= {substantial:g}x; each seed's threshold anywhere in its rung of the grid; "
           f"one rung below the grid for a seed at its smallest d; a threshold not reached counts as {beyond} (a lower bound)"),
     regime=regime_all)
+# The gap is predicted to widen with N (frozen d_min ~ NR against learned ~ R log N: Section 5.2 and its
+# scaling), so frozen thresholds no higher than learned ones at a smaller N than the paper's do not refute
+# the paper's at N = 4096: "does not hold" stands only at the paper's N or above; "holds" stands at any N.
+if report.claims["exp-capacity-frozen"]["verdict"] == FAILS and grid.N < paper_N:
+    mark_not_in_regime(report.claims["exp-capacity-frozen"],
+                       f"N = {grid.N} is below the paper's {paper_N}, and the predicted gap grows with N (NR against R log N)")
 judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(growth_tolerance)),
     measured=(f"learned d_min (where half the seeds memorise) [interval] = {', '.join(f'R={R}: {t.text()}' for R, t in pts)}; "
               f"per seed {[list(t.per_seed) for _, t in pts]}; on the mean-over-seeds thresholds {dict(zip(grid.R_values, thresholds['learned']))} "

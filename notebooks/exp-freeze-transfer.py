@@ -96,6 +96,7 @@ page = Page("exp-freeze-transfer", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
+report.scale(grid.scale() + (f"; along training also a second grid at N = {trajectory_grid['N']}" if trajectory_grid else ""))
 if not 0 < substantial <= 1:
     raise ValueError(f"substantial must be in (0, 1], got {substantial}")
 if chance_factor < 1:

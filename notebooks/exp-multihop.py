@@ -108,6 +108,9 @@ from geofact.training.sweep import run_sweep, training_seconds
 
 page = Page("exp-multihop", cache_dir)
 report = page.report
+paper_N, paper_d = 2048, 256  # Appendix C
+report.scale(f"N = {N}" + ("" if N == paper_N else f" (the paper's {paper_N})") + f", d = {d}" + ("" if d == paper_d else f" (the paper's {paper_d})")
+             + f", k {k_values[0]}-{k_values[-1]}, R {R_values[0]}-{R_values[-1]}, {len(seeds)} seeds, up to {max_steps:,} steps")
 cache = page.cache()
 for name, value in [("near_perfect", near_perfect), ("collapse", collapse)]:
     if not 0 < value <= 1:
@@ -341,7 +344,7 @@ frozen = np.stack([mean["CoT, frozen"], mean["no CoT, frozen"]])  # (2, k, R)
 alive = np.argwhere(frozen >= collapse)  # (condition, k index, R index) of frozen cells that did not collapse
 alive_cells = sorted({(k_values[i], R_values[j]) for _, i, j in alive})
 easy = all(k == 1 and R <= small_R for k, R in alive_cells)
-scale_note = "" if (N, d, k_values, R_values) == (2048, 256, [1, 2, 4], [2, 4, 8, 12, 16]) else \
+scale_note = "" if (N, d, k_values, R_values) == (paper_N, paper_d, [1, 2, 4], [2, 4, 8, 12, 16]) else \
     f"at N={N}, d={d}, k in {k_values}, R in {R_values} (not the paper's scale): judged qualitatively"
 worst = np.unravel_index(cot_learned.argmin(), cot_learned.shape)
 report.number("cot_learned_min", float(cot_learned.min()))

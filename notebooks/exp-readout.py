@@ -114,6 +114,7 @@ page = Page("exp-readout", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
+report.scale(grid.scale() + (f"; along training also a second grid at N = {trajectory_grid['N']}" if trajectory_grid else ""))
 for name, value in [("near_perfect", near_perfect), ("held_out", held_out)]:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must be in (0, 1], got {value}")

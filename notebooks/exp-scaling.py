@@ -92,6 +92,8 @@ from geofact.training.sweep import SweepPool, training_seconds
 
 page = Page("exp-scaling", cache_dir)
 report = page.report
+report.scale(f"N {min(N_values)}-{max(N_values)} (the paper's 128-32768), R = {R}, {len(seeds)} seeds, up to {max_steps:,} steps "
+             f"at batch {batch_size}, d_min to {rel_tol:.0%}")
 cache = page.cache()
 BUDGETS = ("fixed steps", "fixed epochs")
 for w in widths:
@@ -309,8 +311,10 @@ extra = "" if past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <
 # **Learned** (`exp-scaling-learned`): $a + b\log_2 N$ against a power law. Over a few octaves both
 # forms fit well, so their $R^2$ cannot tell them apart; their shapes can: a power law is straight in
 # log–log, $a + b\log_2 N$ is concave there whatever $a$ and $b$. The curvature $\gamma$ of
-# $\log d_{\min} = c_0 + c_1\log N + \gamma(\log N)^2$, with its Student-$t$ interval, must lie below 0
-# at both widths, fitted over $N \geq$ `curvature_min_N` = 128, the paper's range: below it $d_{\min}$ sits
+# $\log d_{\min} = c_0 + c_1\log N + \gamma(\log N)^2$, fitted to the mean of $\log d_{\min}$ over the
+# seeds at each $N$ (the seeds at one $N$ are not independent points), with its Student-$t$ interval on
+# (number of $N$) $- 3$ degrees of freedom, must lie below 0 at both widths, fitted over
+# $N \geq$ `curvature_min_N` = 128, the paper's range (four $N$ at least): below it $d_{\min}$ sits
 # near its floor of a few times $R$, where the frozen and learned curves coincide and bend the fit (the
 # table below gives the verdict by the smallest $N$ fitted).
 #
@@ -360,17 +364,23 @@ def brackets(name: str, w, min_N: int = 0) -> np.ndarray:
 
 
 def curvature_at(w, confidence: float, min_N: int = curvature_min_N) -> Estimate:
-    """The learned curve's log-log curvature over its (N, seed) points with N >= min_N (three N at least), its
-    interval united over every d_min within its search's bracket (geofact.thresholds.box_estimate)."""
+    """The learned curve's log-log curvature over N >= min_N, fitted to the mean of log d_min over the seeds
+    at each N (four N at least: a quadratic and its error), its interval on (number of N) - 3 degrees of
+    freedom united over every d_min within its search's bracket (geofact.thresholds.box_estimate). The
+    seeds at one N are not independent points of the fit: they share that N's departure from the curve,
+    and where the bisection gives them the same d_min, fitting them apart gave a zero-width interval."""
     quantity = f"log-log curvature gamma, learned, width {w}, N >= {min_N}"
-    points = brackets("learned", w, min_N)
-    if len(set(points[:, 0])) < 3 or len(points) < 4:
-        return Estimate.missing(quantity, f"{len(set(points[:, 0]))} N >= {min_N} ({len(points)} points): a curvature and its "
-                                "error need three N and four points", confidence)
-    u = np.log(points[:, 0])
+    points = brackets("learned", w, min_N)  # (N, low, d_min) per (N, seed)
+    Ns = np.unique(points[:, 0])
+    if len(Ns) < 4:
+        return Estimate.missing(quantity, f"{len(Ns)} N >= {min_N}: a curvature and its error need four N (the seeds at one N "
+                                "are averaged, not counted apart)", confidence)
+    at = [points[:, 0] == N for N in Ns]
+    low, central = (np.array([np.log(points[rows, col]).mean() for rows in at]) for col in (1, 2))
+    u = np.log(Ns)
     design = np.stack([np.ones_like(u), u, u**2], axis=1)
-    return box_estimate(quantity, LinearStatistic.coefficient(design, 2), np.log(points[:, 2]), np.log(points[:, 1]),
-                        np.log(points[:, 2]), confidence, f"Student t over {len(u)} (N, seed) points")
+    return box_estimate(quantity, LinearStatistic.coefficient(design, 2), central, low, central, confidence,
+                        f"Student t over {len(Ns)} N (the mean of log d_min over the seeds at each)")
 
 
 def steeper_at(w, confidence: float) -> Estimate:

@@ -133,7 +133,9 @@ def render_status(project: Project) -> str:
                 lines.append(f"- {p}: {NOT_RUN} ({_cell(e['note'])})")
             else:
                 note = f" ({_cell(e['note'])})" if e.get("note") else ""
-                lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}. {_cell(e['measured'])}{note}")
+                scale = results[p][c.notebook].get("scale")
+                at = f" At {_cell(scale)}:" if scale else ""
+                lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}.{at} {_cell(e['measured'])}{note}")
                 if (s := stable.get(p, {}).get(c.id)) is not None and s.state != NOT_COMPARED:
                     lines.append(f"- {p}, {s.text()}.")
         lines += ["", f"How it is tested: {_cell(c.test)}", ""]
