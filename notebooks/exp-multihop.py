@@ -100,6 +100,9 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markdown
+from geofact.pages.spikes import numbers as spike_numbers
+from geofact.spikes import RunSpikes, SpikeRule
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params
@@ -256,6 +259,34 @@ for ax, (k, R) in zip(axes[0], curve_cells):
             ax.plot(curve[:, 0], curve[:, 1], color=color, alpha=0.85, label=name if s == seeds[0] else None)
     ax.set(xlabel="step", ylabel="eval accuracy (final answer)", ylim=(-0.03, 1.03), title=f"k={k}, R={R} (every seed)")
     ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## Loss spikes
+#
+# The paper's recipe lets a memorised run's loss jump back up by orders of magnitude
+# ({doc}`exp-capacity`, "Loss spikes after memorisation": the rule, its sensitivity and what causes
+# them). The runs of this grid by the same rule (geofact.spikes: once the running minimum of the loss is
+# below {glue:text}`spike_rule_floor:g`, a spike is the loss above {glue:text}`spike_rule_factor:g`
+# times it), read on the loss logged at each check: {glue:text}`spike_spiking:d` of the
+# {glue:text}`spike_memorised:d` runs that memorised spiked, {glue:text}`spike_met_stop_rule:d` of them
+# before meeting the stop rule. The tables: how the count moves with the rule, then the spiking runs by
+# cell; the curves in {numref}`fig-multihop-spikes`.
+
+# %%
+spike_rule = SpikeRule()
+report.number("spike_rule_floor", spike_rule.floor)
+report.number("spike_rule_factor", spike_rule.factor)
+spike_runs = {key: RunSpikes.of(record, spike_rule) for key, record in grid_records.items()}  # (condition, k, R, seed)
+for name, value in spike_numbers(spike_runs).items():
+    report.number(f"spike_{name}", value)
+display(Markdown(sensitivity_markdown(list(grid_records.values()), spike_rule)))
+display(Markdown(cells_markdown(spike_runs, None, ("condition", "k", "R"))))
+
+# %% mystnb={"figure": {"caption": "Training loss (log scale) of the grid's runs with the highest spikes, and one memorised run without one (grey); dotted: the spike rule's floor, dashed: the stop rule.", "name": "fig-multihop-spikes"}}
+fig, axes = subplots(1, 1, width=6.0)
+curves_panel(axes[0][0], grid_records, spike_runs, spike_rule, grid[next(iter(grid))].loss_threshold, "the (k, R) grid, every condition",
+             columns=("condition", "k", "R"))
 plt.show()
 
 # %% [markdown]

@@ -84,6 +84,9 @@ from geofact.evidence import Contrast, Estimate, Range, judge, sensitivity_table
 from geofact.pages.display import Markdown, display
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markdown
+from geofact.pages.spikes import numbers as spike_numbers
+from geofact.spikes import RunSpikes, SpikeRule
 from geofact.training.config import TrainConfig
 from geofact.training.regime import mark_not_in_regime
 from geofact.thresholds import LinearStatistic, box_estimate
@@ -266,6 +269,39 @@ display(Markdown(
        f"The frozen width-64 curve stays at or below $d = 64$ (largest $d_{{\\min}}$ {max(frozen_64, default=0)}, at "
        f"$N \\le {N_values[-1]}$): this profile's $N$ is too small for the regime where the paper's $\\alpha \\approx 1$ "
        "can show, and its width-64 verdict is about the curve below it.")))
+
+# %% [markdown]
+# ## Loss spikes
+#
+# The paper's recipe lets a memorised run's loss jump back up by orders of magnitude
+# ({doc}`exp-capacity`, "Loss spikes after memorisation": the rule, its sensitivity and what causes
+# them). Every trial of the searches on the paper's budget (fixed steps, which the verdicts use), by the
+# same rule (geofact.spikes: once the running minimum is below {glue:text}`spike_rule_floor:g`, a spike
+# is the loss above {glue:text}`spike_rule_factor:g` times it), with each cell's headroom against the
+# seeds' $d_{\min}$ at that $N$ (their geometric mean): {glue:text}`spike_spiking:d` of the
+# {glue:text}`spike_memorised:d` trials that memorised spiked, {glue:text}`spike_met_stop_rule:d` of
+# them before meeting the stop rule. A spike in a trial near $d_{\min}$ can decide whether it passes.
+# The curves are in {numref}`fig-scaling-spikes`.
+
+# %%
+spike_rule = SpikeRule()
+report.number("spike_rule_floor", spike_rule.floor)
+report.number("spike_rule_factor", spike_rule.factor)
+trial_records = {(name, w, N, d, s): r for (name, w, budget, N, s, d), r in records.items() if budget == "fixed steps"}
+spike_runs = {key: RunSpikes.of(r, spike_rule) for key, r in trial_records.items()}  # (regime, width, N, d, seed)
+found = {(name, w, N): d_min(name, w, "fixed steps", N) for name in REGIMES for w in widths for N in N_values}
+spike_headroom = {(name, w, N, d): d / math.exp(np.mean(np.log(found[name, w, N]))) if found[name, w, N] else float("nan")
+                  for name, w, N, d, _ in trial_records}
+for name, value in spike_numbers(spike_runs).items():
+    report.number(f"spike_{name}", value)
+display(Markdown(sensitivity_markdown(list(trial_records.values()), spike_rule)))
+display(Markdown(cells_markdown(spike_runs, spike_headroom, ("regime", "width", "N", "d"))))
+
+# %% mystnb={"figure": {"caption": "Training loss (log scale) of the search trials with the highest spikes, and one memorised trial without one (grey); dotted: the spike rule's floor, dashed: the stop rule.", "name": "fig-scaling-spikes"}}
+fig, axes = subplots(1, 1, width=6.0)
+curves_panel(axes[0][0], trial_records, spike_runs, spike_rule, config(N_values[0], d_start, widths[0], False, seeds[0], "fixed steps").loss_threshold,
+             "the searches' trials, fixed steps", columns=("regime", "width", "N", "d"))
+plt.show()
 
 # %% [markdown]
 # ## Verdicts
