@@ -179,10 +179,12 @@ def fraction_interval(values, quantity: str, trials: int, confidence: float = 0.
     """The mean of `values`, fractions in [0, 1] each counting `trials` outcomes (a run's accuracy over
     its N x R facts), with an interval inside [0, 1] (issue 46: a Student-t interval on a few accuracies
     reached 1.05, and three perfect seeds gave "1 [1, 1]"). The hull of two intervals: the spread between
-    units, the Student-t interval on the logit scale (geofact.intervals.logit_t, each value held half a
-    count from 0 and 1; none for one unit), and the counts' own, the Clopper-Pearson interval of the
-    pooled successes (identical units still leave this one); the plain mean stays the estimate."""
-    from geofact.intervals import clopper_pearson, logit_t
+    units, the Student-t interval of the mean cut to [0, 1] (where the mean must lie, so the cut interval
+    covers it as often; none for one unit), and the counts' own, the Clopper-Pearson interval of the
+    pooled successes, which identical units still leave. (A Student t on the logit scale would keep inside
+    [0, 1] too, but it bounds the mean logit, not the mean: over cells as unlike as 0.3 and 0.999 its
+    interval missed the mean accuracy.)"""
+    from geofact.intervals import clopper_pearson
 
     x = _units(values, "fraction_interval")
     if x.min() < 0 or x.max() > 1:
@@ -191,9 +193,9 @@ def fraction_interval(values, quantity: str, trials: int, confidence: float = 0.
     lo, hi = clopper_pearson(int(round(float(np.sum(x)) * trials)), int(x.size * trials), confidence)
     method = f"Clopper-Pearson on {x.size} x {trials} pooled trials"
     if x.size > 1:
-        _, t_lo, t_hi = logit_t(x, trials, confidence)
-        lo, hi = min(lo, t_lo), max(hi, t_hi)
-        method = f"Student t on the logit scale over {x.size} {unit} of {trials} trials, hulled with the " + method
+        spread = t_interval(x, quantity, confidence).within(0.0, 1.0)
+        lo, hi = min(lo, spread.lo), max(hi, spread.hi)
+        method = f"Student t over {x.size} {unit} cut to [0, 1], hulled with the " + method
     return Estimate(quantity, mean, min(lo, mean), max(hi, mean), confidence, method, x.size)
 
 

@@ -307,8 +307,8 @@ for i, R in enumerate(grid.R_values):
 # the mean over its seeds. **The test** (geofact.evidence): the paper's alternative (Appendix D: "if
 # the MLP itself stores the subject–attribute mapping ... zero-shot accuracy on the new bijections
 # should remain at chance") against its claim of substantial accuracy. The mean zero-shot accuracy over
-# the population, with an interval over its cells inside $[0, 1]$ (a Student-$t$ interval on the logit
-# scale, hulled with the exact interval of the facts it counts: geofact.evidence.fraction_interval), is
+# the population, with an interval over its cells inside $[0, 1]$ (a Student-$t$ interval cut to
+# $[0, 1]$, hulled with the exact interval of the facts it counts: geofact.evidence.fraction_interval), is
 # set against the claim's range ($\geq$ `substantial`) and chance's ($\leq$ `chance_factor`$/N$): the
 # claim holds where the whole interval lies in the claim's range. The table shows the verdict at other
 # confidence levels and cutoffs, and the one below it the per-cell reading (every cell at the cutoff),

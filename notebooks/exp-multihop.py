@@ -384,7 +384,7 @@ report.number("nocot_first", float(no_cot[0, 0]))
 report.number("frozen_alive", len(alive_cells))
 # Each verdict is a test against an alternative (geofact.evidence). An accuracy counts a run's eval
 # queries, so a cell's mean over seeds and the collapse's mean over cells take intervals inside [0, 1]
-# (geofact.evidence.fraction_interval: logit-scale Student t over the units, hulled with the pooled
+# (geofact.evidence.fraction_interval: Student t over the units cut to [0, 1], hulled with the pooled
 # count's exact interval); differences take Student t over seeds.
 eval_size = cells("eval_size")  # name -> (k, R, seed)
 cot_cells = {f"k={k}, R={R}": (i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values)}
