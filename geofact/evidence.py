@@ -1,12 +1,13 @@
 """The test that turns a measurement into a verdict on a claim of the paper.
 
 A verdict on an experiment claim is a test against the alternative the claim must rule out
-(`separate`): the measured quantity's interval (`Estimate`: Student t over seeds or cells, or a
-bootstrap) is set against the range the claim predicts and the range the alternative predicts
-(`Range`). The claim holds where the interval excludes the alternative and the point estimate lies in
-the claim's range, does not hold where the interval misses the claim's range, and is *inconclusive*
-otherwise: the data at this scale cannot tell the two apart (`Contrast.units_to_decide` says roughly
-how many seeds, cells or runs would). A universal claim ("near-perfect in every
+(`separate`): the measured quantity's interval (`Estimate`: Student t over seeds or cells, a
+bootstrap, or for accuracies an interval inside [0, 1], `fraction_interval`; `Estimate.within` cuts an
+interval to the values the quantity can take) is set against the range the claim predicts and the
+range the alternative predicts (`Range`). The claim holds where the whole interval lies in the claim's
+range, does not hold where the interval misses the claim's range, and is *inconclusive* otherwise: the
+data at this scale cannot tell the two apart (`Contrast.units_to_decide` says roughly how many seeds,
+cells or runs would). A universal claim ("near-perfect in every
 cell") is one such test per unit, taken together (`conjunction`), its alternative the complement of
 its range. `judge` records such a verdict in a page's report
 (geofact.pages.report.Report) with the estimate, both ranges and the population judged, which the
@@ -16,11 +17,12 @@ status page shows as the effect size and `geofact check` holds against the ledge
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
 
+from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN  # the pages take these from here
 from geofact.stats import wilson_interval
 from geofact.store import to_jsonable
 
@@ -56,9 +58,6 @@ def t_quantile(level: float, df: int) -> float:
     return hi
 
 
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-NOT_IN_REGIME = "not in regime"  # what geofact.training.regime records where the runs are outside the paper's regime
-NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)
 
 
 @dataclass(frozen=True)
@@ -88,6 +87,17 @@ class Estimate:
     def defined(self) -> bool:
         return all(math.isfinite(x) for x in (self.value, self.lo, self.hi))
 
+    def within(self, lo: float = -math.inf, hi: float = math.inf) -> Estimate:
+        """This estimate with its interval cut to [lo, hi], the values the quantity can take (an absolute
+        value: [0, inf)). The true value lies there, so the cut interval covers it as often as the whole."""
+        if self.defined and not lo <= self.value <= hi:
+            raise ValueError(f"the estimate {self.value} lies outside the quantity's range [{lo}, {hi}]")
+        if not self.defined or (lo <= self.lo and self.hi <= hi):
+            return self
+        ends = ("-inf" if lo == -math.inf else f"{lo:g}", "inf" if hi == math.inf else f"{hi:g}")
+        return replace(self, lo=max(self.lo, lo), hi=min(self.hi, hi),
+                       method=f"{self.method}; cut to the quantity's range [{ends[0]}, {ends[1]}]")
+
     def text(self, digits: int = 3) -> str:
         return (f"{self.quantity} = {self.value:.{digits}g}, {self.confidence:.0%} interval "
                 f"[{self.lo:.{digits}g}, {self.hi:.{digits}g}] ({self.method}, n = {self.n})")
@@ -112,6 +122,10 @@ class Range:
         """Whether [lo, hi] shares a value with this range."""
         return lo <= self.hi and hi >= self.lo
 
+    def contains(self, lo: float, hi: float) -> bool:
+        """Whether [lo, hi] lies wholly in this range."""
+        return self.lo <= lo and hi <= self.hi
+
     def text(self) -> str:
         ends = ("-inf" if self.lo == -math.inf else f"{self.lo:g}", "inf" if self.hi == math.inf else f"{self.hi:g}")
         return f"{self.label} [{ends[0]}, {ends[1]}]".strip()
@@ -124,8 +138,12 @@ def separate(estimate: Estimate, claim: Range, alternative: Range) -> str:
     """The verdict of a claim against its alternative, from the interval of the measured quantity:
 
         does not hold   the interval misses the claim's range
-        holds           the interval misses the alternative's range and the estimate is in the claim's
+        holds           the whole interval lies in the claim's range (and so misses the alternative's,
+                        but for an end they share)
         inconclusive    otherwise (or no interval): this scale cannot tell them apart
+
+    A holding verdict needs the whole interval inside, not only the estimate (issue 46: a mean transfer
+    of 0.563 [0.387, 0.739] against a claim of at least 0.5 held although half its interval lies below).
     """
     if claim.meets(alternative.lo, alternative.hi) and claim.lo != alternative.hi and claim.hi != alternative.lo:
         raise ValueError(f"the claim's range {claim.text()} and the alternative's {alternative.text()} overlap: "
@@ -134,7 +152,7 @@ def separate(estimate: Estimate, claim: Range, alternative: Range) -> str:
         return INCONCLUSIVE
     if not claim.meets(estimate.lo, estimate.hi):
         return FAILS
-    if not alternative.meets(estimate.lo, estimate.hi) and claim.meets(estimate.value, estimate.value):
+    if claim.contains(estimate.lo, estimate.hi):
         return HOLDS
     return INCONCLUSIVE
 
@@ -155,6 +173,30 @@ def t_interval(values, quantity: str, confidence: float = 0.95, unit: str = "val
         return Estimate(quantity, mean, math.nan, math.nan, confidence, f"one {unit[:-1] or unit}: no interval", 1)
     half = t_quantile(confidence, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return Estimate(quantity, mean, mean - half, mean + half, confidence, f"Student t over {x.size} {unit}", x.size)
+
+
+def fraction_interval(values, quantity: str, trials: int, confidence: float = 0.95, unit: str = "values") -> Estimate:
+    """The mean of `values`, fractions in [0, 1] each counting `trials` outcomes (a run's accuracy over
+    its N x R facts), with an interval inside [0, 1] (issue 46: a Student-t interval on a few accuracies
+    reached 1.05, and three perfect seeds gave "1 [1, 1]"). The hull of two intervals: the spread between
+    units, the Student-t interval of the mean cut to [0, 1] (where the mean must lie, so the cut interval
+    covers it as often; none for one unit), and the counts' own, the Clopper-Pearson interval of the
+    pooled successes, which identical units still leave. (A Student t on the logit scale would keep inside
+    [0, 1] too, but it bounds the mean logit, not the mean: over cells as unlike as 0.3 and 0.999 its
+    interval missed the mean accuracy.)"""
+    from geofact.intervals import clopper_pearson
+
+    x = _units(values, "fraction_interval")
+    if x.min() < 0 or x.max() > 1:
+        raise ValueError(f"fraction_interval needs values in [0, 1], got {x.tolist()}")
+    mean = float(x.mean())
+    lo, hi = clopper_pearson(int(round(float(np.sum(x)) * trials)), int(x.size * trials), confidence)
+    method = f"Clopper-Pearson on {x.size} x {trials} pooled trials"
+    if x.size > 1:
+        spread = t_interval(x, quantity, confidence).within(0.0, 1.0)
+        lo, hi = min(lo, spread.lo), max(hi, spread.hi)
+        method = f"Student t over {x.size} {unit} cut to [0, 1], hulled with the " + method
+    return Estimate(quantity, mean, min(lo, mean), max(hi, mean), confidence, method, x.size)
 
 
 def bootstrap_interval(values, quantity: str, statistic=np.mean, confidence: float = 0.95, resamples: int = 10_000,
@@ -188,14 +230,16 @@ class Contrast:
     def units_to_decide(self) -> float | None:
         """Where the verdict is inconclusive, about how many units (seeds, cells, runs: the estimate's n)
         would decide it at the same estimate and spread, an interval's half-width shrinking as 1/sqrt(n):
-        enough to exclude the alternative if the estimate lies in the claim's range, else to miss the
-        claim's range. inf where the estimate sits on the range it would have to exclude; None where the
-        verdict is decided or the estimate has no interval."""
+        enough to lie wholly in the claim's range if the estimate does, else to miss it. inf where the
+        estimate sits on an end of the claim's range; None where the verdict is decided or the estimate
+        has no interval."""
         e = self.estimate
         if self.verdict != INCONCLUSIVE or not e.defined or e.n < 2:
             return None
-        target = self.alternative if self.claim.meets(e.value, e.value) else self.claim
-        distance = max(target.lo - e.value, e.value - target.hi, 0.0)
+        if self.claim.meets(e.value, e.value):
+            distance = min(e.value - self.claim.lo, self.claim.hi - e.value)
+        else:
+            distance = max(self.claim.lo - e.value, e.value - self.claim.hi)
         if distance == 0.0:
             return math.inf
         half = max(e.hi - e.value, e.value - e.lo)
@@ -291,10 +335,19 @@ def welch_difference(a: tuple[float, float, int], b: tuple[float, float, int], q
 
 
 def universal(units: dict[str, np.ndarray], quantity: str, claim: Range, alternative: Range, confidence: float = 0.95,
-              unit: str = "seeds") -> list[Contrast]:
+              unit: str = "seeds", trials: int | dict[str, int] | None = None) -> list[Contrast]:
     """A claim about every unit ("in every cell"): one Contrast per unit, its values (e.g. a cell's seeds)
-    giving the mean and Student-t interval; the weakest first (lowest lower end, no interval first).
-    `quantity` is formatted with the unit's name: "readout from s_x at {}"."""
-    tests = [Contrast(t_interval(values, quantity.format(name), confidence, unit=unit), claim, alternative)
-             for name, values in units.items()]
-    return sorted(tests, key=lambda t: t.estimate.lo if math.isfinite(t.estimate.lo) else -math.inf)
+    giving the mean and its interval, Student t, or `fraction_interval` where the values are fractions
+    of `trials` outcomes each (one count for all units, or one per unit's name). `quantity` is formatted
+    with the unit's name: "readout from s_x at {}". The part the verdict rests on comes first (the one
+    whose estimate `judge` shows): a part that does not hold, then an inconclusive one, each the weakest
+    (lowest lower end, no interval first)."""
+    def interval(values, name):
+        if trials is None:
+            return t_interval(values, quantity.format(name), confidence, unit=unit)
+        count = trials[name] if isinstance(trials, dict) else trials
+        return fraction_interval(values, quantity.format(name), count, confidence, unit=unit)
+
+    tests = [Contrast(interval(values, name), claim, alternative) for name, values in units.items()]
+    rank = {FAILS: 0, INCONCLUSIVE: 1, HOLDS: 2}
+    return sorted(tests, key=lambda t: (rank[t.verdict], t.estimate.lo if math.isfinite(t.estimate.lo) else -math.inf))

@@ -88,7 +88,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
-from geofact.evidence import Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
+from geofact.evidence import FAILS, Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
@@ -99,7 +99,7 @@ from geofact.spikes import SpikeRule, find_spikes
 from geofact.stats import wilson_interval
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
-from geofact.training.regime import judge_in_regime, regime
+from geofact.training.regime import judge_in_regime, mark_not_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
@@ -109,6 +109,7 @@ page = Page("exp-capacity", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
+report.scale(grid.scale())
 perfect = grid.perfect
 if not (lr_values and lr_seeds):
     raise ValueError("lr_values and lr_seeds must be non-empty")
@@ -350,8 +351,8 @@ plt.show()
 # 128, for every $R$ from 2 to 16, which a linear growth could only give if the smallest $R$ were far
 # from its threshold. The fit $d_{\min} = c R^\beta$ on the learned thresholds tells which it is here,
 # as a test of linear growth ($\beta$ within `growth_tolerance` of 1) against its alternative, flat
-# thresholds ($\beta$ within the same tolerance of 0): the claim holds where the interval on $\beta$
-# excludes flat growth, is inconclusive where it meets both (geofact.evidence). With one threshold per
+# thresholds ($\beta$ within the same tolerance of 0): the claim holds where the whole interval on $\beta$
+# lies in linear growth, does not hold where it misses it, and is inconclusive otherwise (geofact.evidence). With one threshold per
 # $R$ and a grid of $d$ spaced by factors of about 1.5, four values of $R$ leave two degrees of freedom.
 # The slope is fitted to the half-crossing thresholds; its interval is the union of the slope's Student-$t$
 # intervals over every value each threshold may take within its interval (`geofact.thresholds.box_estimate`),
@@ -918,7 +919,9 @@ report.number("frozen_over_learned", ratios.tolist(), glue=False)
 # each seed's own thresholds, frozen over learned, in log2 over every (R, seed), against the factor
 # `substantial` (a threshold not reached on the grid counts as twice the largest d: a lower bound).
 above_bound = {f"R={R}, d={d}": acc["learned"][i, j] for i, R in enumerate(grid.R_values) for j, d in enumerate(grid.d_values) if d >= bound}
-learned_tests = universal(above_bound, "learned accuracy at {}", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))
+facts = {f"R={R}, d={d}": grid.N * R for R in grid.R_values for d in grid.d_values}  # a run's accuracy counts its N x R facts
+learned_tests = universal(above_bound, "learned accuracy at {}", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"),
+                          trials=facts)
 judge_in_regime(report, "exp-capacity-learned", learned_tests or [Contrast(
         Estimate.missing("learned accuracy", f"no grid d reaches the bound {bound:.0f}"),
         Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))],
@@ -948,6 +951,12 @@ judge_in_regime(report, "exp-capacity-frozen",
     note=(f"substantially taken as >= {substantial:g}x; each seed's threshold anywhere in its rung of the grid; "
           f"one rung below the grid for a seed at its smallest d; a threshold not reached counts as {beyond} (a lower bound)"),
     regime=regime_all)
+# The gap is predicted to widen with N (frozen d_min ~ NR against learned ~ R log N: Section 5.2 and its
+# scaling), so frozen thresholds no higher than learned ones at a smaller N than the paper's do not refute
+# the paper's at N = 4096: "does not hold" stands only at the paper's N or above; "holds" stands at any N.
+if report.claims["exp-capacity-frozen"]["verdict"] == FAILS and grid.N < paper_N:
+    mark_not_in_regime(report.claims["exp-capacity-frozen"],
+                       f"N = {grid.N} is below the paper's {paper_N}, and the predicted gap grows with N (NR against R log N)")
 judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(growth_tolerance)),
     measured=(f"learned d_min (where half the seeds memorise) [interval] = {', '.join(f'R={R}: {t.text()}' for R, t in pts)}; "
               f"per seed {[list(t.per_seed) for _, t in pts]}; on the mean-over-seeds thresholds {dict(zip(grid.R_values, thresholds['learned']))} "
@@ -955,7 +964,8 @@ judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(g
     population={"embeddings": "learned", "points": "d_min(R) at every R of the grid"}, regime=regime_all,
     note=f"linear taken as |beta - 1| <= {growth_tolerance:g}, flat as |beta| <= {growth_tolerance:g}")
 lr_tests = universal({name: np.array([lr_records[name, 1.0, s]["accuracy"] for s in lr_seeds]) for name in REGIMES},
-                     "final accuracy at lr 1.0, {} embeddings", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))
+                     "final accuracy at lr 1.0, {} embeddings", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"),
+                     trials=grid.N * lr_R)
 judge_in_regime(report, "exp-lr-paper", lr_tests,
     population={"cell": "one cell of the grid where both regimes learn", "regimes": "learned and frozen", "unit": "regime, each tested (its seeds)"},
     measured=(f"at lr 1.0 final accuracy {paper_lr['accuracy']['learned']:.4f} learned, {paper_lr['accuracy']['frozen']:.4f} frozen; "
@@ -984,7 +994,7 @@ att_boxes = np.array([abs_log_ratio_box(*(capacity_threshold(att_acc[head][name]
                       for name in REGIMES for i in range(len(attention_R)) for k in range(len(grid.seeds))])  # (unit, 2)
 att_estimate = box_estimate("|log2(learned / uniform attention d_min)| over (regime, R, seed)", LinearStatistic.mean(len(att_log_ratio)),
                             att_log_ratio, np.minimum(att_boxes[:, 0], att_log_ratio), np.maximum(att_boxes[:, 1], att_log_ratio), 0.95,
-                            f"Student t over {len(att_log_ratio)} (regime, R, seed)")
+                            f"Student t over {len(att_log_ratio)} (regime, R, seed)").within(0.0)  # an absolute value
 judge_in_regime(report, "exp-attention-learned",
     Contrast(att_estimate,
              Range(0.0, np.log2(attention_factor), f"similar (within {attention_factor:g}x)"), Range(np.log2(attention_factor), math.inf, "different")),

@@ -92,6 +92,7 @@ page = Page("exp-interventions", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
+report.scale(grid.scale() + (f"; along training also a second grid at N = {trajectory_grid['N']}" if trajectory_grid else ""))
 for name, value in [("high", high), ("held_out", held_out), ("meaningful", meaningful)]:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must be in (0, 1], got {value}")

@@ -95,11 +95,14 @@ from matplotlib.patches import Rectangle
 from geofact.analysis.hop_sizes import cot_dimension, no_cot_tree_dimension, predicted_cells
 from geofact.bounds import min_weight_bits
 from geofact.constructions.cot import chain_of_thought
-from geofact.evidence import Contrast, Estimate, Range, judge, t_interval, universal
+from geofact.evidence import Contrast, Estimate, Range, fraction_interval, judge, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markdown
+from geofact.pages.spikes import numbers as spike_numbers
+from geofact.spikes import RunSpikes, SpikeRule
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params
@@ -108,6 +111,9 @@ from geofact.training.sweep import run_sweep, training_seconds
 
 page = Page("exp-multihop", cache_dir)
 report = page.report
+paper_N, paper_d = 2048, 256  # Appendix C
+report.scale(f"N = {N}" + ("" if N == paper_N else f" (the paper's {paper_N})") + f", d = {d}" + ("" if d == paper_d else f" (the paper's {paper_d})")
+             + f", k {k_values[0]}-{k_values[-1]}, R {R_values[0]}-{R_values[-1]}, {len(seeds)} seeds, up to {max_steps:,} steps")
 cache = page.cache()
 for name, value in [("near_perfect", near_perfect), ("collapse", collapse)]:
     if not 0 < value <= 1:
@@ -256,6 +262,34 @@ for ax, (k, R) in zip(axes[0], curve_cells):
 plt.show()
 
 # %% [markdown]
+# ## Loss spikes
+#
+# The paper's recipe lets a memorised run's loss jump back up by orders of magnitude
+# ({doc}`exp-capacity`, "Loss spikes after memorisation": the rule, its sensitivity and what causes
+# them). The runs of this grid by the same rule (geofact.spikes: once the running minimum of the loss is
+# below {glue:text}`spike_rule_floor:g`, a spike is the loss above {glue:text}`spike_rule_factor:g`
+# times it), read on the loss logged at each check: {glue:text}`spike_spiking:d` of the
+# {glue:text}`spike_memorised:d` runs that memorised spiked, {glue:text}`spike_met_stop_rule:d` of them
+# before meeting the stop rule. The tables: how the count moves with the rule, then the spiking runs by
+# cell; the curves in {numref}`fig-multihop-spikes`.
+
+# %%
+spike_rule = SpikeRule()
+report.number("spike_rule_floor", spike_rule.floor)
+report.number("spike_rule_factor", spike_rule.factor)
+spike_runs = {key: RunSpikes.of(record, spike_rule) for key, record in grid_records.items()}  # (condition, k, R, seed)
+for name, value in spike_numbers(spike_runs).items():
+    report.number(f"spike_{name}", value)
+display(Markdown(sensitivity_markdown(list(grid_records.values()), spike_rule)))
+display(Markdown(cells_markdown(spike_runs, None, ("condition", "k", "R"))))
+
+# %% mystnb={"figure": {"caption": "Training loss (log scale) of the grid's runs with the highest spikes, and one memorised run without one (grey); dotted: the spike rule's floor, dashed: the stop rule.", "name": "fig-multihop-spikes"}}
+fig, axes = subplots(1, 1, width=6.0)
+curves_panel(axes[0][0], grid_records, spike_runs, spike_rule, grid[next(iter(grid))].loss_threshold, "the (k, R) grid, every condition",
+             columns=("condition", "k", "R"))
+plt.show()
+
+# %% [markdown]
 # ## What the theory predicts, beside what was measured
 #
 # For each cell: the $d$ of Theorem 4.4's one-layer CoT construction and, where it fits, its accuracy
@@ -341,17 +375,22 @@ frozen = np.stack([mean["CoT, frozen"], mean["no CoT, frozen"]])  # (2, k, R)
 alive = np.argwhere(frozen >= collapse)  # (condition, k index, R index) of frozen cells that did not collapse
 alive_cells = sorted({(k_values[i], R_values[j]) for _, i, j in alive})
 easy = all(k == 1 and R <= small_R for k, R in alive_cells)
-scale_note = "" if (N, d, k_values, R_values) == (2048, 256, [1, 2, 4], [2, 4, 8, 12, 16]) else \
+scale_note = "" if (N, d, k_values, R_values) == (paper_N, paper_d, [1, 2, 4], [2, 4, 8, 12, 16]) else \
     f"at N={N}, d={d}, k in {k_values}, R in {R_values} (not the paper's scale): judged qualitatively"
 worst = np.unravel_index(cot_learned.argmin(), cot_learned.shape)
 report.number("cot_learned_min", float(cot_learned.min()))
 report.number("nocot_corner", float(no_cot[-1, -1]))
 report.number("nocot_first", float(no_cot[0, 0]))
 report.number("frozen_alive", len(alive_cells))
-# Each verdict is a test against an alternative (geofact.evidence), with Student-t intervals over seeds
-# (cells: over their seeds; the collapse: over cells).
-cot_tests = universal({f"k={k}, R={R}": acc["CoT, learned"][i, j] for i, k in enumerate(k_values) for j, R in enumerate(R_values)},
-                      "CoT accuracy at {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))
+# Each verdict is a test against an alternative (geofact.evidence). An accuracy counts a run's eval
+# queries, so a cell's mean over seeds and the collapse's mean over cells take intervals inside [0, 1]
+# (geofact.evidence.fraction_interval: Student t over the units cut to [0, 1], hulled with the pooled
+# count's exact interval); differences take Student t over seeds.
+eval_size = cells("eval_size")  # name -> (k, R, seed)
+cot_cells = {f"k={k}, R={R}": (i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values)}
+cot_tests = universal({name: acc["CoT, learned"][i, j] for name, (i, j) in cot_cells.items()},
+                      "CoT accuracy at {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"),
+                      trials={name: int(eval_size["CoT, learned"][i, j].min()) for name, (i, j) in cot_cells.items()})
 judge(report, "exp-multihop-cot-learned", cot_tests,
     measured=(f"CoT + learned embeddings: mean accuracy {cot_learned.min():.3f}-{cot_learned.max():.3f} over the "
               f"{cot_learned.size} cells, lowest at k={k_values[worst[0]]}, R={R_values[worst[1]]}; "
@@ -363,7 +402,8 @@ drop = acc["no CoT, learned"][0, 0] - acc["no CoT, learned"][-1, -1]  # (seed,):
 judge(report, "exp-multihop-nocot-degrades",
     [Contrast(t_interval(drop, f"no-CoT accuracy at k={k_values[0]}, R={R_values[0]} minus at k={k_values[-1]}, R={R_values[-1]}", 0.95, unit="seeds"),
               Range(degrade_tolerance, 1.0, "degrades"), Range(-1.0, 0.0, "no drop")),
-     Contrast(t_interval(acc["no CoT, learned"][-1, -1], f"no-CoT accuracy at k={k_values[-1]}, R={R_values[-1]}", 0.95, unit="seeds"),
+     Contrast(fraction_interval(acc["no CoT, learned"][-1, -1], f"no-CoT accuracy at k={k_values[-1]}, R={R_values[-1]}",
+                                int(eval_size["no CoT, learned"][-1, -1].min()), 0.95, unit="seeds"),
               Range(0.0, near_perfect, "below near-perfect"), Range(near_perfect, 1.0, "near-perfect"))],
     measured=(f"no CoT + learned: {no_cot[0, 0]:.3f} at k={k_values[0]}, R={R_values[0]} down to {no_cot[-1, -1]:.3f} "
               f"at k={k_values[-1]}, R={R_values[-1]}; largest rise along k {rises_k:+.3f}, along R {rises_R:+.3f}"),
@@ -396,8 +436,10 @@ frozen_lookups_fit = [R for R, a in zip(R_values, single_hop) if R > small_R and
 report.number("frozen_single_hop_fits", frozen_lookups_fit, glue=False)
 hard = [(i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values) if not (k == 1 and R <= small_R)]
 hard_means = np.array([frozen[c, i, j] for c in range(2) for i, j in hard])  # both conditions, every cell beyond the easiest
+hard_trials = min((int(eval_size[name][i, j].sum()) for name in ("CoT, frozen", "no CoT, frozen") for i, j in hard), default=1)
 judge(report, "exp-multihop-frozen-collapse",
-    Contrast(t_interval(hard_means, "frozen mean accuracy over the cells beyond the easiest (CoT or not)", 0.95, unit="cells") if hard_means.size
+    Contrast(fraction_interval(hard_means, "frozen mean accuracy over the cells beyond the easiest (CoT or not)", hard_trials,
+                               0.95, unit="cells") if hard_means.size
              else Estimate.missing("frozen accuracy", "no cell beyond the easiest"),
              Range(0.0, collapse, "collapsed"), Range(collapse, 1.0, "solved")),
     measured=(f"frozen embeddings: cells with mean accuracy >= {collapse} (CoT or not): "

@@ -188,6 +188,9 @@ for spec, info in infos.items():
           + (f"; weights de-quantised to {dtype} from the quantised file {info['gguf_file']}" if info["gguf_file"] else ""))
 for spec, why in unavailable.items():
     print(f"unavailable: {spec}: {why}")
+probed = "; ".join(f"{spec} ({infos[spec]['n_params'] / 1e6:.0f}M parameters, {infos[spec]['n_layers']} layers"
+                   + ("" if spec in PAPER_MODELS else ", not one of the paper's five") + ")" for spec in results)
+report.scale((probed + (f", up to {max_entities} entities a category" if max_entities else "")) if results else "no language model loaded")
 first = next(iter(results), None)  # the model the per-relation figures show; None when none loaded
 report.number("model", first or "none")
 report.number("n_models_run", len(results))

@@ -84,6 +84,9 @@ from geofact.evidence import Contrast, Estimate, Range, judge, sensitivity_table
 from geofact.pages.display import Markdown, display
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markdown
+from geofact.pages.spikes import numbers as spike_numbers
+from geofact.spikes import RunSpikes, SpikeRule
 from geofact.training.config import TrainConfig
 from geofact.training.regime import mark_not_in_regime
 from geofact.thresholds import LinearStatistic, box_estimate
@@ -92,6 +95,8 @@ from geofact.training.sweep import SweepPool, training_seconds
 
 page = Page("exp-scaling", cache_dir)
 report = page.report
+report.scale(f"N {min(N_values)}-{max(N_values)} (the paper's 128-32768), R = {R}, {len(seeds)} seeds, up to {max_steps:,} steps "
+             f"at batch {batch_size}, d_min to {rel_tol:.0%}")
 cache = page.cache()
 BUDGETS = ("fixed steps", "fixed epochs")
 for w in widths:
@@ -266,6 +271,39 @@ display(Markdown(
        "can show, and its width-64 verdict is about the curve below it.")))
 
 # %% [markdown]
+# ## Loss spikes
+#
+# The paper's recipe lets a memorised run's loss jump back up by orders of magnitude
+# ({doc}`exp-capacity`, "Loss spikes after memorisation": the rule, its sensitivity and what causes
+# them). Every trial of the searches on the paper's budget (fixed steps, which the verdicts use), by the
+# same rule (geofact.spikes: once the running minimum is below {glue:text}`spike_rule_floor:g`, a spike
+# is the loss above {glue:text}`spike_rule_factor:g` times it), with each cell's headroom against the
+# seeds' $d_{\min}$ at that $N$ (their geometric mean): {glue:text}`spike_spiking:d` of the
+# {glue:text}`spike_memorised:d` trials that memorised spiked, {glue:text}`spike_met_stop_rule:d` of
+# them before meeting the stop rule. A spike in a trial near $d_{\min}$ can decide whether it passes.
+# The curves are in {numref}`fig-scaling-spikes`.
+
+# %%
+spike_rule = SpikeRule()
+report.number("spike_rule_floor", spike_rule.floor)
+report.number("spike_rule_factor", spike_rule.factor)
+trial_records = {(name, w, N, d, s): r for (name, w, budget, N, s, d), r in records.items() if budget == "fixed steps"}
+spike_runs = {key: RunSpikes.of(r, spike_rule) for key, r in trial_records.items()}  # (regime, width, N, d, seed)
+found = {(name, w, N): d_min(name, w, "fixed steps", N) for name in REGIMES for w in widths for N in N_values}
+spike_headroom = {(name, w, N, d): d / math.exp(np.mean(np.log(found[name, w, N]))) if found[name, w, N] else float("nan")
+                  for name, w, N, d, _ in trial_records}
+for name, value in spike_numbers(spike_runs).items():
+    report.number(f"spike_{name}", value)
+display(Markdown(sensitivity_markdown(list(trial_records.values()), spike_rule)))
+display(Markdown(cells_markdown(spike_runs, spike_headroom, ("regime", "width", "N", "d"))))
+
+# %% mystnb={"figure": {"caption": "Training loss (log scale) of the search trials with the highest spikes, and one memorised trial without one (grey); dotted: the spike rule's floor, dashed: the stop rule.", "name": "fig-scaling-spikes"}}
+fig, axes = subplots(1, 1, width=6.0)
+curves_panel(axes[0][0], trial_records, spike_runs, spike_rule, config(N_values[0], d_start, widths[0], False, seeds[0], "fixed steps").loss_threshold,
+             "the searches' trials, fixed steps", columns=("regime", "width", "N", "d"))
+plt.show()
+
+# %% [markdown]
 # ## Verdicts
 
 # %%
@@ -309,8 +347,10 @@ extra = "" if past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <
 # **Learned** (`exp-scaling-learned`): $a + b\log_2 N$ against a power law. Over a few octaves both
 # forms fit well, so their $R^2$ cannot tell them apart; their shapes can: a power law is straight in
 # log–log, $a + b\log_2 N$ is concave there whatever $a$ and $b$. The curvature $\gamma$ of
-# $\log d_{\min} = c_0 + c_1\log N + \gamma(\log N)^2$, with its Student-$t$ interval, must lie below 0
-# at both widths, fitted over $N \geq$ `curvature_min_N` = 128, the paper's range: below it $d_{\min}$ sits
+# $\log d_{\min} = c_0 + c_1\log N + \gamma(\log N)^2$, fitted to the mean of $\log d_{\min}$ over the
+# seeds at each $N$ (the seeds at one $N$ are not independent points), with its Student-$t$ interval on
+# (number of $N$) $- 3$ degrees of freedom, must lie below 0 at both widths, fitted over
+# $N \geq$ `curvature_min_N` = 128, the paper's range (four $N$ at least): below it $d_{\min}$ sits
 # near its floor of a few times $R$, where the frozen and learned curves coincide and bend the fit (the
 # table below gives the verdict by the smallest $N$ fitted).
 #
@@ -320,9 +360,9 @@ extra = "" if past_64 or not frozen_64 else (f"the frozen width-64 d_min stays <
 # $\log N$ of $\log(d_{\min}^{\text{frozen}} / d_{\min}^{\text{learned}})$, averaged over the seeds at each
 # $N$, with its Student-$t$ interval on (number of $N$) $- 2$ degrees of freedom, must exclude 0 (a seed's two searches share its facts and batches; the Welch
 # interval from the two fits' own errors, which ignores that, is tabled beside it). Second, the frozen $\alpha$ against the other
-# width's exponent: at width 64 the interval must meet $1 \pm$ `alpha_tolerance` and exclude
-# $\alpha \leq 1 -$ `alpha_tolerance` (the width-$4d$ behaviour); at width $4d$ it must meet
-# $\frac{1}{2} \pm$ `alpha_tolerance` and exclude $\alpha \geq \frac{1}{2} +$ `alpha_tolerance` (the
+# width's exponent: at width 64 the interval must lie within $1 \pm$ `alpha_tolerance` (against
+# $\alpha \leq 1 -$ `alpha_tolerance`, the width-$4d$ behaviour); at width $4d$ within
+# $\frac{1}{2} \pm$ `alpha_tolerance` (against $\alpha \geq \frac{1}{2} +$ `alpha_tolerance`, the
 # $\Theta(NR)$ count). A claim holds only if both its parts do.
 #
 # **Each $d_{\min}$ is known to within its search's bracket**: above the largest $d$ that failed, at or
@@ -360,17 +400,23 @@ def brackets(name: str, w, min_N: int = 0) -> np.ndarray:
 
 
 def curvature_at(w, confidence: float, min_N: int = curvature_min_N) -> Estimate:
-    """The learned curve's log-log curvature over its (N, seed) points with N >= min_N (three N at least), its
-    interval united over every d_min within its search's bracket (geofact.thresholds.box_estimate)."""
+    """The learned curve's log-log curvature over N >= min_N, fitted to the mean of log d_min over the seeds
+    at each N (four N at least: a quadratic and its error), its interval on (number of N) - 3 degrees of
+    freedom united over every d_min within its search's bracket (geofact.thresholds.box_estimate). The
+    seeds at one N are not independent points of the fit: they share that N's departure from the curve,
+    and where the bisection gives them the same d_min, fitting them apart gave a zero-width interval."""
     quantity = f"log-log curvature gamma, learned, width {w}, N >= {min_N}"
-    points = brackets("learned", w, min_N)
-    if len(set(points[:, 0])) < 3 or len(points) < 4:
-        return Estimate.missing(quantity, f"{len(set(points[:, 0]))} N >= {min_N} ({len(points)} points): a curvature and its "
-                                "error need three N and four points", confidence)
-    u = np.log(points[:, 0])
+    points = brackets("learned", w, min_N)  # (N, low, d_min) per (N, seed)
+    Ns = np.unique(points[:, 0])
+    if len(Ns) < 4:
+        return Estimate.missing(quantity, f"{len(Ns)} N >= {min_N}: a curvature and its error need four N (the seeds at one N "
+                                "are averaged, not counted apart)", confidence)
+    at = [points[:, 0] == N for N in Ns]
+    low, central = (np.array([np.log(points[rows, col]).mean() for rows in at]) for col in (1, 2))
+    u = np.log(Ns)
     design = np.stack([np.ones_like(u), u, u**2], axis=1)
-    return box_estimate(quantity, LinearStatistic.coefficient(design, 2), np.log(points[:, 2]), np.log(points[:, 1]),
-                        np.log(points[:, 2]), confidence, f"Student t over {len(u)} (N, seed) points")
+    return box_estimate(quantity, LinearStatistic.coefficient(design, 2), central, low, central, confidence,
+                        f"Student t over {len(Ns)} N (the mean of log d_min over the seeds at each)")
 
 
 def steeper_at(w, confidence: float) -> Estimate:

@@ -24,9 +24,12 @@ def estimate(lo, hi, value=None):
 LINEAR, FLAT = Range(0.75, 1.25, "linear"), Range(-0.25, 0.25, "flat")
 
 
-def test_a_claim_holds_only_where_its_interval_excludes_the_alternative():
+def test_a_claim_holds_only_where_its_whole_interval_lies_in_its_range():
     assert separate(estimate(0.8, 1.1), LINEAR, FLAT) == HOLDS
-    assert separate(estimate(0.4, 1.3), LINEAR, FLAT) == HOLDS  # wider than the claim, but not flat
+    assert separate(estimate(0.4, 1.3), LINEAR, FLAT) == INCONCLUSIVE  # not flat, but reaches beyond linear at both ends
+    assert separate(estimate(0.74, 1.2, 1.0), LINEAR, FLAT) == INCONCLUSIVE  # the estimate is linear, its interval not wholly
+    # issue 46: exp-transfer-learned held at 0.563 [0.387, 0.739] against a claim of >= 0.5
+    assert separate(estimate(0.387, 0.739, 0.563), Range(0.5, 1.0), Range(0.0, 0.1)) == INCONCLUSIVE
     assert separate(estimate(0.4, 1.0, 0.6), LINEAR, FLAT) == INCONCLUSIVE  # not flat, but the estimate is not linear either
     assert separate(estimate(-0.20, 2.05, 0.92), LINEAR, FLAT) == INCONCLUSIVE  # the audit's case: flat not ruled out
     assert separate(estimate(-0.1, 0.2), LINEAR, FLAT) == FAILS  # flat, and not linear
@@ -99,8 +102,8 @@ def test_the_sensitivity_table_shows_the_verdict_at_every_level_and_setting():
                               settings=[0.25, 0.5], setting_name="tolerance")
     rows = table.splitlines()
     assert rows[0] == "| confidence | tolerance 0.25 | tolerance 0.5 |"
-    assert rows[2] == "| 90%: [0.6, 1.2] | holds | holds |"
-    assert rows[3] == "| 95%: [0.4, 1.4] | holds | inconclusive |"
+    assert rows[2] == "| 90%: [0.6, 1.2] | inconclusive | holds |"  # holds where the whole interval is linear
+    assert rows[3] == "| 95%: [0.4, 1.4] | inconclusive | inconclusive |"
     assert rows[4] == "| 99%: [-0.3, 2.1] | inconclusive | inconclusive |"
 
 
@@ -122,8 +125,10 @@ def test_a_universal_claim_is_one_test_per_unit_and_its_text_counts_them():
 
 def test_an_inconclusive_test_says_how_many_units_would_decide_it():
     growth = Contrast(Estimate("beta", 0.92, -0.20, 2.05, 0.95, "t", 4), Range(0.75, 1.25, "linear"), Range(-0.25, 0.25, "flat"))
-    # the estimate is linear; the interval's half-width 1.13 must shrink to the 0.67 that separates it from flat
-    assert growth.units_to_decide() == math.ceil(4 * (1.13 / 0.67) ** 2) and "about 12 units (now 4)" in growth.text()
+    # the estimate is linear; the interval's half-width 1.13 must shrink to the 0.17 between it and the claim's lower end
+    assert growth.units_to_decide() == math.ceil(4 * (1.13 / 0.17) ** 2) and "about 177 units (now 4)" in growth.text()
+    below = Contrast(Estimate("beta", 0.5, 0.2, 0.8, 0.95, "t", 4), Range(0.75, 1.25, "linear"), Range(-0.25, 0.25, "flat"))
+    assert below.units_to_decide() == math.ceil(4 * (0.3 / 0.25) ** 2)  # to miss the claim's range
     on_edge = Contrast(Estimate("d", 0.0, -0.1, 0.1, 0.95, "t", 5), Range(0.0, 1.0), Range(-1.0, 0.0))
     assert math.isinf(on_edge.units_to_decide()) and "no number of units decides it" in on_edge.text()
     decided = Contrast(Estimate("d", 0.5, 0.4, 0.6, 0.95, "t", 5), Range(0.0, 1.0), Range(-1.0, 0.0))
@@ -152,3 +157,50 @@ def test_an_exact_quantity_has_its_point_as_interval():
     assert (e.lo, e.value, e.hi) == (7.32, 7.32, 7.32) and e.defined
     assert separate(e, Range(6.9, 7.7, "within 5%"), Range(7.7, math.inf, "more")) == HOLDS
 
+
+
+def test_a_mean_of_fractions_keeps_its_interval_inside_zero_and_one():
+    from geofact.evidence import fraction_interval, universal
+
+    near = fraction_interval([0.998, 1.0, 0.999], "CoT accuracy", trials=1024, unit="seeds")
+    assert near.hi <= 1 and near.lo > 0.99 and near.value == pytest.approx(0.999)  # a Student t reached 1.001 here
+    t = t_interval([0.998, 1.0, 0.999], "x")
+    assert near.lo <= t.lo and near.hi == 1.0 < t.hi and "hulled with the Clopper-Pearson" in near.method
+    # cells as unlike as these: the interval holds the mean (a logit-scale interval sat above it, [0.82, 0.9997])
+    mixed = fraction_interval([0.3, 0.999, 0.999, 0.5, 0.999, 0.99], "frozen accuracy", trials=4096, unit="cells")
+    assert mixed.lo < mixed.value < mixed.hi and mixed.hi == 1.0
+    assert (mixed.lo, mixed.value) == pytest.approx((t_interval([0.3, 0.999, 0.999, 0.5, 0.999, 0.99], "x").lo, 0.7978), abs=1e-4)
+    perfect = fraction_interval([1.0, 1.0, 1.0], "accuracy", trials=256, unit="seeds")
+    assert perfect.value == 1.0 and perfect.lo < perfect.hi == 1.0  # not "1 [1, 1]": the mean is the estimate
+    assert perfect.lo == pytest.approx(0.025 ** (1 / 768))  # Clopper-Pearson's lower end for 768 of 768
+    one = fraction_interval([0.5], "accuracy", trials=10, unit="seeds")
+    assert one.n == 1 and one.method.startswith("Clopper-Pearson") and (one.lo, one.hi) == pytest.approx((0.187, 0.813), abs=1e-3)
+    with pytest.raises(ValueError, match=r"values in \[0, 1\]"):
+        fraction_interval([0.5, 1.2], "x", trials=10)
+    tests = universal({"a": np.array([1.0, 1.0, 1.0]), "b": np.array([0.96, 0.97, 0.98])}, "acc at {}",
+                      Range(0.95, 1.0), Range(0.0, 0.95), trials=4096)
+    assert all(t.estimate.hi <= 1.0 for t in tests) and "cut to [0, 1]" in tests[0].estimate.method
+
+
+def test_a_universal_claim_shows_first_the_part_its_verdict_rests_on():
+    # issue 46: exp-lr-paper showed the frozen part's 0.652 [-0.04, 1.35] while its verdict came from the learned part
+    from geofact.evidence import universal
+
+    tests = universal({"learned": np.array([0.016, 0.016]), "frozen": np.array([0.182, 0.99])}, "accuracy, {}",
+                      Range(0.99, 1.0, "perfect"), Range(0.0, 0.99, "below"), trials=1024)
+    assert [t.verdict for t in tests] == [FAILS, INCONCLUSIVE] and tests[0].estimate.quantity == "accuracy, learned"
+    per_unit = universal({"R=2": np.array([1.0, 1.0]), "R=16": np.array([1.0, 1.0])}, "acc at {}", Range(0.99, 1.0),
+                         Range(0.0, 0.99), trials={"R=2": 256, "R=16": 2048})
+    assert per_unit[0].estimate.quantity == "acc at R=2" and per_unit[0].estimate.lo < per_unit[1].estimate.lo
+
+
+def test_an_interval_cut_to_the_quantitys_range_keeps_its_estimate_and_says_so():
+    # issue 46: |log2 ratio| = 0.069 [-0.109, 0.247]; an absolute value cannot be negative
+    e = Estimate("|log2 ratio|", 0.069, -0.109, 0.247, 0.95, "Student t over 6", 6)
+    cut = e.within(0.0)
+    assert (cut.lo, cut.value, cut.hi) == (0.0, 0.069, 0.247) and cut.method.endswith("cut to the quantity's range [0, inf]")
+    assert separate(cut, Range(0.0, 0.585), Range(0.585, math.inf)) == HOLDS
+    assert separate(e, Range(0.0, 0.585), Range(0.585, math.inf)) == INCONCLUSIVE
+    assert e.within(-1.0) is e and Estimate.missing("x", "none").within(0.0).lo != 0.0
+    with pytest.raises(ValueError, match="outside the quantity's range"):
+        e.within(0.1)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from geofact.evidence import NOT_RUN
+from geofact.outcomes import NOT_RUN
 from geofact.settings import RESULTS_PATH_ENV
 from geofact.store import to_jsonable
 
@@ -34,6 +34,7 @@ class Report:
         self.notebook = notebook
         self.numbers: dict[str, Any] = {}
         self.claims: dict[str, dict[str, Any]] = {}
+        self.scale_text = ""
 
     def number(self, name: str, value: Any, glue: bool = True) -> None:
         """Record a headline number; with glue=True it is also glued (myst-nb) for use in the prose."""
@@ -50,6 +51,14 @@ class Report:
             raise ValueError(f"claim {claim_id!r} reported twice in {self.notebook}")
         self.claims[claim_id] = {"verdict": VERDICTS[0] if holds else VERDICTS[1], "measured": measured, "note": note}
 
+    def scale(self, text: str) -> None:
+        """The scale this run judged its claims at, as a reader needs it beside a verdict (the paper's N or
+        a smaller one, the model): "N = 128 (paper 4096), R 2-16, d 4-96, 3 seeds". The status page shows
+        it with every verdict of the page, so a verdict at a reduced scale does not read as one at the paper's."""
+        if not text.strip():
+            raise ValueError("scale needs a description, got an empty one")
+        self.scale_text = " ".join(text.split())
+
     def not_run(self, claim_id: str, why: str) -> None:
         """Record that this run could not test a claim of the ledger, and why: the claim stays "not run"
         on the status page, instead of a verdict taken on nothing (all() of an empty list holds)."""
@@ -58,7 +67,8 @@ class Report:
         self.claims[claim_id] = {"verdict": NOT_RUN, "measured": "nothing", "note": why}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"notebook": self.notebook, "numbers": self.numbers, "claims": self.claims}
+        out = {"notebook": self.notebook, "numbers": self.numbers, "claims": self.claims}
+        return {**out, "scale": self.scale_text} if self.scale_text else out
 
     def save(self) -> None:
         path = os.environ.get(RESULTS_PATH_ENV)

@@ -28,21 +28,34 @@ def sensitivity_markdown(records: list[dict], rule: SpikeRule) -> str:
     return "\n".join(lines)
 
 
-def cells_markdown(runs: Mapping[Key, RunSpikes], headroom: Mapping[tuple, float]) -> str:
-    """One row per cell (N, regime, R, d) with a spiking run: its headroom, how many of its memorised seeds
+CAPACITY_COLUMNS = ("N", "regime", "R", "d")
+
+
+def _order(cell: tuple) -> tuple:
+    """Cells in their columns' order, learned before frozen, numbers before names (a width 64 before "4d")."""
+    regimes = {"learned": 0, "frozen": 1}
+    return tuple((0, regimes[x]) if x in regimes else (1, str(x)) if isinstance(x, str) else (0, x) for x in cell)
+
+
+def cells_markdown(runs: Mapping[Key, RunSpikes], headroom: Mapping[tuple, float] | None,
+                   columns: tuple[str, ...] = CAPACITY_COLUMNS) -> str:
+    """One row per cell (the key of `runs` but its last entry, the seed; `columns` name its entries) with a
+    spiking run: its headroom (a column only where `headroom` is given), how many of its memorised seeds
     spiked, each spiking seed's first spike, highest spike (x the minimum before it), whether every spike
     came back and whether the run met the stop rule."""
     cells: dict[tuple, dict] = {}
-    for (N, regime, R, d, seed), run in runs.items():
-        cells.setdefault((N, regime, R, d), {})[seed] = run
-    rows = ["| N | regime | R | d | headroom | spiking / memorised seeds | first spike at | highest (x minimum) | back | met stop rule |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    for cell, seeds in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1] != "learned", *kv[0][2:])):
+    for (*cell, seed), run in runs.items():
+        cells.setdefault(tuple(cell), {})[seed] = run
+    head = [*columns, *(["headroom"] if headroom is not None else []),
+            "spiking / memorised seeds", "first spike at", "highest (x minimum)", "back", "met stop rule"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for cell, seeds in sorted(cells.items(), key=lambda kv: _order(kv[0])):
         hit = [run for run in seeds.values() if run.spiked]
         if not hit:
             continue
-        h = headroom.get(cell)
-        rows.append(f"| {' | '.join(str(x) for x in cell)} | {'–' if h is None or not np.isfinite(h) else f'{h:.1f}'} | "
+        h = headroom.get(cell) if headroom is not None else None
+        room = "" if headroom is None else (f"{'–' if h is None or not np.isfinite(h) else f'{h:.1f}'} | ")
+        rows.append(f"| {' | '.join(str(x) for x in cell)} | {room}"
                     f"{len(hit)} / {sum(r.memorised for r in seeds.values())} | "
                     + ", ".join(str(r.spikes[0].start) for r in hit) + " | " + ", ".join(f"{r.highest.height:.3g}" for r in hit) + " | "
                     + ", ".join("yes" if r.recovered else "no" for r in hit) + " | "
@@ -58,24 +71,30 @@ def numbers(runs: Mapping[Key, RunSpikes]) -> dict[str, int]:
             "met_stop_rule": sum(r.stopped_early for r in spiking)}
 
 
-def curves_panel(ax, records: Mapping[Key, dict], runs: Mapping[Key, RunSpikes], rule: SpikeRule, loss_threshold: float,
-                 title: str, shown: int = 3) -> None:
+def run_label(key: Key, columns: tuple[str, ...] = CAPACITY_COLUMNS) -> str:
+    """A run's key as a legend reads it: "N=128, R=2, d=96, seed 0" (a regime or condition by its name)."""
+    *cell, seed = key
+    return ", ".join(str(v) if isinstance(v, str) else f"{c}={v}" for c, v in zip(columns, cell)) + f", seed {seed}"
+
+
+def curves_panel(ax, records: Mapping[Key, dict], runs: Mapping[Key, RunSpikes], rule: SpikeRule, loss_threshold: float | None,
+                 title: str, shown: int = 3, columns: tuple[str, ...] = CAPACITY_COLUMNS) -> None:
     """The loss curves (log scale) of the `shown` runs with the highest spikes, and one memorised run without
-    a spike (grey); dotted: the rule's floor, dashed: the stop rule."""
+    a spike (grey); dotted: the rule's floor, dashed: the stop rule (where the runs have a loss threshold)."""
     import matplotlib.pyplot as plt
 
     ranked = sorted((k for k, r in runs.items() if r.spiked), key=lambda k: -runs[k].highest.height)[:shown]
     quiet = next((k for k, r in runs.items() if r.memorised and not r.spiked), None)
     for i, key in enumerate(ranked):
         steps, loss = np.array(records[key]["loss_curve"]).T
-        N, _, R, d, seed = key
         ax.plot(steps, loss, color=plt.get_cmap("viridis")(i / max(1, shown)), linewidth=1.2,
-                label=f"N={N}, R={R}, d={d}, seed {seed}: x{runs[key].highest.height:.2g}")
+                label=f"{run_label(key, columns)}: x{runs[key].highest.height:.2g}")
     if quiet is not None:
         steps, loss = np.array(records[quiet]["loss_curve"]).T
-        ax.plot(steps, loss, color=COLORS["baseline"], linewidth=1.0, label=f"N={quiet[0]}, R={quiet[2]}, d={quiet[3]}, seed {quiet[4]}: none")
+        ax.plot(steps, loss, color=COLORS["baseline"], linewidth=1.0, label=f"{run_label(quiet, columns)}: none")
     ax.axhline(rule.floor, color="grey", linestyle=":", linewidth=1)
-    ax.axhline(loss_threshold, **PAPER_STYLE)
+    if loss_threshold is not None:
+        ax.axhline(loss_threshold, **PAPER_STYLE)
     ax.set(yscale="log", xlabel="step", ylabel="batch loss", title=title)
     if ranked or quiet is not None:
         ax.legend(fontsize="small", loc="upper right")

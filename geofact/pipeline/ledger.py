@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from geofact.evidence import NOT_RUN
+from geofact.outcomes import NOT_RUN
 
 REQUIRED = ("id", "paper", "statement", "test", "notebook")
 REQUIRED_NOT_CHECKABLE = ("id", "paper", "statement", "not_checkable")

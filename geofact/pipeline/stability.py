@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geofact.evidence import NOT_RUN
+from geofact.outcomes import NOT_RUN
 from geofact.pipeline.machine import gemm_digest, machine_line
 from geofact.pipeline.project import Project
 

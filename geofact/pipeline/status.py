@@ -11,12 +11,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from geofact.evidence import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME
+from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN
 from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
-from geofact.evidence import NOT_RUN
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE, stability
 
 COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
@@ -78,10 +77,10 @@ def render_status(project: Project) -> str:
         "such runs can neither confirm nor refute the claim.",
         "An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):",
         "the measured quantity's interval (beside the verdict in the table: value [interval]) against the range",
-        "the claim predicts and the range the alternative predicts. It *holds* where the interval excludes the",
-        "alternative and the measured value lies in the claim's range, *does not hold* where the interval misses",
-        "the claim's range, and is *inconclusive* otherwise: at this scale the data cannot tell the claim from its",
-        "alternative (the verdict then says about how many seeds, cells or runs would).",
+        "the claim predicts and the range the alternative predicts. It *holds* where the whole interval lies in the",
+        "claim's range, *does not hold* where the interval misses the claim's range, and is *inconclusive* otherwise:",
+        "at this scale the data cannot tell the claim from its alternative (the verdict then says about how many",
+        "seeds, cells or runs would). An accuracy's interval stays inside [0, 1] (`geofact.evidence.fraction_interval`).",
         "A verdict is marked **fragile** where the same page, executed again with the matmul kernels summing in",
         "another order (`geofact run --rounding`, `geofact.pipeline.stability`: what another CPU does, with the",
         "recipe unchanged), reached another verdict: such a verdict is not a finding about the paper.",
@@ -134,7 +133,9 @@ def render_status(project: Project) -> str:
                 lines.append(f"- {p}: {NOT_RUN} ({_cell(e['note'])})")
             else:
                 note = f" ({_cell(e['note'])})" if e.get("note") else ""
-                lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}. {_cell(e['measured'])}{note}")
+                scale = results[p][c.notebook].get("scale")
+                at = f" At {_cell(scale)}:" if scale else ""
+                lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}.{at} {_cell(e['measured'])}{note}")
                 if (s := stable.get(p, {}).get(c.id)) is not None and s.state != NOT_COMPARED:
                     lines.append(f"- {p}, {s.text()}.")
         lines += ["", f"How it is tested: {_cell(c.test)}", ""]

@@ -111,6 +111,12 @@ class CapacityGrid:
         _RESTRICTED_RUNS.update(c.key() for c in grid.configs().values())
         return grid
 
+    def scale(self) -> str:
+        """The grid's scale against the paper's (Section 5.1), for a page's `Report.scale`."""
+        paper = "" if self.N == PAPER_GRID.N else f" (the paper's {PAPER_GRID.N})"
+        return (f"N = {self.N}{paper}, R {self.R_values[0]}-{self.R_values[-1]}, d {self.d_values[0]}-{self.d_values[-1]}, "
+                f"{len(self.seeds)} seeds, up to {self.max_steps:,} steps")
+
     def on_cells(self, R_values=None, d_values=None) -> "CapacityGrid":
         """The grid on some of its R and d values (None: all); its runs are the whole grid's runs."""
         for name, wanted, have in (("R", R_values, self.R_values), ("d", d_values, self.d_values)):

@@ -42,3 +42,12 @@ def test_a_claim_not_run_is_recorded_with_why_and_only_once():
     assert report.claims["exp-real-lm-layer0"] == {"verdict": "not run", "measured": "nothing", "note": "no model could be loaded"}
     with pytest.raises(ValueError, match="reported twice"):
         report.claim("exp-real-lm-layer0", holds=True, measured="x")
+
+
+def test_a_report_records_the_scale_its_verdicts_were_taken_at():
+    r = Report("nb")
+    assert "scale" not in r.as_dict()  # a page that states none records none
+    r.scale("N = 128 (paper 4096),\n  3 seeds")
+    assert r.as_dict()["scale"] == "N = 128 (paper 4096), 3 seeds"
+    with pytest.raises(ValueError, match="scale needs a description"):
+        r.scale("  ")

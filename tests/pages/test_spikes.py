@@ -42,3 +42,21 @@ def test_the_sensitivity_table_holds_the_pages_rule_and_no_spike_says_so():
     assert "| 0.0005 (3 of 3 runs) |" in table and "spike > 20x" in table
     _, runs, headroom = grid_runs([SimpleNamespace(N=128)], [{("learned", 2, 96, 1): RECORDS["learned", 2, 96, 1]}], [{}], SpikeRule())
     assert cells_markdown(runs, headroom) == "No run spiked by this rule."
+
+
+def test_a_table_of_other_cells_names_its_columns_and_may_leave_headroom_out():
+    # exp-multihop's runs: (condition, k, R, seed), no capacity threshold to take headroom against
+    from geofact.pages.spikes import run_label
+    from geofact.spikes import RunSpikes
+
+    runs = {("CoT, learned", 2, 8, s): RunSpikes.of(r, SpikeRule()) for s, r in enumerate(RECORDS.values())}
+    table = cells_markdown(runs, None, ("condition", "k", "R"))
+    assert table.splitlines()[0].startswith("| condition | k | R | spiking / memorised seeds |") and "headroom" not in table
+    assert "| CoT, learned | 2 | 8 | 2 / 3 | 4100, 4200 |" in table
+    assert run_label(("CoT, learned", 2, 8, 1), ("condition", "k", "R")) == "CoT, learned, k=2, R=8, seed 1"
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    curves_panel(ax, {k: r for k, r in zip(runs, RECORDS.values())}, runs, SpikeRule(), None, "test", columns=("condition", "k", "R"))
+    assert len(ax.get_lines()) == 3 + 1  # no stop-rule line where the runs have no loss threshold
+    plt.close(fig)

@@ -30,6 +30,10 @@ def test_status_marks_unrun_claims_and_reports_measured_ones(repo, tmp_path):
     page = render_status(project)
     assert "- laptop: **not in regime**. 0.42" in page and "0 hold, 0 do not hold, 0 inconclusive, 1 not in regime" in page
 
+    # a page's scale stands beside each of its verdicts (issue 46: a verdict at N = 128 must not read as one at 4096)
+    out.write_text(json.dumps({**json.loads(out.read_text()), "scale": "N = 128 (paper 4096), 3 seeds"}))
+    assert "- laptop: **not in regime**. At N = 128 (paper 4096), 3 seeds: 0.42" in render_status(project)
+
 
 def test_an_inconclusive_verdict_is_counted_apart_with_its_interval_in_the_table(repo, tmp_path):
     for name in ["claims.yaml", "_toc.yml"]:
