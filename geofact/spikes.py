@@ -197,3 +197,62 @@ def spike_rows(records: Mapping[object, Mapping], rule: SpikeRule = SpikeRule())
                      "peak_step": top.peak_step, "peak": top.peak, "height": top.height, "recovered": run.recovered,
                      "stopped_early": run.stopped_early, "steps": run.steps, "last_loss": run.last_loss})
     return rows
+
+
+READING_POINTS = ("best", "before_spike", "spike_peak", "recovered", "stop", "last")
+"""The states of a run the mechanism is read at around its first spike (issue 46, items 3 and 4):
+
+- `best`: the lowest batch loss before the first spike (the best state before any spike);
+- `before_spike`: the step before the first spike starts (the rule's start: the first step whose loss
+  exceeds `factor` x the running minimum, once that minimum is below `floor`);
+- `spike_peak`: the highest loss from that start until the loss is back below `floor`;
+- `recovered`: the first step after the start whose loss is back below `floor` (memorised again);
+- `stop`: the first step whose batch loss is below the stop rule's threshold (what the pages read);
+- `last`: the end of the step budget (step 15,000 in the paper's recipe).
+A point a run never reaches (no spike, no recovery, no stop) is None."""
+
+
+class FirstSpikeWatch:
+    """`READING_POINTS` of one run, found step by step as its losses come (every step, no logging gap), so
+    that a trainer keeps only the states they name. `see(step, loss)` takes the loss of the state after
+    `step` updates and returns the points that state now is; "before_spike" names the *previous* step's
+    state, which the caller must therefore hold while `wants_previous` is true. The first spike's start
+    is `find_spikes`' on the same every-step curve (tests/test_spikes.py)."""
+
+    def __init__(self, rule: SpikeRule, threshold: float) -> None:
+        self.rule, self.threshold = rule, threshold
+        self.running_min = math.inf
+        self.best_loss = math.inf
+        self.peak_loss = -math.inf
+        self.phase = "descent"  # "descent" (no spike yet), "spike" (first spike, not back under the floor), "after"
+        self.points: dict[str, int | None] = {name: None for name in READING_POINTS}
+
+    @property
+    def wants_previous(self) -> bool:
+        """Whether the next step could start the first spike (then the current state becomes `before_spike`)."""
+        return self.phase == "descent" and self.running_min < self.rule.floor
+
+    def see(self, step: int, loss: float) -> list[str]:
+        now: list[str] = []
+        high = not math.isfinite(loss)
+        if self.points["stop"] is None and not high and loss < self.threshold:
+            now.append("stop")
+        if self.phase == "descent":
+            if self.running_min < self.rule.floor and (high or loss > self.rule.factor * self.running_min):
+                self.phase, self.peak_loss = "spike", math.inf if high else loss
+                now += ["before_spike", "spike_peak"]
+            else:
+                self.running_min = min(self.running_min, loss)
+                if loss < self.best_loss:
+                    self.best_loss = loss
+                    now.append("best")
+        elif self.phase == "spike":
+            if not high and loss < self.rule.floor:
+                self.phase = "after"
+                now.append("recovered")
+            elif high or loss > self.peak_loss:
+                self.peak_loss = math.inf if high else loss
+                now.append("spike_peak")
+        for name in now:
+            self.points[name] = step - 1 if name == "before_spike" else step
+        return now

@@ -74,6 +74,7 @@ spike_R = 10  # the spike study's cell of the grid (learned embeddings; the grid
 spike_d = 256  # where all 6 runs of the H200 lease (R 10, d 256) spiked, and none met the stop rule
 spike_seeds = [0, 1, 2, 3, 4, 5]  # ... its seeds, each trained under every recipe ...
 spike_steps = 15000  # ... for this many steps, with no stop rule (the stop rule's run is each curve's prefix)
+spike_keep_every = 1000  # the states the mechanism pages read (paper, wd 0, lr/10 after): one every this many steps, and around the first spike
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -103,7 +104,7 @@ from geofact.training.regime import judge_in_regime, mark_not_in_regime, regime
 from geofact.training.search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
-from geofact.training.variants import Recipe, stop_at, variant_runs
+from geofact.training.variants import stop_at, study_jobs, study_recipes, variant_runs
 
 page = Page("exp-capacity", cache_dir)
 report = page.report
@@ -736,11 +737,9 @@ plt.show()
 # mirrors of the first two; otherwise this scale cannot tell it from the paper's recipe.
 
 # %%
-recipes = [Recipe(), Recipe("eps 1e-6", eps=1e-6), Recipe("eps 1e-12", eps=1e-12), Recipe("beta2 0.95", beta2=0.95),
-           Recipe("wd 0", weight_decay=0.0), Recipe("lr/10 after", lr_after_memorised=0.1, memorised_below=spike_floor),
-           Recipe("no clip", grad_clip=math.inf)]
-spike_jobs = [(grid.config(spike_R, spike_d, False, s, max_steps=spike_steps), r) for r in recipes for s in spike_seeds]
-study = dict(zip([(r.name, c.seed) for c, r in spike_jobs], variant_runs(spike_jobs, cache / "variants", device)))
+recipes = study_recipes(spike_floor)
+spike_jobs = study_jobs(grid, spike_R, spike_d, spike_seeds, spike_steps, spike_keep_every, spike_floor, spike_factor)
+study = dict(zip([(r.name, c.seed) for c, r, _ in spike_jobs], variant_runs(spike_jobs, cache / "variants", device)))
 threshold_loss = spike_jobs[0][0].loss_threshold
 report.number("spike_R", spike_R)
 report.number("spike_d", spike_d)

@@ -69,6 +69,11 @@ high_accuracy = 0.9  # retrained accuracy the verdict calls high (Appendix D: re
 trajectory_grid = None  # the second grid, at a larger N (geofact.training.grid.ladder_grids); None: none
 erosion_tolerance = 0.05  # a mean drop from the peak to the stop beyond this is called erosion
 erosion_tolerances = [0.02, 0.05, 0.1]  # the table of how that call moves with the tolerance
+spike_R = 10  # exp-capacity's spike study (its cell of the grid, seeds and steps: one definition per profile) ...
+spike_d = 256
+spike_seeds = [0, 1, 2, 3, 4, 5]
+spike_steps = 15000
+spike_keep_every = 1000  # ... whose kept states this page reads around a spike: one every this many steps (None: none)
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -88,6 +93,7 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.spike_mechanism import spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.regime import claim_in_regime, judge_in_regime
@@ -239,6 +245,40 @@ spike_records, spike_runs = spike_tables(report, [grid, *second_grids], [records
 # Of the {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_spiking` spiked
 # ({glue:text}`spike_above_1000` more than 1000-fold), and {glue:text}`spike_met_stop_rule` of those met
 # the stop rule afterwards.
+
+# %% [markdown]
+# ## Zero-shot transfer around a spike: before, at the peak, after, and what erodes it
+#
+# The runs above keep their weights only at a few checkpoints and at the stop rule, so a spike between
+# two of them is not seen in the mechanism. {doc}`exp-capacity`'s spike study (here
+# {glue:text}`spike_mech_cell`, learned embeddings, no stop rule) keeps, for three of its recipes, a state
+# every `spike_keep_every` steps and at six reading points of each run (`geofact.spikes.READING_POINTS`):
+# the best state before any spike, the step just before the first spike, the spike's peak, the first
+# step back under the floor, the stop rule's state (what the sections above read) and the end of the
+# budget. The recipes: the paper's; without weight decay ("wd 0", whose runs still spike, later); and the
+# learning rate cut tenfold once the loss is under the floor ("lr/10 after", which removes the spikes at
+# this cell, but also cuts AdamW's decay per step tenfold, the decay being lr x weight decay).
+#
+# **Rule.** Around the spike, a seed-paired difference whose 95% interval excludes 0 is an effect. A
+# recipe *erodes* when its drop (the highest value kept up to a point minus the value there) has an
+# interval wholly above the erosion tolerance {glue:text}`erosion_tolerance:g`, *does not* when wholly
+# below, and cannot tell otherwise. The erosion is *spike-driven* when it stays without weight decay (whose
+# runs still spike) and goes with the spikes; *weight-decay-driven* when it goes without weight decay and
+# stays without the spikes.
+
+# %%
+spike_study = spike_section(report, grid, spike_R, spike_d, spike_seeds, spike_steps, spike_keep_every, cache,
+                            transfer_at, "zero-shot-transfer", {"new_task_offset": new_task_offset, "alpha": alpha}, "zero_shot", "zero-shot accuracy on g'", erosion_tolerance, device)
+
+# %% [markdown]
+# Erosion to the end of the budget: **{glue:text}`spike_erosion_cause_last`** ({glue:text}`spike_erosion_why_last`).
+# To the stop rule: **{glue:text}`spike_erosion_cause_stop`** ({glue:text}`spike_erosion_why_stop`). Shown in
+# {numref}`fig-transfer-spike-study`.
+
+# %% mystnb={"figure": {"caption": "The spike study's kept runs, one column per recipe: the batch loss of each seed (top, every 10th step, log scale; dotted: the stop rule and the spike floor) and the zero-shot accuracy on g' at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-transfer-spike-study"}}
+if spike_study is not None:
+    study_panels(spike_study[0], "zero-shot accuracy on g'", grid.loss_threshold)
+    plt.show()
 
 # %% [markdown]
 # ## The four conditions (`fig:frozen-freeze-panel`, and the same for learned embeddings)

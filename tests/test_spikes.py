@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geofact.spikes import RunSpikes, SpikeRule, count, find_spikes, sensitivity, spike_rows
+from geofact.spikes import FirstSpikeWatch, RunSpikes, SpikeRule, count, find_spikes, sensitivity, spike_rows
 
 # the archive of the first two GPU leases, as issue 46 counted it (later leases' archives replace it under
 # results/paper/records/ and train some of its runs again, so the test keeps its own copy)
@@ -110,3 +110,27 @@ def test_a_rise_just_after_a_spike_ended_is_its_tail():
     assert len(find_spikes(curve, SpikeRule(merge_within=0))) == 3
     with pytest.raises(ValueError, match="merge_within"):
         SpikeRule(merge_within=-1)
+
+
+def test_the_reading_points_are_found_online_where_the_rule_finds_the_first_spike():
+    curve = then(descent(every=1), [2e-4, 9e-5, 3e-4, 0.05, 4.0, 0.3, 9e-4, 2e-4, 5e-5, 1.0, 2e-5], every=1)
+    watch = FirstSpikeWatch(SpikeRule(), threshold=1e-4)
+    for step, loss in curve:
+        watch.see(step, loss)
+    losses = dict(curve)
+    (first, *_) = find_spikes(curve, SpikeRule(merge_within=0))
+    p = watch.points
+    assert p["before_spike"] == first.start - 1 and losses[first.start] == 0.05
+    assert losses[p["best"]] == 9e-5 and p["best"] < first.start  # the lowest loss before it, not the 2e-5 after
+    assert losses[p["spike_peak"]] == 4.0
+    assert losses[p["recovered"]] == 2e-4 and p["recovered"] > p["spike_peak"]  # back under the floor, not the stop
+    assert losses[p["stop"]] == 9e-5  # the first loss under the threshold: before the spike here
+    assert p["last"] is None  # the trainer sets it
+
+
+def test_a_run_that_never_spikes_has_no_spike_points():
+    watch = FirstSpikeWatch(SpikeRule(), threshold=1e-4)
+    for step, loss in descent(every=1, end=2e-4):
+        watch.see(step, loss)
+    assert watch.points["best"] == 49 and watch.points["stop"] is None
+    assert watch.points["before_spike"] is watch.points["spike_peak"] is watch.points["recovered"] is None

@@ -35,6 +35,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.model import n_params
 from geofact.training.precision import check_precision
+from geofact.training.variants import MECHANISM_RECIPES, study_recipes
 
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 LEASE_MINUTES = 12.0  # usable minutes of one lease: 15 of device time, less the machine's start (~1.5) and packing
@@ -168,6 +169,17 @@ def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[
     return Analysis(page, what, states, flops, ops)
 
 
+def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], tuple[float, float]]) -> list[Analysis]:
+    """The spike study's kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
+    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more."""
+    if params.get("spike_keep_every") is None or "spike_R" not in params:
+        return []
+    config = _grid(params).config(params["spike_R"], params["spike_d"], False, 0, max_steps=params["spike_steps"])
+    states = len(MECHANISM_RECIPES) * len(params["spike_seeds"]) * (params["spike_steps"] // params["spike_keep_every"] + 6)
+    flops, ops = cost(config)
+    return [Analysis(page, what, states, states * flops, states * ops)]
+
+
 def _ridge(c: TrainConfig) -> float:
     """FLOPs of one ridge readout of every relation: the gram, the cross term, the nearest-vector scores."""
     return 2.0 * c.N * c.d * (c.d + c.N) * c.R
@@ -178,7 +190,6 @@ def _predict_flops(c: TrainConfig, rows: int) -> float:
     return 2.0 * rows * (2 * c.d * c.width + c.d * c.N)
 
 
-SPIKE_RECIPES = 7  # exp-capacity's spike study: the paper's recipe and six one-knob variants, trained as one stack
 
 
 def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
@@ -199,7 +210,7 @@ def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analy
     groups += groups_of("exp-capacity", f"threshold cells under {other}", near, size, guess=True)
     if "spike_R" in params:  # the spike study: its recipes (7) x seeds at one cell, every run to spike_steps
         study = [grid.config(params["spike_R"], params["spike_d"], False, s, max_steps=params["spike_steps"])
-                 for _ in range(SPIKE_RECIPES) for s in params["spike_seeds"]]
+                 for _ in study_recipes() for s in params["spike_seeds"]]
         # one stack of plain TrainConfig shapes; its records are keyed by config and recipe (cache/variants)
         groups += groups_of("exp-capacity", "spike study (recipe variants)", study, lambda c: len(study), guess=True)
     demo = grid.config(4, 16, False, 0, N=128, max_steps=300)  # the page's interactive demo, at its defaults
@@ -217,10 +228,14 @@ def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analys
     second = [c for g in _with_second(params)[1:] for c in g.configs().values()]  # trained by the first mechanism page
     groups += groups_of("exp-readout", "second grid (trajectory_grid)", second, size) if second else []
     fits = len(params["cv_alphas"]) * params["cv_folds"]
-    return groups, [_per_state(_with_second(params), "readouts (4 per state)", "exp-readout",
-                               lambda c: (4 * _ridge(c), 4 * 12.0 * c.R)),
+
+    def readouts(c: TrainConfig) -> tuple[float, float]:
+        return 4 * _ridge(c), 4 * 12.0 * c.R
+
+    return groups, [_per_state(_with_second(params), "readouts (4 per state)", "exp-readout", readouts),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
-                               lambda c: (2 * fits * _ridge(c), 2 * fits * 12.0 * c.R), final_only=True)]
+                               lambda c: (2 * fits * _ridge(c), 2 * fits * 12.0 * c.R), final_only=True),
+                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
 
 
 def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
@@ -240,16 +255,20 @@ def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[
             + groups_of("exp-interventions", "erosion control trained on", [replace(c, loss_threshold=0.0) for c in retrained],
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
-    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0)]
+    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
+                    *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
 
 
 def plan_transfer(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
-    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer",
-                           lambda c: (2 * (_ridge(c) + 2 * _predict_flops(c, c.N * c.R)), 2 * 40.0))
-    return groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size), [zero_shot]
+    def transfer(c: TrainConfig) -> tuple[float, float]:
+        return 2 * (_ridge(c) + 2 * _predict_flops(c, c.N * c.R)), 2 * 40.0
+
+    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer)
+    return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),
+            [zero_shot, *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states", transfer)])
 
 
 def plan_multihop(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:

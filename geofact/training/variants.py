@@ -39,15 +39,16 @@ from torch.nn import functional as F
 from geofact.device import configure_cpu, resolve_device
 from geofact.processes import die_with_parent
 from geofact.progress import progress
-from geofact.store import keyed, read_record, record_key, refuse_in_records_only, write_json
+from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR, FirstSpikeWatch, SpikeRule
+from geofact.store import keyed, read_record, record_key, refuse_in_records_only, write_arrays, write_json
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.model import forward
 from geofact.training.optim import BETAS, EPS, FUSED_DEVICES, FlatStack
 from geofact.training.plain_loop import SingleRunModel
-from geofact.training.stack import stack_params
+from geofact.training.stack import run_weights, stack_params
 from geofact.training.step import covers, loss_and_grads
-from geofact.training.sweep import cpu_workers, provenance
+from geofact.training.sweep import checkpoint_file, cpu_workers, provenance
 
 BATCH_STEPS = 500  # batches drawn at once
 SCHEMA = "geofact.training.variant/1"
@@ -85,6 +86,82 @@ class Recipe:
         if out["grad_clip"] == math.inf:
             out["grad_clip"] = "none"  # JSON has no infinity
         return out
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Which states of a variant run are kept as weights (issue 46, item 3: the mechanism read around a
+    spike): one every `every` steps (0, every, 2 every, ..., the last step) and the run's
+    `geofact.spikes.READING_POINTS` under the spike rule (`floor`, `factor`) and the run's stop rule."""
+
+    every: int  # steps between the states kept along training
+    floor: float = DEFAULT_FLOOR
+    factor: float = DEFAULT_FACTOR
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.every, int) and self.every >= 1):
+            raise ValueError(f"Keep.every must be an integer number of steps >= 1, got {self.every!r}")
+        SpikeRule(self.floor, self.factor)  # validates them
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class KeptStates:
+    """The states one run keeps while it trains (`Keep`): flat weight vectors by step, the trajectory's
+    and the reading points' (a point that moves on frees the state it held unless another holds it)."""
+
+    def __init__(self, keep: Keep, threshold: float) -> None:
+        self.keep, self.watch = keep, FirstSpikeWatch(SpikeRule(keep.floor, keep.factor), threshold)
+        self.states: dict[int, torch.Tensor] = {}
+        self.losses: dict[int, float] = {}
+        self.previous: tuple[int, float, torch.Tensor] | None = None
+
+    def _held(self, step: int) -> bool:
+        return step % self.keep.every == 0 or step in self.watch.points.values()
+
+    def see(self, step: int, loss: float, flat: torch.Tensor) -> None:
+        """The state after `step` updates (`flat`, this run's row of the stack) and its batch loss."""
+        before = dict(self.watch.points)
+        named = self.watch.see(step, loss)
+        if step % self.keep.every == 0 or any(n != "before_spike" for n in named):
+            self.states[step], self.losses[step] = flat.detach().clone(), loss
+        if "before_spike" in named:
+            at, value, weights = self.previous
+            self.states[at], self.losses[at] = weights, value
+        for old in before.values():
+            if old is not None and old in self.states and not self._held(old):
+                del self.states[old], self.losses[old]
+        self.previous = (step, loss, flat.detach().clone()) if self.watch.wants_previous else None
+
+    def finish(self, step: int, flat: torch.Tensor) -> None:
+        """The state after the last update (`last`; its batch loss was never computed)."""
+        self.watch.points["last"] = step
+        self.states[step] = flat.detach().clone()
+
+
+MECHANISM_RECIPES = ("paper", "wd 0", "lr/10 after")
+"""The study's recipes whose states the mechanism pages read (issue 46, item 3): the paper's, one without
+weight decay (the pages' other suspect for erosion) and one without spikes (the rate cut after memorisation)."""
+
+
+def study_recipes(floor: float = DEFAULT_FLOOR) -> list[Recipe]:
+    """exp-capacity's spike study: the paper's recipe and one knob changed at a time (the module docstring);
+    `floor` is where "lr/10 after" counts a run as memorised (the spike rule's floor)."""
+    return [Recipe(), Recipe("eps 1e-6", eps=1e-6), Recipe("eps 1e-12", eps=1e-12), Recipe("beta2 0.95", beta2=0.95),
+            Recipe("wd 0", weight_decay=0.0), Recipe("lr/10 after", lr_after_memorised=0.1, memorised_below=floor),
+            Recipe("no clip", grad_clip=math.inf)]
+
+
+def study_jobs(grid, R: int, d: int, seeds: Sequence[int], steps: int, keep_every: int | None,
+               floor: float = DEFAULT_FLOOR, factor: float = DEFAULT_FACTOR) -> list[Job]:
+    """The spike study's runs at cell (R, d) of a capacity grid (learned embeddings, the grid's N, batch and
+    rate, `steps` steps without the stop rule), every recipe x seed, the `MECHANISM_RECIPES` keeping a state
+    every `keep_every` steps and at the reading points (None: none kept). exp-capacity trains them; the
+    mechanism pages ask for the same jobs and find them cached."""
+    keep = Keep(keep_every, floor, factor) if keep_every is not None else None
+    return [(grid.config(R, d, False, s, max_steps=steps), r, keep if r.name in MECHANISM_RECIPES else None)
+            for r in study_recipes(floor) for s in seeds]
 
 
 def train_variant(config: TrainConfig, recipe: Recipe = Recipe(), stop_rule: bool = True,
@@ -136,22 +213,45 @@ def train_variant(config: TrainConfig, recipe: Recipe = Recipe(), stop_rule: boo
             "loss_curve": curve}
 
 
-def _content(config: TrainConfig, recipe: Recipe) -> dict:
-    return {"config": config.as_dict(), "recipe": recipe.as_dict(), "stop_rule": False}
+Job = tuple  # (TrainConfig, Recipe) or (TrainConfig, Recipe, Keep | None)
 
 
-def variant_path(cache_dir: Path, config: TrainConfig, recipe: Recipe) -> Path:
-    content = _content(config, recipe)
+def _parts(job: Job) -> tuple[TrainConfig, Recipe, Keep | None]:
+    config, recipe, *rest = job
+    return config, recipe, (rest[0] if rest else None)
+
+
+def _content(config: TrainConfig, recipe: Recipe, keep: Keep | None = None) -> dict:
+    content = {"config": config.as_dict(), "recipe": recipe.as_dict(), "stop_rule": False}
+    return content if keep is None else {**content, "keep": keep.as_dict()}
+
+
+def variant_path(cache_dir: Path, config: TrainConfig, recipe: Recipe, keep: Keep | None = None) -> Path:
+    content = _content(config, recipe, keep)
     return keyed(Path(cache_dir) / f"variant-{record_key(content)}.json", content)
 
 
+def states_dir(cache_dir: Path, config: TrainConfig, recipe: Recipe, keep: Keep) -> Path:
+    """Where a variant run's kept states lie, each as the run cache lays out a checkpoint
+    (`geofact.training.sweep.checkpoint_file`), so that `TrainedModel.load(states_dir(...), config, step)`
+    and the mechanism analyses (geofact.analysis.trajectory.analyse_state) read them as they read a grid run's."""
+    return variant_path(cache_dir, config, recipe, keep).with_suffix("")
+
+
 def _train_and_write(job: tuple) -> None:
-    configs, recipes, cache_dir, device = job
+    configs, recipes, keeps, cache_dir, device = job
     device = resolve_device(device)
     origin = provenance(device)
-    for config, recipe, record in zip(configs, recipes, train_variants(configs, recipes, device)):
-        write_json(variant_path(cache_dir, config, recipe),
-                   {"schema": SCHEMA, **record, "config": _content(config, recipe), "provenance": origin})
+    for config, recipe, keep, record in zip(configs, recipes, keeps, train_variants(configs, recipes, device, keep=keeps)):
+        states = record.pop("states", None)
+        if states is not None:  # the weights first: a record on disk means its states are there
+            folder = states_dir(cache_dir, config, recipe, keep)
+            folder.mkdir(parents=True, exist_ok=True)
+            for step, weights in states.items():
+                write_arrays(folder / checkpoint_file(config, step), {k: v.float().numpy() for k, v in weights.items()},
+                             compress=False)
+        write_json(variant_path(cache_dir, config, recipe, keep),
+                   {"schema": SCHEMA, **record, "config": _content(config, recipe, keep), "provenance": origin})
 
 
 def _init_worker(parent: int) -> None:
@@ -159,20 +259,23 @@ def _init_worker(parent: int) -> None:
     configure_cpu(1)
 
 
-def variant_runs(jobs: Sequence[tuple[TrainConfig, Recipe]], cache_dir: Path, device: str | torch.device = "cpu") -> list[dict]:
+def variant_runs(jobs: Sequence[Job], cache_dir: Path, device: str | torch.device = "cpu") -> list[dict]:
     """The records of `train_variants` for each (config, recipe) of one cell, all `max_steps` steps
     long, from the cache where there (a record's `config` field holds the config and the recipe), else
     trained: on a CPU as one stack per core this page may use, side by side in worker processes, each
-    stack's records written when it ends."""
+    stack's records written when it ends. A job (config, recipe, keep) with a `Keep` also keeps states
+    (`states_dir`; its record names them in `points` and `state_losses`)."""
     device = resolve_device(device)
     cache_dir = Path(cache_dir)
-    paths = [variant_path(cache_dir, c, r) for c, r in jobs]
+    jobs = [_parts(job) for job in jobs]
+    paths = [variant_path(cache_dir, *job) for job in jobs]
     todo = [job for job, path in zip(jobs, paths) if not path.exists()]
-    for config, recipe in todo:
+    for config, recipe, _ in todo:
         refuse_in_records_only(f"the {recipe.name} variant of {config.as_dict()}")
     workers = max(1, min(len(todo), cpu_workers(device)))
     chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
-    work = [([c for c, _ in chunk], [r for _, r in chunk], cache_dir, str(device)) for chunk in chunks]
+    work = [([c for c, _, _ in chunk], [r for _, r, _ in chunk], [k for _, _, k in chunk], cache_dir, str(device))
+            for chunk in chunks]
     if len(work) > 1:
         with ProcessPoolExecutor(len(work), mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
                                  initargs=(os.getpid(),)) as pool:
@@ -181,11 +284,12 @@ def variant_runs(jobs: Sequence[tuple[TrainConfig, Recipe]], cache_dir: Path, de
     else:
         for job in work:
             _train_and_write(job)
-    return [read_record(p, SCHEMA, _content(c, r)) for (c, r), p in zip(jobs, paths)]
+    return [read_record(p, SCHEMA, _content(*job)) for job, p in zip(jobs, paths)]
 
 
 def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], device: str | torch.device = "cpu",
-                   dtype: torch.dtype = torch.float32, desc: str = "recipe variants", show_progress: bool = True) -> list[dict]:
+                   dtype: torch.dtype = torch.float32, desc: str = "recipe variants", show_progress: bool = True,
+                   keep: Sequence[Keep | None] | None = None) -> list[dict]:
     """`train_variant(config, recipe, stop_rule=False)` of every (config, recipe) pair, all stacked into
     one batched computation (runs of one cell: equal `shape_key()`, uniform attention): every step is
     one pass of geofact.training.step's loss and gradients for all runs, then per run the clipping and
@@ -193,10 +297,16 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
     hyperparameters; tests/training/test_variants.py checks every pair against `train_variant` in float64). A variant run then costs a fraction of a
     plain-loop one: the small model's step is mostly per-operation costs, paid once for the stack.
     With no stop rule every run takes `max_steps` steps; the stop rule's run is the prefix of its curve
-    up to the first loss below the threshold (`stop_at`)."""
+    up to the first loss below the threshold (`stop_at`).
+
+    `keep` (one `Keep` or None per run) keeps a run's states as weights: its record then has `states`
+    ({step: weights dict, on the CPU}), `points` ({reading point: step or None}) and `state_losses`
+    ({step: batch loss}), the weights read on the host one state at a time (a CPU study's runs)."""
     configs, recipes = list(configs), list(recipes)
-    if len(configs) != len(recipes) or not configs:
-        raise ValueError(f"configs and recipes must pair up one to one, got {len(configs)} and {len(recipes)}")
+    keep = [None] * len(configs) if keep is None else list(keep)
+    if len(configs) != len(recipes) or len(keep) != len(configs) or not configs:
+        raise ValueError(f"configs, recipes and keep must pair up one to one, got {len(configs)}, {len(recipes)} "
+                         f"and {len(keep)}")
     if len({c.shape_key() for c in configs}) != 1 or len({c.R for c in configs}) != 1:
         raise ValueError("train_variants stacks runs of one cell: equal TrainConfig.shape_key() and R")
     device = resolve_device(device)
@@ -233,6 +343,7 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
     run = torch.arange(M, device=device)[:, None, None]
     curves: list[list[tuple[int, float]]] = [[] for _ in configs]
     memorised_at: list[int | None] = [None] * M
+    kept = {k: KeptStates(keep[k], configs[k].loss_threshold) for k in range(M) if keep[k] is not None}
     bar = progress(range(steps_total), desc=desc, disable=not show_progress)
     for start in range(0, steps_total, BATCH_STEPS):
         block = sampler(range(start, min(start + BATCH_STEPS, steps_total)))  # (M, steps, B)
@@ -247,6 +358,8 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
                     memorised_at[k] = step
                     lr_now[k] = base_lr[k] * recipes[k].lr_after_memorised
                     groups = kernel_groups()
+                if k in kept:
+                    kept[k].see(step, loss, stack.flat[k])
             with torch.no_grad():
                 stack.columns({**grads, "E_ent": grads["E_ent"] * entity_mask}, out=grad)  # (M, P)
                 norms = torch.linalg.vector_norm(grad, dim=1, keepdim=True)  # clip_grad_norm_ over what each run trains
@@ -258,13 +371,20 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
             bar.update(1)
     bar.close()
     flat = stack.flat
+    for k, states in kept.items():
+        states.finish(steps_total, flat[k])
     views = stack.unflatten(flat)
     with torch.no_grad():
         queries = torch.stack([tables[..., 0], configs[0].N + tables[..., 1]], -1)  # (M, N R, 2)
         accuracy = (forward(views, queries).argmax(-1) == tables[..., 2]).float().mean(1).tolist()  # (M,)
-    return [{"config": c.as_dict(), "recipe": r.as_dict(), "stop_rule": False, "steps": steps_total, "stopped_early": False,
-             "final_loss": curve[-1][1], "accuracy": acc, "memorised_at": at, "loss_curve": curve}
-            for c, r, curve, acc, at in zip(configs, recipes, curves, accuracy, memorised_at)]
+    records = [{"config": c.as_dict(), "recipe": r.as_dict(), "stop_rule": False, "steps": steps_total,
+                "stopped_early": False, "final_loss": curve[-1][1], "accuracy": acc, "memorised_at": at, "loss_curve": curve}
+               for c, r, curve, acc, at in zip(configs, recipes, curves, accuracy, memorised_at)]
+    for k, states in kept.items():
+        records[k]["points"] = dict(states.watch.points)
+        records[k]["state_losses"] = {str(t): x for t, x in sorted(states.losses.items())}
+        records[k]["states"] = {t: run_weights(stack.unflatten(w[None]), 0, configs[k]) for t, w in sorted(states.states.items())}
+    return records
 
 
 def stop_at(record: dict, threshold: float) -> int | None:

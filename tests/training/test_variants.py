@@ -86,3 +86,39 @@ def test_stacked_variants_equal_each_run_trained_alone():
     assert recipes[4].lr_after_memorised < 1 and stacked[4]["memorised_at"] is not None
     with pytest.raises(ValueError, match="one cell"):
         train_variants([configs[0], TrainConfig(seed=0, **{**cell, "d": 8})], recipes[:2])
+
+
+def test_kept_states_are_the_runs_own_states_at_their_steps(tmp_path):
+    from geofact.analysis.trained import TrainedModel
+    from geofact.training import variants
+    from geofact.training.variants import Keep, train_variants
+
+    long, short = (TrainConfig(**{**EASY.as_dict(), "max_steps": n}) for n in (120, 80))
+    keep = Keep(every=40, floor=1e-2)  # this run's loss levels off near 1e-3: it "memorises" under 1e-2
+    (run,) = train_variants([long], [Recipe()], dtype=torch.float64, keep=[keep])
+    (shorter,) = train_variants([short], [Recipe()], dtype=torch.float64, keep=[Keep(every=80)])
+    points, curve = run["points"], dict(run["loss_curve"])
+    assert {0, 40, 80, 120} <= set(run["states"]) and points["last"] == 120
+    assert set(run["states"]) == {0, 40, 80, 120} | {t for t in points.values() if t is not None}  # nothing else held
+    for name in ("best", "stop"):
+        assert points[name] is not None and run["state_losses"][str(points[name])] == curve[points[name]]
+    assert curve[points["best"]] == min(loss for step, loss in curve.items()
+                                        if points["before_spike"] is None or step <= points["before_spike"])
+    for k, v in shorter["states"][80].items():  # the state after 80 updates is the 80-step run's last one
+        assert torch.equal(run["states"][80][k], v), k
+
+    jobs = [(long, Recipe(), Keep(every=40, floor=1e-2)), (long, Recipe())]
+    kept, plain = variants.variant_runs(jobs, tmp_path, device="cpu")
+    assert "points" in kept and "points" not in plain and kept["loss_curve"] == plain["loss_curve"]
+    folder = variants.states_dir(tmp_path, long, Recipe(), Keep(every=40, floor=1e-2))
+    model = TrainedModel.load(folder, long, kept["points"]["stop"])
+    assert model.step == kept["points"]["stop"] and 0 < model.accuracy() <= 1
+
+
+def test_a_bad_keep_names_the_field():
+    from geofact.training.variants import Keep
+
+    with pytest.raises(ValueError, match="Keep.every"):
+        Keep(every=0)
+    with pytest.raises(ValueError, match="floor"):
+        Keep(every=10, floor=0.0)
