@@ -4,8 +4,12 @@ Run: python bench/bench_trainer.py [--device cpu] [--runs 4] [--steps 20] [--d 3
                                   [--calibrate]
 At the paper's shapes (N = 4096, batch 1024, R = 8); see geofact.training.benchmark for what is timed.
 `--ops` also counts a single-hop step's dispatcher ops (views apart) and host reads (N = 512, R = 4,
-d = 32, 4 runs: `step_ops`); `--json` prints the whole result as JSON, with `ratio` (stacked / plain at
-the first d), `ops_per_step` and `syncs_per_step` at its top level. `--calibrate` (implies --ops) fits
+d = 32, 4 runs: `step_ops`), and at the paper's shapes (geofact.training.traffic.PAPER_SHAPES) the bytes
+each step's ops read and write and its FLOPs, counted on fake `meta` tensors (no GPU needed), with the
+H100's roofline time for them and what `geofact plan` assumes (its bytes and calibrated milliseconds);
+`--json` prints the whole result as JSON, with `ratio` (stacked / plain at the first d), `ops_per_step`,
+`syncs_per_step` and, per shape ("N=4096 d=32 runs=42"), `bytes_per_step`, `flops_per_step` and
+`predicted_ms` at its top level. `--calibrate` (implies --ops) fits
 the plan's cost model to the result (geofact.training.plan.fit) and stores it, with the result, as
 bench/calibration/<device kind>.json, which `geofact plan` reads.
 """
@@ -19,7 +23,8 @@ from pathlib import Path
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.training.benchmark import benchmark, format_rows, step_ops, step_timings
-from geofact.training.plan import calibration_path, fit
+from geofact.training.plan import calibration_path, fit, load_calibration
+from geofact.training.traffic import traffic_rows
 
 
 def main() -> None:
@@ -41,6 +46,9 @@ def main() -> None:
     if args.ops:
         result["ops"] = step_ops(args.device)
         result["ops_per_step"], result["syncs_per_step"] = result["ops"]["ops_per_step"], result["ops"]["syncs_per_step"]
+        result["traffic"] = traffic_rows(calibration=load_calibration(Path(__file__).resolve().parents[1], "cuda"))
+        for key in ("bytes_per_step", "flops_per_step", "predicted_ms"):
+            result[key] = {f"N={r['N']} d={r['d']} runs={r['runs']}": r[key] for r in result["traffic"]}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -50,6 +58,11 @@ def main() -> None:
             print(f"single-hop step (N={o['N']}, R={o['R']}, d={o['d']}, {o['runs']} runs): {o['ops_per_step']:.1f} ops "
                   f"(+{o['views_per_step']:.1f} views), {o['syncs_per_step']:.3f} host reads, "
                   f"{o['launches_per_step']:.1f} host launches per step ({'CUDA graphs' if o['cuda_graphs'] else 'eager'})")
+            for r in result["traffic"]:
+                print(f"step N={r['N']} d={r['d']} runs={r['runs']} (counted on meta): {r['ops_per_step']:.0f} ops, "
+                      f"{r['bytes_per_step'] / 1e9:.2f} GB (plan assumes {r['plan_bytes'] / 1e9:.2f}), "
+                      f"{r['flops_per_step'] / 1e9:.1f} GFLOP; H100 roofline {r['roofline_h100_ms']:.2f} ms, "
+                      f"plan {r['predicted_ms']:.2f} ms")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     if args.calibrate:

@@ -1,0 +1,36 @@
+"""geofact.training.traffic: a step's ops, bytes and FLOPs counted on fake meta tensors."""
+
+import pytest
+import torch
+
+from geofact.training.config import TrainConfig
+from geofact.training.traffic import StepTraffic, TrafficCounter, grid_column, step_traffic
+
+
+def test_the_counter_counts_inputs_and_outputs_of_kernels_and_not_views():
+    a, b = torch.ones(8, 4), torch.ones(4, 2)
+    with TrafficCounter() as counter:
+        c = a @ b  # reads 32 + 8 floats, writes 16
+        c.t()  # a view: no kernel, no traffic
+        c.add_(1.0)  # reads and writes c
+    assert counter.ops == 2
+    assert counter.bytes == 4 * (32 + 8 + 16) + 4 * (16 + 16)
+
+
+def test_a_step_counts_what_its_shapes_say():
+    small = [TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=10, seed=s) for s in range(2)]
+    wide = [TrainConfig(**{**c.as_dict(), "N": 256}) for c in small]
+    one, four = step_traffic(small), step_traffic(wide)
+    assert one.ops == four.ops and one.ops > 50  # the same step on bigger tensors
+    assert four.bytes > 2 * one.bytes  # the logits and the output layer grow with N
+    # the matmuls: forward and backward of V/O, the MLP and the output layer, two runs
+    d, w, B = 8, 32, 32
+    assert one.flops == pytest.approx(2 * 3 * 2 * B * (2 * d * d + 2 * d * w + d * 64), rel=0.35)
+    assert len(grid_column(32)) == 42
+
+
+def test_the_roofline_is_the_slower_of_bytes_and_flops():
+    shape = dict(runs=1, N=1, d=1, batch_size=1, ops=1)
+    assert StepTraffic(**shape, precision="fp32", bytes=3.35e9, flops=1e9).roofline_ms() == pytest.approx(1.0)
+    assert StepTraffic(**shape, precision="bf16", bytes=1e6, flops=990e9).roofline_ms() == pytest.approx(1.0)
+    assert StepTraffic(**shape, precision="fp32", bytes=0.0, flops=0.0).as_dict()["roofline_h100_ms"] == 0.0
