@@ -44,6 +44,10 @@ _FUSED_RMS_BACKWARD = hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 FUSED_BACKWARD_DEVICES = ("cuda", "meta")
 # where the first pass over the chunks keeps their exponentials for the second (memory for arithmetic)
 KEEP_EXPONENTIALS = ("cpu",)
+# where whole logits go through the written-out softmax (every laptop run was trained so, and its cached
+# records must stay the runs this code trains); elsewhere through torch's one-kernel log-softmax: 7 passes
+# over the (M, B, N) logits instead of 17 (issue 47; geofact.training.traffic counts them)
+WRITTEN_OUT_SOFTMAX = ("cpu",)
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
@@ -77,13 +81,24 @@ def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: tor
 
 
 def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int,
-                          keep: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          keep: bool | None = None, fused: bool | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The unembedding and cross-entropy of final states hf (M, B, d) against E_out (M, d, N) and targets
     (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
     the gradients of the losses' sum. `keep`: whether chunks keep their exponentials for the second
-    pass (default: on the devices of KEEP_EXPONENTIALS)."""
+    pass (default: on the devices of KEEP_EXPONENTIALS); `fused`: whether whole logits go through
+    torch's log-softmax kernel (default: off the devices of WRITTEN_OUT_SOFTMAX)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
+    fused = hf.device.type not in WRITTEN_OUT_SOFTMAX if fused is None else fused
+    if width >= N and fused:  # passes over the logits: the matmul's write, log-softmax's read and write,
+        # exp_'s read and write, the two gradient matmuls' reads; the one-hot and the 1/B touch small tensors
+        log_probs = torch.log_softmax(torch.bmm(hf, E_out), -1)  # (M, B, N)
+        losses = log_probs.gather(-1, targets[..., None])[..., 0].mean(1).neg()  # (M,)
+        softmax = log_probs.exp_()
+        softmax.scatter_add_(-1, targets[..., None], torch.full((M, B, 1), -1.0, dtype=hf.dtype, device=hf.device))
+        return (losses, torch.bmm(softmax, E_out.transpose(1, 2)).div_(B),
+                torch.bmm(hf.transpose(1, 2), softmax).div_(B))
     if width >= N:  # the logits whole: d logits = (softmax - one-hot) / B, in place of the logits
         logits = torch.bmm(hf, E_out)  # (M, B, N)
         lse = torch.logsumexp(logits, -1, keepdim=True)  # (M, B, 1)
@@ -127,12 +142,13 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
 
 
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
-                   width: int | None = None, keep: bool | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                   width: int | None = None, keep: bool | None = None, fused: bool | None = None
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Each run's mean cross-entropy (M,) on the queries (subject, relation) (M, B) each with answers
     targets (M, B), and the gradient of their sum with respect to every tensor of p
     (geofact.training.model's layout: the sequence is (s, r), the answer predicted at r). `width`: entities
-    at a time in the output layer (default: `entity_chunk` of the device); `keep`: whether its chunks keep
-    their exponentials (default: by device, see `output_loss_and_grads`)."""
+    at a time in the output layer (default: `entity_chunk` of the device); `keep`, `fused`: how it
+    computes them (default: by device, see `output_loss_and_grads`)."""
     if not covers(p):
         raise ValueError("loss_and_grads covers uniform attention without learned positions; use autograd")
     p = {k: v.detach() for k, v in p.items()}
@@ -157,7 +173,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
     h2_hat, r2 = _rms(h2)
     hf = h2_hat * p["g_final"][:, None]
-    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep)
+    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, fused)
 
     # backward of losses.sum()
     g = {"E_out": g_E_out}

@@ -8,7 +8,11 @@ on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels la
 - **ops**: dispatcher ops that launch a kernel (views apart);
 - **bytes**: for each such op, the bytes of its tensor inputs and outputs (an `out=` argument counted as
   written only). Every op reads its inputs from device memory and writes its outputs there, so this is
-  the traffic of the step without fusion: an upper bound on what a fused or cached kernel moves;
+  the traffic of the step without fusion: an upper bound on what a fused or cached kernel moves. Three
+  kinds of op touch less than their tensors, and are counted for what they touch: a gather, scatter or
+  indexed add reads (and writes) only the indexed elements of the tensor it indexes (`INDEXED`); a copy
+  or fill writes its first argument without reading it (`WRITTEN`); `zeros_like` and its kin read no
+  input at all (`SHAPED`);
 - **flops**: torch's own count (`torch.utils.flop_counter.FlopCounterMode`: matmuls and convolutions,
   forward and backward), the arithmetic the tensor cores do.
 
@@ -20,7 +24,8 @@ prices what it does do).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -39,23 +44,60 @@ H100_BANDWIDTH = 3.35e12  # bytes/s
 H100_PEAK = {"fp32": 495e12, "tf32": 495e12, "bf16": 990e12}  # FLOP/s
 
 
+# op -> which argument says how many elements of the indexed tensor (argument 0) it touches
+INDEXED = {"gather": 2, "scatter_add_": 2, "scatter_": 2, "index_add_": 3, "index_put_": 2, "index_select": None,
+           "embedding": None}  # None: as many as the output has
+WRITTEN = {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
+SHAPED = {"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
+
+
+def _nbytes(t: torch.Tensor, elements: int | None = None) -> int:
+    return (t.numel() if elements is None else min(elements, t.numel())) * t.element_size()
+
+
 class TrafficCounter(TorchDispatchMode):
-    """Ops (views apart) and the bytes of their tensor inputs and outputs, as they are dispatched."""
+    """Ops (views apart) and the bytes they read and write, as they are dispatched (the module docstring)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops, self.bytes = 0, 0
+        self.by_op: Counter[str] = Counter()  # bytes per op name: where the traffic goes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if not func.is_view:
-            self.ops += 1
-            read = [t for t in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
-                    if isinstance(t, torch.Tensor)]
-            written = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-            self.bytes += sum(t.numel() * t.element_size() for t in read + written)
+        if func.is_view:
+            return out
+        self.ops += 1  # as geofact.training.benchmark.OpCounter counts them
+        if func.namespace == "prim":  # metadata queries (a tensor's device): no kernel reads anything
+            return out
+        name = func.overloadpacket.__name__
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if name in SHAPED:
+            self._add(name, sum(_nbytes(t) for t in outputs))
+            return out
+        inputs = [t for t in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
+                  if isinstance(t, torch.Tensor)]
+        read = sum(_nbytes(t) for t in inputs)
+        written = sum(_nbytes(t) for t in outputs)
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if first is not None and name in INDEXED:
+            which = INDEXED[name]
+            index = args[which] if which is not None and len(args) > which else None
+            if isinstance(index, (list, tuple)):  # index_put_'s indices: one tensor per indexed dimension
+                index = next((i for i in index if isinstance(i, torch.Tensor)), None)
+            touched = index.numel() if isinstance(index, torch.Tensor) else sum(t.numel() for t in outputs)
+            read -= _nbytes(first) - _nbytes(first, touched)
+            if name.endswith("_"):  # in place: it writes only the indexed elements back
+                written -= _nbytes(first) - _nbytes(first, touched)
+        elif first is not None and name in WRITTEN:
+            read -= _nbytes(first)
+        self._add(name, read + written)
         return out
+
+    def _add(self, name: str, moved: int) -> None:
+        self.bytes += moved
+        self.by_op[name] += moved
 
 
 def _fake_read(tensors):
@@ -77,6 +119,7 @@ class StepTraffic:
     ops: float
     bytes: float
     flops: float
+    bytes_by_op: dict[str, float] = field(default_factory=dict)  # op name -> bytes a step, largest first
 
     def roofline_ms(self, bandwidth: float = H100_BANDWIDTH, peak: dict[str, float] | None = None) -> float:
         """The shortest a step can take: its bytes at `bandwidth` or its FLOPs at the peak, the longer."""
@@ -93,17 +136,19 @@ def step_traffic(configs: list[TrainConfig], block_steps: int = 2) -> StepTraffi
     if not configs:
         raise ValueError("step_traffic needs at least one run config")
 
-    def count(blocks: int) -> tuple[int, int, int]:
+    def count(blocks: int) -> tuple[TrafficCounter, int]:
         runs = [TrainConfig(**{**c.as_dict(), "max_steps": blocks * block_steps, "loss_threshold": 0.0}) for c in configs]
         with FakeTensorMode(allow_non_fake_inputs=True), host_reads(_fake_read), eager_steps():
             with TrafficCounter() as traffic, FlopCounterMode(display=False) as flops:
                 train_group(runs, device="meta", evaluate=False, log_every=10**9, block_steps=block_steps)
-        return traffic.ops, traffic.bytes, flops.get_total_flops()
+        return traffic, flops.get_total_flops()
 
-    one, two = count(1), count(2)
-    per_step = [(b - a) / block_steps for a, b in zip(one, two)]
+    (one, flops_one), (two, flops_two) = count(1), count(2)
+    by_op = {k: (two.by_op[k] - one.by_op[k]) / block_steps for k in two.by_op}
+    by_op = dict(sorted(((k, v) for k, v in by_op.items() if v > 0), key=lambda kv: -kv[1]))
     shape = max(configs, key=lambda c: c.R)
-    return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision, *per_step)
+    return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision, (two.ops - one.ops) / block_steps,
+                       (two.bytes - one.bytes) / block_steps, (flops_two - flops_one) / block_steps, by_op)
 
 
 PAPER_SHAPES = ((4096, 32, 42), (4096, 128, 42), (4096, 768, 42), (32768, 640, 4))  # (N, d, runs) issue 47 counts

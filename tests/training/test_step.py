@@ -22,15 +22,17 @@ def test_losses_and_gradients_are_autograds_in_float64():
     targets = torch.randint(0, 24, (M, B), generator=g)
     reference = F.cross_entropy(forward(params, tokens).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
     expected = dict(zip(params, torch.autograd.grad(reference.sum(), list(params.values()))))
-    # the output whole; in chunks of 5 entities (a last one of 4) or of 1, keeping the exponentials (a CPU's
-    # way) or recomputing them (a GPU's)
-    for width, keep in [(None, None), (5, True), (1, True), (5, False), (1, False)]:
-        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width, keep)
+    # the output whole, through the written-out softmax (a CPU's way) or torch's log-softmax kernel (a GPU's);
+    # in chunks of 5 entities (a last one of 4) or of 1, keeping the exponentials (a CPU's way) or recomputing
+    # them (a GPU's)
+    for width, keep, fused in [(None, None, None), (None, None, True), (None, None, False), (5, True, None),
+                               (1, True, None), (5, False, None), (1, False, None)]:
+        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width, keep, fused)
         torch.testing.assert_close(losses, reference.detach(), rtol=1e-12, atol=1e-12)
         assert set(grads) == set(params)
         for name, value in expected.items():
             assert value.abs().max() > 0, name  # every tensor has a gradient to compare
-            torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}, keep {keep}")
+            torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}, keep {keep}, fused {fused}")
 
 
 def test_learned_attention_is_left_to_autograd():

@@ -17,6 +17,20 @@ def test_the_counter_counts_inputs_and_outputs_of_kernels_and_not_views():
     assert counter.bytes == 4 * (32 + 8 + 16) + 4 * (16 + 16)
 
 
+def test_indexed_written_and_shaped_ops_count_what_they_touch():
+    big, index, src, whole = torch.zeros(100, 8), torch.zeros(2, 8, dtype=torch.long), torch.ones(2, 8), torch.ones(100, 8)
+    with TrafficCounter() as counter:
+        big.gather(0, index)  # reads 16 of big's floats and the index, writes 16
+    assert counter.bytes == 4 * 16 + 8 * 16 + 4 * 16
+    with TrafficCounter() as counter:
+        big.scatter_add_(0, index, src)  # reads and writes 16 of big's floats
+    assert counter.bytes == 4 * 16 + 8 * 16 + 4 * 16 + 4 * 16
+    with TrafficCounter() as counter:
+        big.copy_(whole)  # reads the source, writes big
+        torch.zeros_like(big)  # writes its output only
+    assert counter.bytes == 3 * 4 * 800  # the copy's read and write, the new tensor's write
+
+
 def test_a_step_counts_what_its_shapes_say():
     small = [TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=10, seed=s) for s in range(2)]
     wide = [TrainConfig(**{**c.as_dict(), "N": 256}) for c in small]
