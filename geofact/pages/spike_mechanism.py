@@ -253,16 +253,21 @@ def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, ke
     """A mechanism page's section on its metric around the spike study's spikes: the study's kept runs
     (trained where exp-capacity has not), their states analysed, the table, the effects and the cause of
     the erosion shown, and every estimate reported (`spike_mech_*`, the call as `spike_erosion_cause`).
-    Returns (runs, reading), or None when the page keeps no states (`keep_every` None)."""
+    Returns (runs, reading), or None where it measures nothing (`keep_every` None, or a lease computing other cells)."""
     from geofact.pages.display import Markdown, display
+    from geofact.training.grid import restriction
     from geofact.training.variants import study_jobs, variant_runs
 
-    if keep_every is None:
+    cells = restriction()
+    why = ("the spike study keeps no states (spike_keep_every is None)" if keep_every is None
+           else "a lease computing other cells of the grid" if cells is not None
+           and not (R in cells.get("R", [R]) and d in cells.get("d", [d])) else None)
+    if why is not None:
         for until in ("stop", "last"):
             report.number(f"spike_erosion_cause_{until}", "not measured")
-            report.number(f"spike_erosion_why_{until}", "the spike study keeps no states (spike_keep_every is None)")
+            report.number(f"spike_erosion_why_{until}", why)
         report.number("spike_mech_cell", "none")
-        display(Markdown("The spike study keeps no states here (`spike_keep_every` is None)."))
+        display(Markdown(f"Not measured here: {why}."))
         return None
     jobs = [job for job in study_jobs(grid, R, d, seeds, steps, keep_every) if job[2] is not None]
     runs = read_study(jobs, variant_runs(jobs, Path(cache_dir) / "variants", device), Path(cache_dir) / "variants",
