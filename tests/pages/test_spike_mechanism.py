@@ -73,3 +73,24 @@ def test_the_table_names_every_recipe_and_point():
     assert "| paper | 2 of 2 |" in table and "| wd 0 | 0 of 2 |" in table
     assert "spike peak" in table and table.count("\n") == 3
     assert not math.isnan(spike_reading(runs, "readout").drop_stop["wd 0"].value)
+
+
+def test_a_lease_on_other_cells_or_no_kept_states_measure_nothing_and_say_why(monkeypatch, tmp_path):
+    from geofact.pages.spike_mechanism import spike_section
+    from geofact.training.grid import CELLS_ENV, CapacityGrid
+
+    class Numbers(dict):
+        def number(self, name, value, glue=True):
+            self[name] = value
+
+    grid = CapacityGrid(N=16, R_values=(1, 2), d_values=(4, 8), seeds=(0,), lr=1e-2, batch_size=16, max_steps=20)
+    args = (grid, 2, 8, [0], 20)
+    rest = (tmp_path, None, "readouts", {}, "s", "readout", 0.05)
+    report = Numbers()
+    assert spike_section(report, *args, None, *rest) is None
+    assert report["spike_erosion_cause_last"] == "not measured" and "spike_keep_every" in report["spike_erosion_why_last"]
+    monkeypatch.setenv(CELLS_ENV, '{"d": [4]}')
+    report = Numbers()
+    assert spike_section(report, *args, 10, *rest) is None
+    assert "lease" in report["spike_erosion_why_stop"]
+    assert not list(tmp_path.iterdir())  # nothing trained
