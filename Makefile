@@ -3,7 +3,7 @@
 #   make test    set up .venv, run the test suite (unit tests, every notebook at smoke, strict book build)
 #   make paper   execute every notebook at the paper profile (DEVICE=cuda on a GPU machine)
 #   make bundle  download the wheels an air-gapped GPU node needs to run `geofact run` into BUNDLE (PY=3.12;
-#                see docs/paper-scale.md; `geofact compute` on a GPU lease needs none)
+#                see book/paper-scale.md; `geofact compute` on a GPU lease needs none)
 #   make lab     JupyterLab on notebooks/: the percent scripts open as notebooks (jupytext) on this
 #                project's kernel, with the ipywidgets controls live
 

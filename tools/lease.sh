@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command of a GPU lease (docs/paper-scale.md, "A GPU lease"), run on the node from the tree's root:
+# One command of a GPU lease (book/paper-scale.md, "A GPU lease"), run on the node from the tree's root:
 #
 #   GEOFACT_GIT_COMMIT=<home commit> bash tools/lease.sh LIMIT_SECONDS [--calibrate] [PAGE ...] [--grid-d D ...]
 #

@@ -10,7 +10,7 @@ version and platform (default CPython 3.12, manylinux x86_64): geofact itself, i
 torch (the node keeps its own CUDA build), and the `node` extra (the notebook runner: papermill,
 jupytext, ipykernel, myst-nb for the pages' glued numbers; submitit for clusters). Versions follow
 constraints.txt. The book toolchain (jupyter-book, Sphinx themes) stays off the node: pages are
-built where the records are unpacked (geofact.pipeline.pack). On the node (docs/paper-scale.md):
+built where the records are unpacked (geofact.pipeline.pack). On the node (book/paper-scale.md):
 
     python3 -m venv --system-site-packages .venv      # sees the node's own torch
     .venv/bin/pip install --no-index --find-links bundle "geofact[node]"

@@ -1,5 +1,5 @@
 """`geofact plan`: the predicted minutes of each experiment page at a profile on a device, per stacked
-group, and the order a GPU lease runs them in (docs/paper-scale.md, "A GPU lease").
+group, and the order a GPU lease runs them in (book/paper-scale.md, "A GPU lease").
 
 The publisher reads the notebooks (every page's parameters at the profile, defaults included) and
 hands them to `python -m geofact.training.plan`, which knows the runs they ask for and the device's

@@ -1,6 +1,6 @@
 """What a lease will cost before it starts: predicted minutes per page and per stacked group.
 
-A GPU comes as one H100 or H200 for about 12 usable minutes (docs/paper-scale.md, "A GPU lease"); what decides how
+A GPU comes as one H100 or H200 for about 12 usable minutes (book/paper-scale.md, "A GPU lease"); what decides how
 much of the paper's scale a lease yields is which pages run first and whether each fits. This module
 enumerates the training each experiment page will ask for at a profile (the runs of its sweeps,
 stacked as `run_sweep` stacks them) and the per-model analyses of the mechanism pages, and predicts
