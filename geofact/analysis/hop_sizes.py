@@ -10,7 +10,7 @@ exp-multihop page puts the sizes of the paper's constructions for the same (N, R
   for the one-layer experiment they are what the known constructions need, not a proof of failure.
 
 with d_S = ceil(log2 N), d_R = ceil(log2 R) as in geofact.constructions.khop. tests/analysis/
-test_multihop.py checks these formulas against the built constructions.
+tests/analysis/test_hop_sizes.py checks these formulas against the built constructions.
 """
 
 from __future__ import annotations

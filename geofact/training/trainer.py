@@ -11,7 +11,7 @@ checks stay on the device, and the host reads them once, at the block's end (`ge
 A run that meets the stop rule inside a block has its weights kept at that step; it goes on being
 computed with the others until the block ends (its later steps are discarded) and then leaves the
 stack. The results are those of stopping it at once: the same steps, curves and checkpoints.
-`tests/training/test_trainer.py` checks the result against the plain loop of `reference.py`, and
+`tests/training/test_trainer.py` checks the result against the plain loop of `plain_loop.py`, and
 `tests/training/test_fake_device.py` that a block makes no host read, under fake tensors.
 """
 
