@@ -23,7 +23,7 @@ GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # geofact.training.grid.CELLS_ENV, named 
 UNFINISHED = 3  # exit status of `geofact run` / `geofact compute` with --budget when pages are left for the next call
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geofact", description=__doc__)
     parser.add_argument("--root", type=Path, default=None, help="geofact checkout (default: found from the current directory)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
                                 "for a lease shorter than the grid (default pages: the mechanism pages)")
     p_compute.add_argument("--grid-d", type=int, nargs="+", default=None, metavar="D",
                            help="likewise, these d values of the capacity grid")
+    _add_other_commands(sub)
+    return parser
+
+
+def _add_other_commands(sub) -> None:
+    """The subcommands besides run and compute."""
     p_plan = sub.add_parser("plan", help="predicted minutes of each experiment page and stacked group at a profile on a "
                                          "device, and the order a GPU lease runs them in")
     p_plan.add_argument("--profile", default="paper", help="smoke | laptop | paper (default: paper)")
@@ -104,94 +110,123 @@ def main(argv: list[str] | None = None) -> int:
     p_spikes.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
                           help=f"a spike: the loss above this x the running minimum (default {DEFAULT_FACTOR:g})")
 
-    args = parser.parse_args(argv)
+
+
+def _run(project: Project, args) -> int:
+    from geofact.pipeline.runner import RunUnfinished, run
+    from geofact.pipeline.verdicts import NotebookError
+
+    try:
+        from geofact.training.cluster import parse_options
+
+        run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
+            records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option),
+            precision=args.precision, rounding=args.rounding)
+    except RunUnfinished as exc:
+        print(f"geofact run: {exc}", file=sys.stderr)
+        return UNFINISHED
+    except (NotebookError, ValueError, RuntimeError) as exc:
+        print(f"geofact run: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _compute(project: Project, args) -> int:
+    try:
+        cells = {k: v for k, v in (("R", args.grid_R), ("d", args.grid_d)) if v is not None}
+        computed = compute(project, args.notebooks, args.profile, args.device, budget=args.budget, force=args.force,
+                           precision=args.precision, grid_cells=cells or None)
+    except ComputeUnfinished as exc:
+        print(f"geofact compute: {exc}", file=sys.stderr)
+        return UNFINISHED
+    except (ComputeFailed, ValueError, RuntimeError) as exc:
+        print(f"geofact compute: error: {exc}", file=sys.stderr)
+        return 1
+    now = [c for c in computed if not c.skipped]
+    print(f"geofact compute: {len(computed)} page(s) computed, {len(now)} by this command in "
+          f"{sum(c.wall_time_s for c in now):.1f} s; `geofact pack` carries their records home")
+    return 0
+
+
+def _pack(project: Project, args) -> int:
+    try:
+        done = pack(project, args.archive, args.profile, args.part_bytes)
+    except (ValueError, OSError) as exc:
+        print(f"geofact pack: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> "
+          f"{', '.join(str(p) for p in done.paths)} ({done.bytes_out / 2**20:.2f} MiB"
+          + (f" in {len(done.paths)} parts)" if len(done.paths) > 1 else ")"))
+    return 0
+
+
+def _unpack(project: Project, args) -> int:
+    try:
+        got = unpack(project, args.archive, args.force)
+    except (ValueError, OSError) as exc:
+        print(f"geofact unpack: error: {exc}", file=sys.stderr)
+        return 1
+    made = got.manifest
+    print(f"geofact unpack: {len(got.written)} files written, {len(got.identical)} already in place; "
+          f"made at commit {made['git_commit'][:12]} on {'; '.join(made['devices'])} (profile {made['profile']})")
+    return 0
+
+
+def _plan(project: Project, args) -> int:
+    from geofact.pipeline.plan import plan
+
+    try:
+        print(plan(project, args.profile, args.device, args.precision, args.minutes), end="")
+    except ValueError as exc:
+        print(f"geofact plan: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _spikes(project: Project, args) -> int:
+    from geofact.spikes import SpikeRule
+    from geofact.pipeline.spike_scan import report
+
+    try:
+        print(report(args.source or [project.runs_dir], SpikeRule(args.floor, args.factor)), end="")
+    except (ValueError, OSError) as exc:
+        print(f"geofact spikes: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _check(project: Project, args) -> int:
+    from geofact.pipeline.check import main_check
+
+    return main_check(project.root)
+
+
+def _status(project: Project, args) -> int:
+    from geofact.pipeline.status import write_status_page
+
+    print(write_status_page(project))
+    return 0
+
+
+def _list(project: Project, args) -> int:
+    print("notebooks:", " ".join(project.notebooks()))
+    print("profiles: ", " ".join(sorted(p.stem for p in project.profiles_dir.glob("*.yaml"))))
+    return 0
+
+
+COMMANDS = {"run": _run, "compute": _compute, "pack": _pack, "unpack": _unpack, "plan": _plan, "spikes": _spikes,
+            "check": _check, "status": _status, "list": _list}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     project = Project(args.root.resolve()) if args.root else Project.find()
     if args.command in ("run", "plan") and os.environ.get(GRID_CELLS_ENV):
         print(f"geofact {args.command}: error: {GRID_CELLS_ENV} is set ({os.environ[GRID_CELLS_ENV]}): the pages would be "
               "built on part of the capacity grid; it is for `geofact compute --grid-R/--grid-d` alone, unset it",
               file=sys.stderr)
         return 1
-
-    if args.command == "run":
-        from geofact.pipeline.runner import RunUnfinished, run
-        from geofact.pipeline.verdicts import NotebookError
-
-        try:
-            from geofact.training.cluster import parse_options
-
-            run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
-                records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option),
-                precision=args.precision, rounding=args.rounding)
-        except RunUnfinished as exc:
-            print(f"geofact run: {exc}", file=sys.stderr)
-            return UNFINISHED
-        except (NotebookError, ValueError, RuntimeError) as exc:
-            print(f"geofact run: error: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if args.command == "compute":
-        try:
-            cells = {k: v for k, v in (("R", args.grid_R), ("d", args.grid_d)) if v is not None}
-            computed = compute(project, args.notebooks, args.profile, args.device, budget=args.budget, force=args.force,
-                               precision=args.precision, grid_cells=cells or None)
-        except ComputeUnfinished as exc:
-            print(f"geofact compute: {exc}", file=sys.stderr)
-            return UNFINISHED
-        except (ComputeFailed, ValueError, RuntimeError) as exc:
-            print(f"geofact compute: error: {exc}", file=sys.stderr)
-            return 1
-        now = [c for c in computed if not c.skipped]
-        print(f"geofact compute: {len(computed)} page(s) computed, {len(now)} by this command in "
-              f"{sum(c.wall_time_s for c in now):.1f} s; `geofact pack` carries their records home")
-        return 0
-    if args.command in ("pack", "unpack"):
-        try:
-            if args.command == "pack":
-                done = pack(project, args.archive, args.profile, args.part_bytes)
-                print(f"geofact pack: {done.files} files ({done.bytes_in / 2**20:.1f} MiB) -> "
-                      f"{', '.join(str(p) for p in done.paths)} ({done.bytes_out / 2**20:.2f} MiB"
-                      + (f" in {len(done.paths)} parts)" if len(done.paths) > 1 else ")"))
-            else:
-                got = unpack(project, args.archive, args.force)
-                made = got.manifest
-                print(f"geofact unpack: {len(got.written)} files written, {len(got.identical)} already in place; "
-                      f"made at commit {made['git_commit'][:12]} on {'; '.join(made['devices'])} (profile {made['profile']})")
-        except (ValueError, OSError) as exc:
-            print(f"geofact {args.command}: error: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if args.command == "plan":
-        from geofact.pipeline.plan import plan
-
-        try:
-            print(plan(project, args.profile, args.device, args.precision, args.minutes), end="")
-        except ValueError as exc:
-            print(f"geofact plan: error: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if args.command == "spikes":
-        from geofact.spikes import SpikeRule
-        from geofact.pipeline.spike_scan import report
-
-        try:
-            print(report(args.source or [project.runs_dir], SpikeRule(args.floor, args.factor)), end="")
-        except (ValueError, OSError) as exc:
-            print(f"geofact spikes: error: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if args.command == "check":
-        from geofact.pipeline.check import main_check
-
-        return main_check(project.root)
-    if args.command == "status":
-        from geofact.pipeline.status import write_status_page
-
-        print(write_status_page(project))
-        return 0
-    print("notebooks:", " ".join(project.notebooks()))
-    print("profiles: ", " ".join(sorted(p.stem for p in project.profiles_dir.glob("*.yaml"))))
-    return 0
-
+    return COMMANDS[args.command](project, args)
 
 if __name__ == "__main__":
     sys.exit(main())
