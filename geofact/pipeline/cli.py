@@ -86,6 +86,8 @@ def _add_other_commands(sub) -> None:
     p_plan.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
                         help="matmul precision of training (default: tf32 on cuda, fp32 on the CPU)")
     p_plan.add_argument("--minutes", type=float, default=12.0, help="usable minutes of one lease: 15 of device time less its start and packing (default: 12)")
+    p_plan.add_argument("--check", action="store_true",
+                        help="also the plan's error on every stacked group the run cache says was trained on that kind of device")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
@@ -176,7 +178,7 @@ def _plan(project: Project, args) -> int:
     from geofact.pipeline.plan import plan
 
     try:
-        print(plan(project, args.profile, args.device, args.precision, args.minutes), end="")
+        print(plan(project, args.profile, args.device, args.precision, args.minutes, args.check), end="")
     except ValueError as exc:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1

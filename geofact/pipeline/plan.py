@@ -19,11 +19,14 @@ from geofact.pipeline.script import page_parameters
 PLANNED_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 
 
-def plan(project: Project, profile: str, device: str, precision: str | None = None, minutes: float = 12.0) -> str:
-    """The plan as text (raises ValueError with the planner's message when it cannot be made)."""
+def plan(project: Project, profile: str, device: str, precision: str | None = None, minutes: float = 12.0,
+         check: bool = False) -> str:
+    """The plan as text (raises ValueError with the planner's message when it cannot be made); with `check`,
+    its error on every group the run cache says was trained on that kind of device."""
     parameters = {name: page_parameters(project, name, profile, device, precision) for name in PLANNED_PAGES}
     done = subprocess.run([sys.executable, "-m", "geofact.training.plan", "--root", str(project.root), "--device", device,
-                           "--minutes", str(minutes)], input=json.dumps(parameters), capture_output=True, text=True)
+                           "--minutes", str(minutes), *(["--check"] if check else [])], input=json.dumps(parameters),
+                          capture_output=True, text=True)
     if done.returncode != 0:
         raise ValueError(done.stderr.strip().removeprefix("geofact plan: error: ") or f"the planner exited with {done.returncode}")
     return done.stdout

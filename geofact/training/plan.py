@@ -463,10 +463,35 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
     return "\n".join(lines)
 
 
+def plan_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
+    """The plan against every stacked group trained on `device` (a kind, "cuda") that the records hold, one
+    line a group and one a card (cards apart: an H200's groups against a calibration of the H100 say how far
+    the one card's constants carry to the other): measured and predicted ms a step, and the error."""
+    cards: dict[str, list[dict]] = {}
+    for r in records:
+        made_on = (r.get("provenance") or {}).get("device", "")
+        if made_on.startswith(device):
+            cards.setdefault(made_on, []).append(r)
+    if not cards:
+        return [f"plan check: no group trained on {device} in the run cache"]
+    lines = [f"plan check against {calibration.device} ({calibration.source.split(';')[0]}):"]
+    for card, rs in sorted(cards.items()):
+        errors = []
+        for config, runs, seconds in group_timings(rs, card):
+            predicted = calibration.step_seconds(config, runs)
+            errors.append(predicted / seconds - 1)
+            lines.append(f"  {card}: N={config.N} d={config.d} B={config.batch_size} {config.precision}, {runs:.1f} runs: "
+                         f"{seconds * 1e3:.2f} ms a step measured, {predicted * 1e3:.2f} predicted ({errors[-1]:+.0%})")
+        if errors:
+            worst = max(errors, key=abs)
+            lines.append(f"  {card}: {len(errors)} groups, worst error {worst:+.0%}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m geofact.training.plan --root ROOT --device cuda < parameters.json`: the plan of the pages
     whose parameters arrive on standard input (`geofact plan` sends them: the publisher reads notebooks,
-    this side knows the runs)."""
+    this side knows the runs); with `--check`, the plan's error on every group the run cache says was trained."""
     import argparse
     import sys
 
@@ -478,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--minutes", type=float, default=LEASE_MINUTES)
+    parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     parameters = json.loads(sys.stdin.read())
     try:
@@ -488,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1
     print(format_plan(plans, calibration, args.minutes))
+    if args.check:
+        runs_dir = args.root / ".geofact" / "runs"
+        records = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
+        print("\n".join(plan_errors(records, calibration, args.device.split(":")[0])))
     return 0
 
 

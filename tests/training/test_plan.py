@@ -6,6 +6,7 @@ import pytest
 
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.plan import (
+    plan_errors,
     H100_SPEC,
     LEASE_ORDER,
     Calibration,
@@ -67,6 +68,13 @@ def test_trained_groups_are_timed_from_their_records_and_refit_without_the_bench
     assert fit({**poisoned, "matmul_peak_flops": 1e13}, 90.0, groups, precision="tf32", bench_rows=False).matmul_flops["fp32"] == 1e13
     with pytest.raises(ValueError, match="nothing to fit"):
         fit(poisoned, 90.0, [], bench_rows=False)
+    # the plan's error per group and per card: none on the card it was fitted to, +50% on one 1.5x as fast
+    other = [{**r, "group_seconds": r["group_seconds"] / 1.5, "provenance": {"device": "cuda (NVIDIA H200)"}}
+             for r in records if r["provenance"]["device"].startswith("cuda")]
+    lines = plan_errors(records + other, fitted, "cuda")
+    summary = {line.strip().replace("-0%", "+0%") for line in lines}  # a fit exact to rounding may read -0%
+    assert summary >= {"cuda (NVIDIA H100 80GB HBM3): 4 groups, worst error +0%", "cuda (NVIDIA H200): 4 groups, worst error +50%"}
+    assert plan_errors(records, fitted, "mps") == ["plan check: no group trained on mps in the run cache"]
 
 
 def test_precision_prices_the_matmuls_and_multihop_steps_cost_more_ops():
