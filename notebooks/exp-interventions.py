@@ -393,7 +393,7 @@ spike_study = spike_section(report, grid, spike_R, spike_d, spike_seeds, spike_s
 # To the stop rule: **{glue:text}`spike_erosion_cause_stop`** ({glue:text}`spike_erosion_why_stop`). Shown in
 # {numref}`fig-interventions-spike-study`.
 
-# %% mystnb={"figure": {"caption": "The spike study's kept runs, one column per recipe: the batch loss of each seed (top, every 10th step, log scale; dotted: the stop rule and the spike floor) and the best selectivity at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-interventions-spike-study"}}
+# %% mystnb={"figure": {"caption": "The spike study's kept runs, one column per recipe: the batch loss of each seed (top, the largest in each window of 100 steps, log scale; dotted: the stop rule and the spike floor) and the best selectivity at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-interventions-spike-study"}}
 if spike_study is not None:
     study_panels(spike_study[0], "best selectivity", grid.loss_threshold)
     plt.show()

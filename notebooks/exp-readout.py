@@ -322,9 +322,9 @@ spike_study = spike_section(report, grid, spike_R, spike_d, spike_seeds, spike_s
 # To the stop rule: **{glue:text}`spike_erosion_cause_stop`** ({glue:text}`spike_erosion_why_stop`). Shown in
 # {numref}`fig-readout-spike-study`.
 
-# %% mystnb={"figure": {"caption": "The spike study's kept runs, one column per recipe: the batch loss of each seed (top, every 10th step, log scale; dotted: the stop rule and the spike floor) and the readout accuracy from s_x at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-readout-spike-study"}}
+# %% mystnb={"figure": {"caption": "The spike study's kept runs, one panel per recipe (their losses are on exp-interventions): the readout accuracy from s_x at the states kept every `spike_keep_every` steps, the reading points marked.", "name": "fig-readout-spike-study"}}
 if spike_study is not None:
-    study_panels(spike_study[0], "readout accuracy from s_x", grid.loss_threshold)
+    study_panels(spike_study[0], losses=False, loss_threshold=grid.loss_threshold, label="readout accuracy from s_x")
     plt.show()
 
 # %% [markdown]

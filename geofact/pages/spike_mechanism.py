@@ -217,29 +217,47 @@ def cause_words(reading: SpikeReading, tolerance: float, until: str = "last") ->
                     "per step tenfold): weight decay drives it, with or through the spikes")
 
 
-def study_panels(runs: list[StudyRun], label: str, loss_threshold: float, floor: float = DEFAULT_FLOOR):
-    """A figure: per recipe (columns), the loss of every seed (top, log scale, every 10th step) and the
-    metric at the kept states (bottom), the reading points marked on both."""
+LOSS_WINDOW = 100  # steps whose largest batch loss the figure draws as one point: a spike keeps its height
+
+
+def pooled_loss(curve: list[tuple[int, float]], window: int = LOSS_WINDOW) -> tuple[list[int], list[float]]:
+    """(steps, losses): the largest loss of each `window` consecutive steps, at the window's first step."""
+    steps, losses = [], []
+    for i in range(0, len(curve), window):
+        chunk = curve[i : i + window]
+        steps.append(chunk[0][0])
+        losses.append(max(loss for _, loss in chunk))
+    return steps, losses
+
+
+def study_panels(runs: list[StudyRun], label: str, loss_threshold: float, floor: float = DEFAULT_FLOOR,
+                 losses: bool = True):
+    """A figure: per recipe (columns), the metric at the kept states, the reading points marked (bottom),
+    and with `losses` the batch loss of every seed above it (log scale, the largest in each window of
+    LOSS_WINDOW steps; one page shows the losses, the others their metric alone)."""
     groups = by_recipe(runs)
-    fig, axes = subplots(len(groups), 2, width=3.3, height=2.4, sharex=True, sharey="row")
+    fig, axes = subplots(len(groups), 2 if losses else 1, width=3.3, height=2.2, sharex=True, sharey="row")
     for j, (recipe, rs) in enumerate(groups.items()):
-        top, bottom = axes[0][j], axes[1][j]
+        bottom = axes[-1][j]
         color = RECIPE_COLORS.get(recipe, COLORS["measured"])
         for r in rs:
-            steps, losses = zip(*r.loss_curve[::10])
-            top.plot(steps, losses, color=color, alpha=0.55, linewidth=0.8)
             bottom.plot(r.steps, r.values, color=color, alpha=0.55, linewidth=1.0)
             for p, marker in POINT_MARKERS.items():
                 if r.at.get(p) is not None and p != "last":
                     bottom.plot([r.points[p]], [r.at[p]], marker, color="black", markersize=4, alpha=0.8, label=POINT_LABELS[p])
-        top.axhline(loss_threshold, color=COLORS["baseline"], linestyle=":", linewidth=1)
-        top.axhline(floor, color=COLORS["bound"], linestyle=":", linewidth=1)
-        top.set(yscale="log", title=recipe)
-        bottom.set(xlabel="training step")
-    axes[0][0].set_ylabel("batch loss")
-    axes[1][0].set_ylabel(label)
+        bottom.set(xlabel="training step", title=None if losses else recipe)
+        if losses:
+            top = axes[0][j]
+            for r in rs:
+                top.plot(*pooled_loss(r.loss_curve), color=color, alpha=0.55, linewidth=0.8)
+            top.axhline(loss_threshold, color=COLORS["baseline"], linestyle=":", linewidth=1)
+            top.axhline(floor, color=COLORS["bound"], linestyle=":", linewidth=1)
+            top.set(yscale="log", title=recipe)
+    if losses:
+        axes[0][0].set_ylabel("batch loss")
+    axes[-1][0].set_ylabel(label)
     handles, names = [], []
-    for ax in axes[1]:
+    for ax in axes[-1]:
         for h, n in zip(*ax.get_legend_handles_labels()):
             if n not in names:
                 handles.append(h)
