@@ -140,8 +140,9 @@ def test_status_page_links_land_on_existing_anchors(pages):
 
 
 # A first load was 3.9 MB, 1.5 MB of it the theme's icon script, which book/_templates leaves out;
-# MathJax (1.2 MB) and the figures are the rest.
-PAGE_BUDGET = 3_500_000
+# MathJax (1.2 MB) and the figures are the rest. The heaviest page, exp-readout (eight figures, 1.09 MB
+# of PNG), loads about 3.56 MB since its figure of the spike study's states (2026-11-27; 3.48 MB before).
+PAGE_BUDGET = 3_600_000
 
 
 def test_pages_load_light(pages):
