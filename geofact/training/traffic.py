@@ -159,7 +159,7 @@ def paper_shape(N: int, d: int, runs: int, precision: str = "fp32") -> list[Trai
     seed and regime), else exp-scaling's R = 8 trials (learned and frozen, seeds in turn)."""
     if N == 4096 and runs == 42:
         return grid_column(d, precision=precision)
-    return [TrainConfig(N=N, R=8, d=d, batch_size=1024, frozen_embeddings=bool(i % 2), seed=i // 2, lr=1e-3,
+    return [TrainConfig(N=N, R=8, d=d, batch_size=min(1024, 8 * N), frozen_embeddings=bool(i % 2), seed=i // 2, lr=1e-3,
                         max_steps=15000, precision=precision) for i in range(runs)]
 
 
