@@ -24,6 +24,7 @@ from geofact.pipeline.ledger import load_ledger, population_mismatches
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import expected_parameters
 from geofact.pipeline.stability import ROUNDING_DIR, moved_since
+from geofact.pipeline.intro import render_intro
 from geofact.pipeline.status import render_status
 from geofact.pipeline.verdicts import same_execution, stale_sections
 from geofact.provenance import module_hashes, sha256_file
@@ -137,6 +138,9 @@ def check(project: Project) -> list[str]:
     status = project.status_page
     if not status.exists() or status.read_text() != render_status(project):
         problems.append(f"{status.relative_to(project.root)}: out of date, run `geofact status`")
+    intro = project.book_dir / "intro.md"
+    if not intro.exists() or intro.read_text() != render_intro(project):
+        problems.append(f"{intro.relative_to(project.root)}: out of date, run `geofact status`")
     return problems
 
 

@@ -163,9 +163,13 @@ def render_status(project: Project) -> str:
 
 
 def write_status_page(project: Project) -> Path:
-    """The status page, and each page's closing section (both say which verdicts the rounding moved)."""
+    """The status page, and each page's closing section (both say which verdicts the rounding moved), and
+    the book's front page (geofact.pipeline.intro)."""
     from geofact.pipeline.verdicts import refresh_sections
+
+    from geofact.pipeline.intro import write_intro
 
     refresh_sections(project)
     project.status_page.write_text(render_status(project))
+    write_intro(project)
     return project.status_page
