@@ -37,6 +37,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from geofact.host import host_reads
 from geofact.training.config import TrainConfig
 from geofact.training.graphs import eager_steps
+from geofact.training.grid import PAPER_GRID, CapacityGrid
 from geofact.training.trainer import train_group
 
 # H100 SXM data sheet: HBM3 bandwidth and dense tensor-core peaks (TF32 for the fp32 policy on CUDA)
@@ -182,9 +183,8 @@ def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32")
     return rows
 
 
-def grid_column(d: int, N: int = 4096, batch_size: int = 1024, R_values=(2, 4, 8, 10, 12, 14, 16), seeds=(0, 1, 2),
-                precision: str = "fp32") -> list[TrainConfig]:
-    """The capacity grid's runs at one d (every R, seed and regime: 42 at the paper's grid), as one stack."""
-    return [TrainConfig(N=N, R=R, d=d, batch_size=batch_size, frozen_embeddings=frozen, seed=s, lr=1e-3,
-                        max_steps=15000, precision=precision)
-            for frozen in (False, True) for R in R_values for s in seeds]
+def grid_column(d: int, precision: str = "fp32") -> list[TrainConfig]:
+    """The paper's capacity grid (geofact.training.grid.PAPER_GRID) at one d: every R, seed and regime, 42
+    runs, as one stack."""
+    grid = CapacityGrid(**{**PAPER_GRID.as_dict(), "d_values": (d,), "checkpoints": (), "precision": precision})
+    return list(grid.configs().values())
