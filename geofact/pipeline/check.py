@@ -6,7 +6,7 @@ A page or results file is *stale* when, since it ran,
 * any geofact module the notebook imported changed (sha256 of each module's source).
 A page is *broken* when it holds an error output. A page or results file is *unreproducible* when the
 commit its provenance names is not in this checkout's history, so nobody can check out the code that
-made it (work executed on commits that never landed); judged only in a full, non-shallow git clone. The status page must equal what the ledger and
+made it (work executed on commits that never landed); judged only in a full, non-shallow git clone. The generated pages (status, claims, the front page and its figure) must equal what the ledger and
 results generate, and every notebook must be a page of the table of contents.
 """
 
@@ -24,8 +24,7 @@ from geofact.pipeline.ledger import load_ledger, population_mismatches
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import expected_parameters
 from geofact.pipeline.stability import ROUNDING_DIR, moved_since
-from geofact.pipeline.intro import render_intro
-from geofact.pipeline.status import render_status
+from geofact.pipeline.status import generated_pages
 from geofact.pipeline.verdicts import same_execution, stale_sections
 from geofact.provenance import module_hashes, sha256_file
 
@@ -135,12 +134,9 @@ def check(project: Project) -> list[str]:
             continue
         data = json.loads(path.read_text())
         problems += _unreproducible(data["provenance"], str(rel), in_history)
-    status = project.status_page
-    if not status.exists() or status.read_text() != render_status(project):
-        problems.append(f"{status.relative_to(project.root)}: out of date, run `geofact status`")
-    intro = project.book_dir / "intro.md"
-    if not intro.exists() or intro.read_text() != render_intro(project):
-        problems.append(f"{intro.relative_to(project.root)}: out of date, run `geofact status`")
+    for path, text in generated_pages(project).items():
+        if not path.exists() or path.read_text() != text:
+            problems.append(f"{path.relative_to(project.root)}: out of date, run `geofact status`")
     return problems
 
 

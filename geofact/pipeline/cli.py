@@ -89,7 +89,7 @@ def _add_other_commands(sub) -> None:
     p_plan.add_argument("--check", action="store_true",
                         help="also the plan's error on every stacked group the run cache says was trained on that kind of device")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
-    sub.add_parser("status", help="regenerate book/reproduction-status.md from claims.yaml and results/")
+    sub.add_parser("status", help="regenerate the status page, the claims page, the front page and its figure from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
     p_pack = sub.add_parser("pack", help="write the run cache's JSON records and a profile's pages and results to "
                                          "one .tar.gz, without the weights (to carry off a GPU node), in parts when large")

@@ -8,48 +8,21 @@ the pages computed; the prose around them says nothing a result could contradict
 
 from __future__ import annotations
 
-import json
-
 from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN
-from geofact.pipeline.ledger import Claim, load_ledger
+from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor
+from geofact.pipeline.ledger_figure import FIGURE_NAME
+from geofact.pipeline.ledger_view import LedgerView, badge
 from geofact.pipeline.project import Project
 
-GROUPS = ("The theorems as stated", "Proof steps and the paper's other statements", "Experiments")
-STATES = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN)
-COUNTED_AS = {HOLDS: "hold", FAILS: "do not hold", INCONCLUSIVE: "inconclusive", NOT_IN_REGIME: "not in regime",
-              NOT_RUN: "not run"}  # "9 hold, 2 do not hold", as the status page counts
 
-
-def group(claim: Claim) -> str:
-    """A claim's group: an experiment (its page trains models); a theorem or lemma as the paper states it
-    (where it is cited as "Theorem ..." or "Lemma ...", not as a proof or a statement set against its
-    proof); else a step of a proof or another statement of the paper's text."""
-    if claim.notebook.startswith("exp-"):
-        return GROUPS[2]
-    stated = claim.paper.startswith(("Theorem", "Lemma")) and " vs " not in claim.paper
-    return GROUPS[0] if stated else GROUPS[1]
-
-
-def _verdicts(project: Project, profile: str) -> dict[str, str]:
-    """{claim id: verdict} of every page's results at `profile` (results/<profile>/*.json)."""
-    pages = [json.loads(path.read_text()) for path in sorted((project.results_dir / profile).glob("*.json"))]
-    return {claim_id: entry.get("verdict", NOT_RUN) for page in pages for claim_id, entry in page.get("claims", {}).items()}
-
-
-def _counts(claims: list[Claim], verdicts: dict[str, str]) -> str:
-    states = [verdicts.get(c.id, NOT_RUN) for c in claims]
-    return ", ".join(f"{states.count(s)} {COUNTED_AS[s]}" for s in STATES if states.count(s))
-
-
-def _listed(claims: list[Claim], verdicts: dict[str, str], state: str) -> str:
-    named = [f"{{ref}}`{c.id} <claim-{c.id}>`" for c in claims if verdicts.get(c.id, NOT_RUN) == state]
+def _listed(view: LedgerView, claims: list[Claim], profile: str, state: str) -> str:
+    named = [f"{{ref}}`{c.id} <{claim_anchor(c.id)}>`" for c in claims if view.verdict(c, profile) == state]
     return ", ".join(named) if named else "none"
 
 
-def render_intro(project: Project) -> str:
-    claims = load_ledger(project.ledger_path)
-    laptop, paper = _verdicts(project, "laptop"), _verdicts(project, "paper")
-    by_group = {g: [c for c in claims if group(c) == g] for g in GROUPS}
+def render_intro(project: Project, view: LedgerView | None = None) -> str:
+    view = view or LedgerView.read(project)
+    by_group = view.by_group()
     lines = [
         "# Geometric factual recall, measured",
         "",
@@ -64,38 +37,51 @@ def render_intro(project: Project) -> str:
         "This book is geofact's test of each of those claims: every construction built as real weights and",
         "checked, every bound computed, every experiment trained and analysed, each claim judged against the",
         "alternative it must rule out, with an interval. Every page is executed from the code by `geofact run`",
-        "and states its provenance; the counts and lists below are generated from the pages' verdicts.",
+        "and states its provenance; the counts, lists and the figure below are generated from the pages' verdicts.",
         "",
         "## What was found",
         "",
-        f"{len(claims)} claims of the paper are tested; {{doc}}`reproduction-status` lists each with its verdict,",
+        f"{len(view.claims)} claims of the paper are tested; {{doc}}`reproduction-status` lists each with its verdict,",
         "interval and scale. At the laptop profile (experiments at a reduced N on a CPU) and at the paper's",
         "(`paper`):",
         "",
     ]
     for g, members in by_group.items():
-        lines.append(f"- **{g}** ({len(members)}): laptop {_counts(members, laptop)}; paper {_counts(members, paper)}.")
+        lines.append(f"- **{g}** ({len(members)}): laptop {view.counted(members, 'laptop')}; "
+                     f"paper {view.counted(members, 'paper')}.")
     theorems = by_group[GROUPS[0]]
     lines += [
         "",
-        f"The theorems that hold as stated: {_listed(theorems, laptop, HOLDS)}. "
-        f"Those that do not: {_listed(theorems, laptop, FAILS)}.",
+        f"The theorems that hold as stated: {_listed(view, theorems, 'laptop', HOLDS)}. "
+        f"Those that do not: {_listed(view, theorems, 'laptop', FAILS)}.",
         "",
     ]
     experiments = by_group[GROUPS[2]]
-    run_at_paper = [c for c in experiments if paper.get(c.id, NOT_RUN) != NOT_RUN]
+    run_at_paper = [c for c in experiments if view.verdict(c, "paper") != NOT_RUN]
     lines += [
         f"At the paper's scale (the `paper` profile, on a GPU), {len(run_at_paper)} of the {len(experiments)} "
-        "experiment claims have a verdict" + (": " + _counts(run_at_paper, paper) + "." if run_at_paper else
+        "experiment claims have a verdict" + (": " + view.counted(run_at_paper, "paper") + "." if run_at_paper else
                                               "; the GPU leases so far trained part of the capacity grid "
                                               "({doc}`leases`)."),
         "",
+        f":::{{figure}} {FIGURE_NAME}",
+        ":name: fig-ledger",
+        ":width: 100%",
+        ":alt: Every claim of the ledger as a square, coloured by its verdict, in three rows (the theorems as stated, "
+        "proof steps and other statements, experiments), at the laptop and the paper profile.",
+        "",
+        "Every claim the book tests, one square each, by group (rows) and profile (columns), coloured and marked",
+        "by its verdict; a dark outline marks a verdict that moved under the rounding perturbation (fragile).",
+        "Generated with this page from `claims.yaml` and `results/` (`geofact.pipeline.ledger_figure`).",
+        ":::",
+        "",
         "## How to read a verdict",
         "",
-        "A claim **holds** where the whole interval of what it measures lies in the range the claim predicts,",
-        "**does not hold** where the interval misses that range, and is **inconclusive** where this scale cannot",
-        "tell the claim from its alternative. It is **not in regime** where the runs behind it are not those the",
+        f"A claim {badge(HOLDS)} where the whole interval of what it measures lies in the range the claim predicts,",
+        f"{badge(FAILS)} where the interval misses that range, and is {badge(INCONCLUSIVE)} where this scale cannot",
+        f"tell the claim from its alternative. It is {badge(NOT_IN_REGIME)} where the runs behind it are not those the",
         "paper's sentence is about (not trained to its stopping rule, or only at the capacity threshold), and",
+        f"{badge(NOT_RUN)} where that profile has not executed its page. A verdict is marked",
         "**fragile** where the same page under another rounding of the CPU's matmuls reached another verdict.",
         "A step of a proof that does not hold beside a theorem that does is a finding about the proof as",
         "written: its page says what fails and why.",
@@ -108,7 +94,3 @@ def render_intro(project: Project) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def write_intro(project: Project) -> None:
-    (project.book_dir / "intro.md").write_text(render_intro(project))

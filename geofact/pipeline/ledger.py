@@ -72,6 +72,24 @@ def _entries(path: Path) -> list[dict]:
     return entries
 
 
+GROUPS = ("The theorems as stated", "Proof steps and the paper's other statements", "Experiments")
+
+
+def group(claim: Claim) -> str:
+    """A claim's group, as the front page and the status page show it: an experiment (its page trains
+    models); a theorem or lemma as the paper states it (cited as "Theorem ..." or "Lemma ...", not as a
+    proof or a statement set against its proof); else a step of a proof or another statement of the text."""
+    if claim.notebook.startswith("exp-"):
+        return GROUPS[2]
+    stated = claim.paper.startswith(("Theorem", "Lemma")) and " vs " not in claim.paper
+    return GROUPS[0] if stated else GROUPS[1]
+
+
+def claim_anchor(claim_id: str) -> str:
+    """A claim's card on the claims page (geofact.pipeline.claim_cards), which the status page links to."""
+    return f"claim-{claim_id}"
+
+
 def verdict_label(claim_id: str) -> str:
     """A page's anchor for one claim's verdict (the runner writes it, the status page links to it)."""
     return f"verdict-{claim_id}"

@@ -53,6 +53,11 @@ class Project:
     def status_page(self) -> Path:
         return self.book_dir / "reproduction-status.md"
 
+    @property
+    def claims_page(self) -> Path:
+        """Each claim's card (geofact.pipeline.claim_cards), linked from the status page."""
+        return self.book_dir / "claims.md"
+
     def notebooks(self) -> list[str]:
         """Names of all notebooks (jupytext percent files notebooks/<name>.py)."""
         return sorted(p.stem for p in self.notebooks_dir.glob("*.py"))

@@ -1,4 +1,5 @@
-"""The "Reproduction status" page: the ledger's claims beside what each profile measured.
+"""The "Reproduction status" page (issue 48): the ledger's claims, grouped, each with its verdict at every
+profile as a badge, its interval and its mark where the rounding moved it; a few screens long, the claims' cards on a page of their own (geofact.pipeline.claim_cards).
 
 Generated from claims.yaml and results/<profile>/<notebook>.json by `geofact status` (and after every
 `geofact run`); `geofact check` fails when the committed page differs from what they give.
@@ -6,152 +7,102 @@ Generated from claims.yaml and results/<profile>/<notebook>.json by `geofact sta
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any
 
-from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN
-from geofact.pipeline.ledger import load_ledger, load_not_checkable, verdict_label
+from geofact.outcomes import NOT_RUN
+from geofact.pipeline.claim_cards import render_claims
+from geofact.pipeline.intro import render_intro
+from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor, load_not_checkable, verdict_label
+from geofact.pipeline.ledger_figure import FIGURE_NAME, render_ledger_svg
+from geofact.pipeline.ledger_view import FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge, effect
 from geofact.pipeline.machine import machine_line
-from geofact.pipeline.profiles import profile_rank
 from geofact.pipeline.project import Project
-from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE, stability
-
-COUNTED = (HOLDS, FAILS, INCONCLUSIVE, NOT_IN_REGIME)  # the states a profile's line counts (the rest: not run)
-VERDICT_TEXT = {**{v: f"**{v}**" for v in COUNTED}, NOT_RUN: NOT_RUN}
-
-
-def effect(entry: dict) -> str:
-    """A verdict's measured value and interval, for the table (empty where the page gave none)."""
-    e = entry.get("estimate")
-    if not e:
-        return ""
-    value, lo, hi = (float(e[k]) for k in ("value", "lo", "hi"))  # NaN is stored as "nan" (geofact.store.to_jsonable)
-    interval = f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else "(no interval)"
-    return f" {value:.3g} {interval}"
-
-
-def load_results(project: Project) -> dict[str, dict[str, dict[str, Any]]]:
-    """{profile: {notebook: results JSON}} for every results file present."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for path in sorted(project.results_dir.glob("*/*.json")):
-        if path.parent.name == "interactive":
-            continue
-        out.setdefault(path.parent.name, {})[path.stem] = json.loads(path.read_text())
-    return out
+from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE
 
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _anchor(claim_id: str) -> str:
-    return f"claim-{claim_id}"
+def verdict_cell(view: LedgerView, claim: Claim, profile: str) -> str:
+    """The badge, the value and its interval where the page judged against an alternative, and the mark
+    of a verdict that moved under the rounding perturbation."""
+    entry = view.entry(claim, profile)
+    if entry is None:
+        return badge(NOT_RUN)
+    moved = view.fragile(claim, profile)
+    return " ".join(filter(None, [badge(entry["verdict"]), effect(entry),
+                                  f"{FRAGILE_BADGE} (under rounding: {moved.perturbed})" if moved else ""]))
 
 
-def render_status(project: Project) -> str:
-    claims = load_ledger(project.ledger_path)
-    results = load_results(project)
-    profiles = sorted(results, key=lambda p: (profile_rank(p), p))
+HOW_A_VERDICT_IS_REACHED = """\
+Every verdict is computed by the notebook named with the claim, from its own run; nothing on this page is
+typed by hand. A verdict is *not in regime* when the runs behind it are outside the regime the paper
+describes (runs that did not meet its stop rule, or only cells at the capacity threshold;
+`geofact.training.regime`): such runs can neither confirm nor refute the claim.
+An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):
+the measured quantity's interval (beside the verdict: value [interval]) against the range the claim predicts
+and the range the alternative predicts. It *holds* where the whole interval lies in the claim's range,
+*does not hold* where the interval misses the claim's range, and is *inconclusive* otherwise: at this scale
+the data cannot tell the claim from its alternative (the verdict then says about how many seeds, cells or
+runs would). An accuracy's interval stays inside [0, 1] (`geofact.evidence.fraction_interval`).
+A verdict is marked **fragile** where the same page, executed again with the matmul kernels summing in
+another order (`geofact run --rounding`, `geofact.pipeline.stability`: what another CPU does, with the recipe
+unchanged), reached another verdict: such a verdict is not a finding about the paper."""
 
-    stable = stability(project)
 
-    def entry(claim, profile):
-        return results[profile].get(claim.notebook, {}).get("claims", {}).get(claim.id)
-
-    def mark(claim, profile) -> str:
-        """The table's mark of a verdict that moved under the rounding perturbation."""
-        s = stable.get(profile, {}).get(claim.id)
-        return f" · **fragile** (under rounding: {s.perturbed})" if s is not None and s.state == FRAGILE else ""
-
+def render_status(project: Project, view: LedgerView | None = None) -> str:
+    view = view or LedgerView.read(project)
+    profiles = view.profiles
     lines = [
         "# Reproduction status",
         "",
-        "Each claim of *Geometric Factual Recall in Transformers* {cite}`ravfogel-geometric` that geofact tests, beside what this code",
-        "measured at each profile that has been run. Every verdict is computed by the notebook named with",
-        "the claim, from its own run; nothing on this page is typed by hand. The page is generated by",
-        "`geofact status` from `claims.yaml` and `results/`, and `geofact check` fails when it is out of date.",
-        "A verdict is *not in regime* when the runs behind it are outside the regime the paper describes",
-        "(runs that did not meet its stop rule, or only cells at the capacity threshold; `geofact.training.regime`):",
-        "such runs can neither confirm nor refute the claim.",
-        "An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):",
-        "the measured quantity's interval (beside the verdict in the table: value [interval]) against the range",
-        "the claim predicts and the range the alternative predicts. It *holds* where the whole interval lies in the",
-        "claim's range, *does not hold* where the interval misses the claim's range, and is *inconclusive* otherwise:",
-        "at this scale the data cannot tell the claim from its alternative (the verdict then says about how many",
-        "seeds, cells or runs would). An accuracy's interval stays inside [0, 1] (`geofact.evidence.fraction_interval`).",
-        "A verdict is marked **fragile** where the same page, executed again with the matmul kernels summing in",
-        "another order (`geofact run --rounding`, `geofact.pipeline.stability`: what another CPU does, with the",
-        "recipe unchanged), reached another verdict: such a verdict is not a finding about the paper.",
+        "Each claim of *Geometric Factual Recall in Transformers* {cite}`ravfogel-geometric` that geofact tests, with the",
+        "verdict this code reached at each profile run so far: "
+        + "; ".join(f"**{PROFILE_MEANING.get(p, p)}**" for p in profiles) + ".",
+        "A claim's name opens its card on {doc}`claims` (the statement, the test, what was measured); the page's name",
+        "opens the verdict on that page. Generated by `geofact status` from `claims.yaml` and `results/`;",
+        "`geofact check` fails when it is out of date.",
         "",
     ]
     if not profiles:
-        lines += ["No results yet: run `geofact run --profile laptop`.", ""]
-    for profile in profiles:
-        verdicts = [(entry(c, profile) or {}).get("verdict") for c in claims]
-        n_hold, n_fail, n_open, n_out = (verdicts.count(v) for v in COUNTED)
-        states = [s.state for s in stable.get(profile, {}).values()]
-        lines.append(f"- **{profile}**: {n_hold} hold, {n_fail} do not hold, {n_open} inconclusive, {n_out} not in regime, "
-                     f"{len(claims) - n_hold - n_fail - n_open - n_out} not run (of {len(claims)})"
-                     + (f"; of the {len(states)} verdicts of trained models, {states.count(FRAGILE)} fragile and "
-                        f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."
-                        if states else "."))
-    lines += ["", "| Claim | Where in the paper | " + " | ".join(profiles) + " |", "|---|---|" + "---|" * len(profiles)]
-    for c in claims:
-        cells = [VERDICT_TEXT[e["verdict"]] + effect(e) + mark(c, p) if (e := entry(c, p)) else NOT_RUN for p in profiles]
-        lines.append("| " + " | ".join([f"{{ref}}`{c.id} <{_anchor(c.id)}>`", _cell(c.paper), *cells]) + " |")
-
-    page_text = {name: project.page(name).read_text() for name in {c.notebook for c in claims} if project.page(name).exists()}
-
-    def tested_on(claim) -> str:
-        """A link to the claim's verdict on its page where the page has one, else to the page."""
-        if f"({verdict_label(claim.id)})=" in page_text.get(claim.notebook, ""):
-            return f"{{ref}}`{claim.notebook} <{verdict_label(claim.id)}>`"
-        return f"{{doc}}`{claim.notebook}`"
-
-    lines += ["", "## The claims", ""]
-    for c in claims:
-        lines += [
-            f"({_anchor(c.id)})=",
-            f"### `{c.id}`",
-            "",
-            f"{c.paper}. Tested on {tested_on(c)}.",
-            "",
-            f"> {_cell(c.statement)}",
-            "",
-        ]
-        if c.paper_value:
-            lines += [f"The paper's number: {_cell(c.paper_value)}", ""]
-        if c.alternative:
-            lines += [f"The alternative it must rule out: {_cell(c.alternative)}. The population judged: {_cell(c.population)}.", ""]
+        return "\n".join(lines + ["No results yet: run `geofact run --profile laptop`.", ""])
+    lines += ["| Group | " + " | ".join(profiles) + " |", "|---|" + "---|" * len(profiles)]
+    for g, members in view.by_group().items():
+        cells = []
         for p in profiles:
-            e = entry(c, p)
-            if e is None:
-                lines.append(f"- {p}: {NOT_RUN}")
-            elif e["verdict"] == NOT_RUN:
-                lines.append(f"- {p}: {NOT_RUN} ({_cell(e['note'])})")
-            else:
-                note = f" ({_cell(e['note'])})" if e.get("note") else ""
-                scale = results[p][c.notebook].get("scale")
-                at = f" At {_cell(scale)}:" if scale else ""
-                lines.append(f"- {p}: {VERDICT_TEXT[e['verdict']]}.{at} {_cell(e['measured'])}{note}")
-                if (s := stable.get(p, {}).get(c.id)) is not None and s.state != NOT_COMPARED:
-                    lines.append(f"- {p}, {s.text()}.")
-        lines += ["", f"How it is tested: {_cell(c.test)}", ""]
+            fragile = sum(view.fragile(c, p) is not None for c in members)
+            cells.append(" ".join([count_badge(s, n) for s, n in view.counts(members, p).items() if n]
+                                  + ([f'<span class="gf-badge gf-fragile">⚠ {fragile} fragile</span>'] if fragile else [])))
+        lines.append(f"| {g} ({len(members)}) | " + " | ".join(cells) + " |")
+    for p in profiles:
+        states = [s.state for s in view.stable.get(p, {}).values()]
+        if states:
+            lines += ["", f"At {p}, {len(states)} verdicts rest on trained models: {states.count(FRAGILE)} fragile and "
+                      f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."]
+    lines += ["", ":::{dropdown} How a verdict is reached", HOW_A_VERDICT_IS_REACHED, ":::", ""]
+
+    header = "| Claim | Where in the paper | Tested on | " + " | ".join(profiles) + " |"
+    for g, members in view.by_group().items():
+        lines += [f"## {g}", ""]
+        if g == GROUPS[2]:
+            lines += _scales(view, members, profiles)
+        lines += [header, "|---|---|---|" + "---|" * len(profiles)]
+        for c in members:
+            lines.append("| " + " | ".join([f"{{ref}}`{c.id} <{claim_anchor(c.id)}>`", _cell(c.paper),
+                                             f"{{ref}}`{c.notebook} <{verdict_label(c.id)}>`",
+                                             *(verdict_cell(view, c, p) for p in profiles)]) + " |")
+        lines.append("")
 
     not_checkable = load_not_checkable(project.ledger_path)
     if not_checkable:
-        lines += ["## Statements judged not checkable", "",
-                  f"{len(not_checkable)} statements of the paper are left out of the verdicts above, each for the reason given.", ""]
-        for n in not_checkable:
-            lines += [f"- **{n.paper}**: \"{_cell(n.statement)}\" *Why not checked*: {_cell(n.not_checkable)}"]
-        lines.append("")
-    lines += ["## Where the numbers come from", ""]
-    if not profiles:
-        lines.append("Nothing has been run yet.")
+        lines += [f":::{{dropdown}} {len(not_checkable)} statements of the paper judged not checkable",
+                  "Left out of the verdicts above, each for the reason given.", ""]
+        lines += [f"- **{n.paper}**: \"{_cell(n.statement)}\" *Why not checked*: {_cell(n.not_checkable)}" for n in not_checkable]
+        lines += [":::", ""]
+    lines += [":::{dropdown} Where the numbers come from"]
     for p in profiles:
-        for name, res in sorted(results[p].items()):
+        for name, res in sorted(view.results[p].items()):
             prov = res.get("provenance", {})
             cpu = machine_line(prov.get("machine")) or "CPU not recorded"
             lines.append(
@@ -159,17 +110,35 @@ def render_status(project: Project) -> str:
                 f"({_cell(cpu)}), torch {prov.get('environment', {}).get('torch', '?')}, {prov.get('executed_at', '?')}, "
                 f"wall time {prov.get('wall_time_s', float('nan')):.1f} s."
             )
-    return "\n".join(lines) + "\n"
+    lines += [":::", ""]
+    return "\n".join(lines)
+
+
+def _scales(view: LedgerView, members: list[Claim], profiles: list[str]) -> list[str]:
+    """Each experiment page's scale at each profile, above the experiments' table."""
+    lines = ["The scale each experiment page ran at:", ""]
+    for notebook in dict.fromkeys(c.notebook for c in members):
+        at = [f"{p}: {_cell(s)}" for p in profiles if (s := view.scale(notebook, p))]
+        lines.append(f"- {{doc}}`{notebook}`: " + ("; ".join(at) if at else "not run") + ".")
+    return lines + [""]
+
+
+def generated_pages(project: Project) -> dict[Path, str]:
+    """Every file `geofact status` writes from the ledger and the results, with its text: the status page,
+    the claims page, the front page and its figure. `geofact check` holds the committed files to them."""
+    view = LedgerView.read(project)
+    return {project.status_page: render_status(project, view),
+            project.claims_page: render_claims(project, view),
+            project.book_dir / "intro.md": render_intro(project, view),
+            project.book_dir / FIGURE_NAME: render_ledger_svg(view)}
 
 
 def write_status_page(project: Project) -> Path:
-    """The status page, and each page's closing section (both say which verdicts the rounding moved), and
-    the book's front page (geofact.pipeline.intro)."""
+    """The generated pages (generated_pages), and each page's closing section (both say which verdicts the
+    rounding moved)."""
     from geofact.pipeline.verdicts import refresh_sections
 
-    from geofact.pipeline.intro import write_intro
-
     refresh_sections(project)
-    project.status_page.write_text(render_status(project))
-    write_intro(project)
+    for path, text in generated_pages(project).items():
+        path.write_text(text)
     return project.status_page

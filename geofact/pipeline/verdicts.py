@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import nbformat
 
 from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches, verdict_label
+from geofact.pipeline.ledger_view import badge, plain_markdown
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import NOT_COMPARED, Stability, page_stability, trains
 
 
 class NotebookError(RuntimeError):
     """A notebook failed; the message names the notebook and the cell."""
-
-
-def _plain(text: str) -> str:
-    """Measured strings and notes as literal text in MyST (no emphasis, math or roles from their symbols)."""
-    return re.sub(r"([\\`*_$\[\]<>{}|])", r"\\\1", " ".join(str(text).split()))
 
 
 def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: dict[str, Any],
@@ -33,12 +28,12 @@ def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: di
              "{cite}`ravfogel-geometric`.", ""]
     for claim in claims:
         entry = reported[claim.id]
-        measured = f" {_plain(entry['measured'])}." if entry.get("measured") else ""
-        rule = f" *Rule:* {_plain(entry['note'])}." if entry.get("note") else ""
+        measured = f" {plain_markdown(entry['measured'])}." if entry.get("measured") else ""
+        rule = f" *Rule:* {plain_markdown(entry['note'])}." if entry.get("note") else ""
         moved = stability.get(claim.id) if stability is not None else None
         robust = f" *Rounding:* {moved.text()}." if moved is not None else ""
         lines += [f"({verdict_label(claim.id)})=",
-                  f"**`{claim.id}`** ({_plain(claim.paper)}): **{entry['verdict']}**.{measured}{rule}{robust}", ""]
+                  f"**`{claim.id}`** ({plain_markdown(claim.paper)}): {badge(entry['verdict'])}.{measured}{rule}{robust}", ""]
     if stability is not None:
         compared = [s for s in stability.values() if s.state != NOT_COMPARED]
         lines += ["*Rounding* says whether the verdict stayed the same when this page was executed again with the matmul "

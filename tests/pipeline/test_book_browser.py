@@ -2,6 +2,7 @@
 off (slow). Chromium is Debian's package (`apt-get install chromium`; CI installs it), driven by
 Playwright through `executable_path`: nothing is downloaded at test time."""
 
+import contextlib
 import functools
 import http.server
 import os
@@ -61,44 +62,56 @@ INSPECT = """async () => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def pages(committed_book: Path) -> dict[str, dict]:
-    """Each page of the book, opened in Chromium: what INSPECT saw, and every request that tried to leave."""
+@contextlib.contextmanager
+def browser_on(book: Path):
+    """Chromium with the network cut off, and the base URL of `book` served locally; requests that tried
+    to leave are collected in the returned list."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(committed_book)))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(book)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}/"
-    seen: dict[str, dict] = {}
     try:
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-            context = browser.new_context(viewport=WINDOW)
             outside: list[str] = []
 
-            def route(r) -> None:
-                if r.request.url.startswith(base) or r.request.url.startswith("data:"):
-                    r.continue_()
-                else:
-                    outside.append(r.request.url)
-                    r.abort()
+            def context(viewport: dict):
+                ctx = browser.new_context(viewport=viewport)
 
-            context.route("**/*", route)
-            page = context.new_page()
-            # every page measured as a first visit: nothing served from the cache of the page before
-            context.new_cdp_session(page).send("Network.setCacheDisabled", {"cacheDisabled": True})
-            loaded: dict[str, int] = {}
-            page.on("requestfinished", lambda r: loaded.__setitem__(r.url, r.sizes()["responseBodySize"]))
-            for html in sorted(committed_book.glob("*.html")):
-                if html.name in SKIPPED_PAGES:
-                    continue
-                outside.clear()
-                loaded.clear()
-                page.goto(base + html.name, wait_until="networkidle")
-                seen[html.name] = {**page.evaluate(INSPECT), "outside": list(outside), "bytes": sum(loaded.values()),
-                                   "files": set(loaded)}
+                def route(r) -> None:
+                    if r.request.url.startswith(base) or r.request.url.startswith("data:"):
+                        r.continue_()
+                    else:
+                        outside.append(r.request.url)
+                        r.abort()
+
+                ctx.route("**/*", route)
+                return ctx
+
+            yield base, context, outside
             browser.close()
     finally:
         server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def pages(committed_book: Path) -> dict[str, dict]:
+    """Each page of the book, opened in Chromium: what INSPECT saw, and every request that tried to leave."""
+    seen: dict[str, dict] = {}
+    with browser_on(committed_book) as (base, context, outside):
+        page = context(WINDOW).new_page()
+        # every page measured as a first visit: nothing served from the cache of the page before
+        page.context.new_cdp_session(page).send("Network.setCacheDisabled", {"cacheDisabled": True})
+        loaded: dict[str, int] = {}
+        page.on("requestfinished", lambda r: loaded.__setitem__(r.url, r.sizes()["responseBodySize"]))
+        for html in sorted(committed_book.glob("*.html")):
+            if html.name in SKIPPED_PAGES:
+                continue
+            outside.clear()
+            loaded.clear()
+            page.goto(base + html.name, wait_until="networkidle")
+            seen[html.name] = {**page.evaluate(INSPECT), "outside": list(outside), "bytes": sum(loaded.values()),
+                               "files": set(loaded)}
     return seen
 
 
@@ -169,3 +182,56 @@ def test_every_claim_on_the_status_page_links_to_its_verdict(pages, repo):
     links = set(pages["reproduction-status.html"]["links"])
     expected = {f"{c.notebook}.html#verdict-{c.id}" for c in load_ledger(repo.ledger_path) if f"{c.notebook}.html" in pages}
     assert expected and sorted(expected - links) == []
+
+
+# The front of the book (issue 48) as a phone and a wide laptop window show it: the verdicts' badges are
+# there, nothing widens the page past the window, no "nan" reaches the reader, and the status page stays
+# a few screens long (56,446 px at 1400 px before it was grouped; 9,238 after, 2026-11-27).
+FRONT_PAGES = ("intro.html", "reproduction-status.html", "claims.html")
+WIDTHS = (390, 1400)
+STATUS_HEIGHT_BUDGET = 12_000  # px at 1400 px wide: about 13 screens of a 900-px window
+
+MEASURE = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  const main = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  return {
+    overflow: document.documentElement.scrollWidth - window.innerWidth,
+    height: document.documentElement.scrollHeight,
+    badges: [...main.querySelectorAll('.gf-badge')].map(b => b.textContent.trim()),
+    nan: (main.innerText.match(/\\bnan\\b/gi) || []).length,
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def front(committed_book: Path) -> dict[tuple[str, int], dict]:
+    seen = {}
+    with browser_on(committed_book) as (base, context, _):
+        for width in WIDTHS:
+            page = context({"width": width, "height": 900}).new_page()
+            for name in FRONT_PAGES:
+                page.goto(base + name, wait_until="networkidle")
+                seen[name, width] = page.evaluate(MEASURE)
+    return seen
+
+
+def test_the_front_pages_fit_a_phone_and_a_wide_window(front):
+    assert {key: m["overflow"] for key, m in front.items() if m["overflow"] > 0} == {}
+
+
+def test_the_status_page_badges_every_verdict_and_stays_short(front, repo):
+    from geofact.pipeline.ledger import load_ledger
+    from geofact.pipeline.ledger_view import LedgerView
+
+    status = front["reproduction-status.html", 1400]
+    profiles = LedgerView.read(repo).profiles
+    claims = load_ledger(repo.ledger_path)
+    verdicts = [b for b in status["badges"] if b[0] in "✓✗?○–" and not b[2].isdigit()]
+    assert len(verdicts) == len(claims) * len(profiles)  # one badge per claim and profile, with its words
+    assert any(b.startswith("✓") and b.endswith("hold") for b in status["badges"])  # the counts, badged
+    assert status["height"] <= STATUS_HEIGHT_BUDGET
+    assert front["intro.html", 1400]["badges"]  # the front page's key to the verdicts
+
+
+def test_no_nan_reaches_the_front_pages(front):
+    assert {key: m["nan"] for key, m in front.items() if key[0] != "claims.html" and m["nan"]} == {}

@@ -3,8 +3,8 @@ status page does, and `geofact check` holds the committed page to it."""
 
 from pathlib import Path
 
-from geofact.pipeline.intro import GROUPS, group, render_intro
-from geofact.pipeline.ledger import Claim, load_ledger
+from geofact.pipeline.intro import render_intro
+from geofact.pipeline.ledger import GROUPS, Claim, group, load_ledger
 from geofact.pipeline.project import Project
 
 ROOT = Path(__file__).resolve().parents[2]

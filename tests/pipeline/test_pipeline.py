@@ -17,6 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from geofact.pipeline.check import check
+from geofact.pipeline.ledger import GROUPS
+from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, count_badge
 from geofact.pipeline.project import Project
 from geofact.pipeline.execute import WIDGET_MIME
 from geofact.pipeline.stability import FRAGILE, STABLE, page_stability
@@ -62,15 +64,17 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
         closing = nb.cells[-1].source  # the verdicts, each under the anchor the status page links to
         assert closing.startswith(f"(verdicts-{name})=")
         for claim_id, entry in results["claims"].items():
-            assert f"(verdict-{claim_id})=\n**`{claim_id}`**" in closing and f"**{entry['verdict']}**" in closing
+            assert f"(verdict-{claim_id})=\n**`{claim_id}`**" in closing and badge(entry["verdict"]) in closing
     # the one claim smoke cannot test: the paper's category means need the paper's models
     not_run = {(name, claim_id): c["note"] for name in smoke.notebooks()
                for claim_id, c in json.loads(smoke.results("smoke", name).read_text())["claims"].items() if c["verdict"] == "not run"}
     assert list(not_run) == [("exp-real-lm-probing", "exp-real-lm-category-mrr")]
     assert "none of the paper's five models loaded" in next(iter(not_run.values()))
     status = smoke.status_page.read_text()
-    assert "- smoke: **" in status and "1 not run" in status
-    assert "Tested on {ref}`thm-khop-cot <verdict-thm-khop-cot>`" in status
+    row = next(line for line in status.splitlines() if line.startswith(f"| {GROUPS[2]} ("))
+    assert count_badge("not run", 1) in row  # the counts table: one experiment claim not run
+    assert "{ref}`thm-khop-cot <verdict-thm-khop-cot>`" in status
+    assert "Tested on {ref}`thm-khop-cot <verdict-thm-khop-cot>`" in smoke.claims_page.read_text()
 
 
 def test_check_passes_on_a_fresh_run(smoke):
@@ -109,7 +113,7 @@ def test_a_rounding_run_tests_the_verdicts_and_a_planted_flip_is_marked_fragile(
     assert done.returncode == 0 and check(mutable) == []
     closing = nbformat.read(mutable.page(page), as_version=4).cells[-1].source
     assert f"**`{claim}`**" in closing and "**fragile**: " + data["claims"][claim]["verdict"] in closing
-    assert f"· **fragile** (under rounding: {data['claims'][claim]['verdict']})" in mutable.status_page.read_text()
+    assert f"{FRAGILE_BADGE} (under rounding: {data['claims'][claim]['verdict']})" in mutable.status_page.read_text()
 
 
 def test_check_catches_a_planted_error_output(mutable):
@@ -175,8 +179,8 @@ def test_a_page_whose_models_all_fail_to_load_runs_names_them_and_reports_no_ver
     assert all(c["verdict"] == "not run" and "does not exist" in c["note"] for c in claims.values())
     page = mutable.page("exp-real-lm-probing").read_text()
     assert "No model could be loaded" in page and "/nowhere/missing.gguf" in page and "does not exist" in page
-    status = mutable.status_page.read_text()
-    assert "- smoke: not run (no model could be loaded: /nowhere/missing.gguf" in status
+    cards = mutable.claims_page.read_text()
+    assert f"- smoke: {badge('not run')} (no model could be loaded: /nowhere/missing.gguf" in cards
     assert check(mutable) == []
 
 

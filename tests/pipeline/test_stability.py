@@ -5,7 +5,9 @@ import subprocess
 import pytest
 
 from geofact.pipeline import stability as st
-from geofact.pipeline.ledger import load_ledger
+from geofact.pipeline.claim_cards import render_claims
+from geofact.pipeline.ledger import claim_anchor, load_ledger
+from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge
 from geofact.pipeline.machine import describe_machine, machine_line
 from geofact.pipeline.project import Project
 from geofact.pipeline.status import render_status
@@ -73,15 +75,18 @@ def test_the_status_page_marks_a_fragile_verdict(repo, tmp_path):
     book.parent.mkdir(parents=True)
     book.write_text(json.dumps(results({claim.id: "holds"})))
     page = render_status(project)
-    assert "of the 1 verdicts of trained models, 0 fragile and 0 stable under the rounding perturbation, 1 not compared" in page
+    assert "At laptop, 1 verdicts rest on trained models: 0 fragile and 0 stable under the rounding perturbation, 1 not compared" in page
     path = st.rounding_results(project, "laptop", claim.notebook)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(perturbed({claim.id: "inconclusive"})))
     page = render_status(project)
-    assert "1 fragile and 0 stable" in page and "· **fragile** (under rounding: inconclusive)" in page
-    assert f"- laptop, **fragile**: inconclusive under the rounding perturbation." in page
+    assert "1 fragile and 0 stable" in page and f"{FRAGILE_BADGE} (under rounding: inconclusive)" in page
+    row = next(line for line in page.splitlines() if f"<{claim_anchor(claim.id)}>" in line)
+    assert f"{badge('holds')} {FRAGILE_BADGE}" in row  # the book's verdict, then the mark that the rounding moved it
+    assert f"- laptop, **fragile**: inconclusive under the rounding perturbation." in render_claims(project)
     path.write_text(json.dumps(perturbed({claim.id: "holds"})))
-    assert "- laptop, stable under the rounding perturbation (holds in both)." in render_status(project)
+    assert FRAGILE_BADGE not in render_status(project)
+    assert "- laptop, stable under the rounding perturbation (holds in both)." in render_claims(project)
 
 
 def test_moved_since_lists_the_verdicts_a_re_execution_changed(tmp_path):
