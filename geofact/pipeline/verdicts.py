@@ -8,24 +8,40 @@ from typing import Any
 import nbformat
 
 from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches, verdict_label
-from geofact.pipeline.ledger_view import badge, plain_markdown
+from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, effect, plain_markdown
 from geofact.pipeline.project import Project
-from geofact.pipeline.stability import NOT_COMPARED, Stability, page_stability, trains
+from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, Stability, page_stability, trains
 
 
 class NotebookError(RuntimeError):
     """A notebook failed; the message names the notebook and the cell."""
 
 
+def _rounding_cell(moved: Stability | None) -> str:
+    if moved is None or moved.state == NOT_COMPARED:
+        return "not compared"
+    return f"{FRAGILE_BADGE} {moved.perturbed} under rounding" if moved.state == FRAGILE else "stable"
+
+
 def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: dict[str, Any],
                       stability: dict[str, Stability] | None = None) -> str:
-    """The page's closing section: each of its claims with the verdict this run computed, what was
-    measured and the rule that turned it into the verdict, each under its own anchor; for a page of trained
-    models (`stability` given), whether each verdict moved under the rounding perturbation."""
+    """The page's closing section: a table of its claims with the verdict this run computed, the estimate and
+    its interval where the claim is a test against an alternative, and for a page of trained models
+    (`stability` given) whether the verdict moved under the rounding perturbation; then each claim under its
+    own anchor with what was measured and the rule that turned it into the verdict."""
     lines = [f"(verdicts-{name})=", "## Verdicts at a glance", "",
              f"What this run (profile `{profile}`) decided for each claim this page tests; the code above computes "
              "every one. The {doc}`status page <reproduction-status>` sets them beside the rest of the paper "
-             "{cite}`ravfogel-geometric`.", ""]
+             "{cite}`ravfogel-geometric`.", "",
+             "| Claim | Verdict | Estimate [interval] |" + (" Rounding |" if stability is not None else ""),
+             "|---|---|---|" + ("---|" if stability is not None else "")]
+    for claim in claims:
+        entry = reported[claim.id]
+        cells = [f"{{ref}}`{claim.id} <{verdict_label(claim.id)}>`", badge(entry["verdict"]), effect(entry) or "–"]
+        if stability is not None:
+            cells.append(_rounding_cell(stability.get(claim.id)))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "What each verdict rests on:", ""]
     for claim in claims:
         entry = reported[claim.id]
         measured = f" {plain_markdown(entry['measured'])}." if entry.get("measured") else ""
