@@ -99,6 +99,11 @@ class Estimate:
                        method=f"{self.method}; cut to the quantity's range [{ends[0]}, {ends[1]}]")
 
     def text(self, digits: int = 3) -> str:
+        """The estimate as a page's prose gives it; one that could not be made says why, never "nan"."""
+        if math.isnan(self.value):
+            return f"{self.quantity}: no estimate ({self.method})"
+        if math.isnan(self.lo) or math.isnan(self.hi):
+            return f"{self.quantity} = {self.value:.{digits}g}, no interval ({self.method}, n = {self.n})"
         return (f"{self.quantity} = {self.value:.{digits}g}, {self.confidence:.0%} interval "
                 f"[{self.lo:.{digits}g}, {self.hi:.{digits}g}] ({self.method}, n = {self.n})")
 

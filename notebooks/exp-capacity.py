@@ -92,6 +92,7 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state, suf
 from geofact.evidence import FAILS, Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
@@ -180,7 +181,7 @@ ax.plot(lr_values, [lr_table[r]["converged"] for r in lr_values], "s:", color="b
 ax.axvline(1.0, **PAPER_STYLE, label="paper: lr = 1.0")
 ax.axvline(grid.lr, color=COLORS["theory"], linestyle=":", label=f"the grid's rate {grid.lr:g}")
 ax.set(xscale="log", xlabel="AdamW learning rate", ylabel="fraction", ylim=(-0.03, 1.03), title=f"N={grid.N}, R={lr_R}, d={lr_d}")
-ax.legend()
+legend(ax)
 ax = axes[0][1]
 cmap = plt.get_cmap("viridis")
 for i, rate in enumerate(ordered):
@@ -188,7 +189,7 @@ for i, rate in enumerate(ordered):
     ax.plot(curve[:, 0], curve[:, 1], color=cmap(i / max(1, len(ordered) - 1)), label=f"lr {rate:g}")
 ax.axhline(grid.loss_threshold, color="grey", linestyle=":", label="stop rule")
 ax.set(yscale="log", xlabel="step", ylabel="training loss (batch)", title=f"learned embeddings, seed {lr_seeds[0]}")
-ax.legend(ncol=2)
+legend(ax, ncol=2)
 plt.show()
 
 # %%
@@ -339,7 +340,7 @@ for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
 ax.axhline(grid.max_steps, color="grey", linestyle=":", label="step budget")
 ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="steps taken (mean over seeds)",
        title="steps to the stop rule: learned solid, frozen dashed")
-ax.legend(ncol=2, fontsize="small")
+legend(ax, ncol=2, fontsize="small")
 plt.show()
 
 # %% [markdown]
@@ -580,7 +581,7 @@ for ax, (i, R) in zip(axes[0], enumerate(attention_R)):
     ax.set(xscale="log", xlabel="embedding dimension d", ylabel="final accuracy (mean ± std over seeds)",
            title=f"uniform vs learned attention, N={grid.N}, R={R}")
     ax.set_xscale("log", base=2)
-    ax.legend(fontsize="small")
+    legend(ax, fontsize="small")
 plt.show()
 
 # %%

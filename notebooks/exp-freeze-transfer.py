@@ -91,6 +91,7 @@ from geofact.pages.along_training import cell_courses, drop_panels, erosion_summ
 from geofact.pages.curves import headroom_curves, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.spike_mechanism import spike_section, study_panels
@@ -323,7 +324,7 @@ for row, d in zip(axes, example_ds):
         ax.axhline(on_g[name][i_show, grid.d_values.index(d)].mean(), color="black", linestyle=":", label="smart on g (no training)")
         ax.set(xlabel="retraining steps (subject embeddings only)", ylabel="accuracy", ylim=(-0.03, 1.03),
                title=f"{name}: R={R_show}, d={d}")
-axes[0][0].legend()
+legend(axes[0][0])
 plt.show()
 
 # %%

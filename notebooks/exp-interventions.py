@@ -86,6 +86,7 @@ from geofact.pages.along_training import cell_courses, drop_panels, erosion_summ
 from geofact.pages.curves import headroom_curves, r_colors, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.spike_mechanism import spike_section, study_panels
@@ -333,7 +334,7 @@ if erosion_control is not None:
                 steps, values = arms[arm, name, s]
                 ax.plot(steps, values, "o-", color=color, alpha=0.8, markersize=3, label=label if i == 0 else None)
         ax.set(xlabel="training step", ylabel="best selectivity", title=f"{name}: R={R_x}, d={d_x}")
-    axes[0][0].legend(fontsize="small")
+    legend(axes[0][0], fontsize="small")
     plt.show()
 
 # %%
@@ -420,7 +421,7 @@ def rank_plot(R: int, d: int, seed: int) -> None:
         if threshold is not None:
             ax.axvline(threshold, color=COLORS["theory"], linestyle=":", label=f"d_min(R={R}) = {threshold}")
         ax.set(xlabel="rank k of the pseudoinverse", ylabel="fraction", title=f"{name}: R={R}, d={d}, seed {seed}")
-    axes[0][0].legend()
+    legend(axes[0][0])
     plt.show()
 
 
@@ -446,7 +447,7 @@ ax.plot(grid.d_values, grid.d_values, color=COLORS["baseline"], linestyle="--", 
 ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="k of the best selectivity", title=f"learned embeddings, N={grid.N}")
 ax.set_xticks(grid.d_values, [str(d) for d in grid.d_values])
 ax.minorticks_off()
-ax.legend(ncol=2, fontsize="small")
+legend(ax, ncol=2, fontsize="small")
 plt.show()
 
 sel_emb = final_values(grid, points, "selectivity_emb")

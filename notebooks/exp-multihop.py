@@ -98,6 +98,7 @@ from geofact.constructions.cot import chain_of_thought
 from geofact.evidence import Contrast, Estimate, Range, fraction_interval, judge, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markdown
@@ -162,7 +163,7 @@ for ax, cot in zip(axes[0], (True, False)):
                 linestyle="--" if rate == lr else "-", label=f"lr {rate:g}" + (" (paper)" if rate == 0.01 else ""))
     ax.set(xlabel="step", ylabel="eval accuracy (final answer)", ylim=(-0.03, 1.03),
            title=f"{'CoT' if cot else 'no CoT'}, learned: k={lr_k}, R={lr_R}, seed {seeds[0]}")
-    ax.legend()
+    legend(ax)
 plt.show()
 lr_acc = {key: float(runs.mean()) for key, runs in lr_runs.items()}
 lr_best = {cot: max(lr_values, key=lambda rate: lr_acc[cot, rate]) for cot in (True, False)}
@@ -239,7 +240,7 @@ for ax, name in zip(axes[0], ["CoT, learned", "CoT, frozen"]):
         ax.plot(range(1, k_max + 1), per_hop, "o-", color=plt.get_cmap("viridis")(j / max(1, len(R_values) - 1)), label=f"R={R}")
     ax.set(xlabel="hop i (the i-th generated entity)", ylabel="accuracy of hop i", ylim=(-0.03, 1.03),
            xticks=range(1, k_max + 1), title=f"{name}, k={k_max}: per-hop accuracy")
-    ax.legend()
+    legend(ax)
 plt.show()
 
 # %% [markdown]
@@ -258,7 +259,7 @@ for ax, (k, R) in zip(axes[0], curve_cells):
             curve = np.array(grid_records[name, k, R, s]["accuracy_curve"])
             ax.plot(curve[:, 0], curve[:, 1], color=color, alpha=0.85, label=name if s == seeds[0] else None)
     ax.set(xlabel="step", ylabel="eval accuracy (final answer)", ylim=(-0.03, 1.03), title=f"k={k}, R={R} (every seed)")
-    ax.legend()
+    legend(ax)
 plt.show()
 
 # %% [markdown]

@@ -75,6 +75,7 @@ from geofact.nl.corpus import load_corpus
 from geofact.nl.corpus_lm import CorpusLMConfig, OneLayerLM, corpus_lm_readout, greedy_hits, trained_corpus_lm
 from geofact.nl.cosine_probe import ProbeConfig
 from geofact.pages.display import Markdown, display
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.stats import wilson_interval
@@ -123,7 +124,7 @@ for variant, color in (("word", COLORS["measured"]), ("entity", COLORS["alt"])):
     loss = trained[variant][3]["loss"]
     ax.plot(np.arange(1, len(loss) + 1), loss, color=color, marker="o", label=f"{variant}-level tokens")
 ax.set(xlabel="epoch", ylabel="mean next-token loss", yscale="log", title="corpus LM training")
-ax.legend()
+legend(ax)
 plt.show()
 for variant, (model, vocab, examples, record) in trained.items():
     print(f"{variant}: |V| = {len(vocab):,}, {len(examples):,} sentences, {record['n_params'] / 1e6:.2f}M parameters, "
@@ -210,7 +211,7 @@ for ax, variant in zip(axes[0], ("word", "entity")):
         ax.scatter(x + 0.2, [PAPER_READOUT.get(c, (np.nan, np.nan))[1] for c in categories], color=COLORS["paper"], marker="_", s=300, zorder=3)
     ax.set_xticks(x, [c.replace("_", " ") for c in categories], rotation=30, ha="right")
     ax.set(ylabel="held-out readout Hits@1", ylim=(0, 1), title=f"{variant}-level tokens")
-axes[0][0].legend(fontsize="small")
+legend(axes[0][0], fontsize="small")
 plt.show()
 
 # %% [markdown]

@@ -106,6 +106,7 @@ from geofact.pages.along_training import cell_courses, drop_panels, erosion_summ
 from geofact.pages.curves import headroom_curves, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.spike_mechanism import spike_section, study_panels
@@ -419,7 +420,7 @@ if readout_check is not None:
     ax.set_xscale("log", base=2)
     top = ax.secondary_xaxis("top", functions=(lambda d: c_train / np.maximum(d, 1e-9), lambda q: c_train / np.maximum(q, 1e-9)))
     top.set_xlabel("training subjects per dimension")
-    ax.legend(fontsize="small")
+    legend(ax, fontsize="small")
     plt.show()
     for c in check_cells:
         steps = [r["steps"] for r in c["records"]]

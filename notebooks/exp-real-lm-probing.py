@@ -251,7 +251,7 @@ for spec in results if first is None else [first]:
         ax.set(title=f"{category} (layer {best})", ylabel="held-out Hits@1", ylim=(0, 1))
     for ax in axes.flat[len(categories):]:
         ax.set_visible(False)
-    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="upper right", fontsize="small")
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside right upper", fontsize="small")
     fig.suptitle(f"{spec}: per-relation Hits@1 at the best layer ({mode} subject token)")
     plt.show()
 

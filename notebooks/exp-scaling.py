@@ -82,6 +82,7 @@ import numpy as np
 
 from geofact.evidence import Contrast, Estimate, Range, judge, sensitivity_table, separate, t_quantile, welch_difference
 from geofact.pages.display import Markdown, display
+from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markdown
@@ -240,7 +241,7 @@ for ax, w in zip(axes[0], widths):
     ax.set(xlabel="N (entities)", ylabel=f"d_min (accuracy >= {level})", title=f"MLP width = {w}, R = {R}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.legend(fontsize="small")
+    legend(ax, fontsize="small")
 plt.show()
 
 # %% [markdown]
@@ -409,8 +410,8 @@ def curvature_at(w, confidence: float, min_N: int = curvature_min_N) -> Estimate
     points = brackets("learned", w, min_N)  # (N, low, d_min) per (N, seed)
     Ns = np.unique(points[:, 0])
     if len(Ns) < 4:
-        return Estimate.missing(quantity, f"{len(Ns)} N >= {min_N}: a curvature and its error need four N (the seeds at one N "
-                                "are averaged, not counted apart)", confidence)
+        return Estimate.missing(quantity, f"only {len(Ns)} values of N from {min_N} up; a curvature and its error need four "
+                                "(the seeds at one N are averaged, not counted apart)", confidence)
     at = [points[:, 0] == N for N in Ns]
     low, central = (np.array([np.log(points[rows, col]).mean() for rows in at]) for col in (1, 2))
     u = np.log(Ns)
@@ -488,7 +489,7 @@ display(Markdown("**The learned curve's curvature by the smallest $N$ fitted** (
                  f"$N \\geq$ {curvature_min_N}, the paper's range; {round(100 * ci_level)}% intervals):\n\n"
                  "| smallest N | " + " | ".join(f"width {w}" for w in widths) + " |\n|---|" + "---|" * len(widths) + "\n"
                  + "\n".join(f"| {n} | " + " | ".join(
-                     (f"{e.value:+.4f} [{e.lo:+.4f}, {e.hi:+.4f}], {separate(e, *concave_ranges())}" if e.defined else e.method)
+                     (f"{e.value:+.4f} [{e.lo:+.4f}, {e.hi:+.4f}], {separate(e, *concave_ranges())}" if e.defined else f"– ({e.method})")
                      for e in [curvature_at(w, ci_level, n) for w in widths]) + " |" for n in smallest_N)))
 judge(report, "exp-scaling-learned", [Contrast(curvature_at(w, ci_level), *concave_ranges()) for w in widths],
       measured="; ".join(fit_text("learned", w) for w in widths),
@@ -509,18 +510,23 @@ if 64 in widths and frozen_64 and not past_64:  # the page's own argument above:
 
 
 def shape(e: Estimate) -> str:
-    if not e.defined:
-        return "undetermined (no interval)"
     return "concave" if e.hi < 0 else "convex" if e.lo > 0 else "not told apart from straight"
+
+
+def stated(e: Estimate, at: str, with_shape: bool = False) -> str:
+    """An estimate in the page's summary; one that could not be made says why instead of printing nan."""
+    if not e.defined:
+        return f"not estimable at width {at} ({e.method})"
+    return f"{e.value:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] at width {at}" + (f" ({shape(e)})" if with_shape else "")
 
 
 curv = {w: curvature_at(w, ci_level) for w in widths}
 gap = {w: steeper_at(w, ci_level) for w in widths}
 display(Markdown(
     "**What the tests say.** The learned curve's log–log curvature is "
-    + "; ".join(f"{e.value:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] at width {w} ({shape(e)})" for w, e in curv.items())
+    + "; ".join(stated(e, w, with_shape=True) for w, e in curv.items())
     + ": the paper's $a + b\\log_2 N$ would be concave. The frozen exponent exceeds the learned one by "
-    + "; ".join(f"{e.value:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] at width {w}" for w, e in gap.items())
+    + "; ".join(stated(e, w) for w, e in gap.items())
     + f" ({round(100 * ci_level)}% intervals): where the interval includes 0, this scale does not tell the frozen curve's "
     "scaling from the learned one's, which is what separates the paper's two regimes."))
 for w in widths:

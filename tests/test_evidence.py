@@ -204,3 +204,12 @@ def test_an_interval_cut_to_the_quantitys_range_keeps_its_estimate_and_says_so()
     assert e.within(-1.0) is e and Estimate.missing("x", "none").within(0.0).lo != 0.0
     with pytest.raises(ValueError, match="outside the quantity's range"):
         e.within(0.1)
+
+
+def test_an_estimate_that_could_not_be_made_says_why_instead_of_nan():
+    from geofact.evidence import Estimate
+
+    missing = Estimate.missing("curvature", "only 3 values of N; a curvature and its error need four")
+    assert missing.text() == "curvature: no estimate (only 3 values of N; a curvature and its error need four)"
+    no_interval = Estimate("slope", 0.5, float("nan"), float("nan"), 0.95, "one point", 1)
+    assert "nan" not in no_interval.text() and "no interval" in no_interval.text()

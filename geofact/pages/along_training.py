@@ -25,6 +25,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from geofact.evidence import Contrast, Estimate, Range, t_interval
+from geofact.pages.legends import legend
 from geofact.training.grid import REGIMES, CapacityGrid
 
 MARKERS = ("o", "s", "^", "D")  # one per N, in increasing N
@@ -174,7 +175,7 @@ def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, toler
             ax.axhline(tolerance, color="black", linestyle=":", linewidth=1, label=f"tolerance {tolerance:g}")
         ax.set(xscale="log" if shown else "linear", xlabel="headroom d / d_min(R) (learned threshold)",
                ylabel=f"drop of {label}: peak - stop", title=f"{regime} embeddings" + ("" if shown else ": no threshold on the grid"))
-        ax.legend(ncol=2, fontsize="small", title="filled: judged cells", title_fontsize="small")
+        legend(ax, ncol=2, fontsize="small", title="filled: judged cells", title_fontsize="small")
 
 
 def erosion_summary(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float, tolerances: list[float],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import pyplot as plt
 
+from geofact.pages.legends import legend
 from geofact.training.grid import CapacityGrid
 
 STYLES = {"learned": "-", "frozen": "--"}
@@ -54,7 +55,7 @@ def headroom_curves(ax, grid: CapacityGrid, headroom: np.ndarray, values: dict[s
     if min_headroom is not None:
         ax.axvline(min_headroom, color="grey", linestyle=":", linewidth=1, label=f"d/d_min = {min_headroom:g}")
     ax.set(xscale="log", xlabel="headroom d / d_min(R) (learned threshold)", ylabel=ylabel)
-    ax.legend(ncol=2, fontsize="small", title="solid: learned, dashed: frozen", title_fontsize="small")
+    legend(ax, ncol=2, fontsize="small", title="solid: learned, dashed: frozen", title_fontsize="small")
 
 
 def trajectory_panels(axes, grid: CapacityGrid, points: dict, metric: str, cells: list[tuple[int, int]], ylabel: str) -> None:
@@ -76,6 +77,6 @@ def trajectory_panels(axes, grid: CapacityGrid, points: dict, metric: str, cells
     axes[1].set(xscale="log", xlabel="training loss (batch), decreasing to the right", ylabel=ylabel)
     axes[1].invert_xaxis()
     axes[1].axvline(grid.loss_threshold, color="grey", linestyle=":", linewidth=1, label="stop rule 1e-4")
-    axes[0].legend(fontsize="small")
-    axes[1].legend(fontsize="small")
+    legend(axes[0], fontsize="small")
+    legend(axes[1], fontsize="small")
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from geofact.pages.legends import legend
 from geofact.pages.plotting import COLORS, PAPER_STYLE
 from geofact.spikes import RunSpikes, SpikeRule, sensitivity
 
@@ -97,7 +98,7 @@ def curves_panel(ax, records: Mapping[Key, dict], runs: Mapping[Key, RunSpikes],
         ax.axhline(loss_threshold, **PAPER_STYLE)
     ax.set(yscale="log", xlabel="step", ylabel="batch loss", title=title)
     if ranked or quiet is not None:
-        ax.legend(fontsize="small", loc="upper right")
+        legend(ax, fontsize="small")
 
 
 def grid_runs(grids, records_by_grid: list[Mapping[tuple, dict]], thresholds: list[Mapping[tuple, float]],
