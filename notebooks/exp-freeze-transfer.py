@@ -88,7 +88,7 @@ from geofact.evidence import Contrast, Estimate, Range, fraction_interval, sensi
 from geofact.analysis.trajectory import analyse_grid, final_values, train_grid, train_grids
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
-from geofact.pages.curves import headroom_curves, trajectory_panels
+from geofact.pages.curves import headroom_curves, trajectory_legend, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
@@ -178,6 +178,7 @@ plt.show()
 cells = [(R, grid.d_values[-1]) for R in grid.R_values]
 fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
 trajectory_panels(axes[0], grid, points, "zero_shot", cells, "zero-shot accuracy on g'")
+trajectory_legend(fig, axes[0])
 plt.show()
 peaks = []
 for R in grid.R_values:

@@ -83,13 +83,13 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid, train_grids
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
-from geofact.pages.curves import headroom_curves, r_colors, trajectory_panels
+from geofact.pages.curves import headroom_curves, r_colors, trajectory_legend, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
-from geofact.pages.spike_mechanism import spike_section, study_panels
+from geofact.pages.spike_mechanism import effect_words, spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restriction
 from geofact.training.sweep import run_sweep
@@ -173,6 +173,7 @@ plt.show()
 cells = [(R, grid.d_values[-1]) for R in grid.R_values]
 fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
 trajectory_panels(axes[0], grid, points, "selectivity", cells, "best selectivity")
+trajectory_legend(fig, axes[0])
 plt.show()
 
 # %%
@@ -241,14 +242,6 @@ def selectivity_course(config, record: dict) -> tuple[list[int], list[float]]:
     values = [analyse_state(cache, config, step, analyse, "interventions", analysis_params, record["accuracy"],
                             device)["values"]["selectivity"] for step in steps + [None]]
     return steps + [record["steps"]], values
-
-
-def effect_words(estimate) -> str:
-    """A paired difference with its interval, and whether the interval excludes 0."""
-    if not math.isfinite(estimate.lo):
-        return f"{estimate.value:.3f} (one seed: no interval)"
-    seen = "an effect" if estimate.lo > 0 or estimate.hi < 0 else "no effect this scale can see"
-    return f"{estimate.value:.3f} [{estimate.lo:.3f}, {estimate.hi:.3f}] ({seen})"
 
 
 if erosion_control is not None and restriction() is not None and not (

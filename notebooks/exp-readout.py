@@ -103,7 +103,7 @@ from geofact.evidence import Contrast, Estimate, Range, fraction_interval, sensi
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid, train_grids
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
-from geofact.pages.curves import headroom_curves, trajectory_panels
+from geofact.pages.curves import headroom_curves, trajectory_legend, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
@@ -203,6 +203,7 @@ fig, axes = subplots(2, 3, width=5.0, height=3.6, sharey=True)
 for row, what in zip(axes, ("s", "h")):
     trajectory_panels(row, grid, points, what, cells, f"held-out readout from {what}")
 trajectory_panels(axes[2], grid, points, "accuracy", cells, "training accuracy (all N R facts)")
+trajectory_legend(fig, axes[0])
 plt.show()
 
 # %%

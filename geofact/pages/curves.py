@@ -59,7 +59,8 @@ def headroom_curves(ax, grid: CapacityGrid, headroom: np.ndarray, values: dict[s
 
 
 def trajectory_panels(axes, grid: CapacityGrid, points: dict, metric: str, cells: list[tuple[int, int]], ylabel: str) -> None:
-    """axes: two axes (against step, against loss); cells: (R, d) pairs; points from analyse_grid."""
+    """axes: two axes (against step, against loss); cells: (R, d) pairs; points from analyse_grid. The
+    figure's one legend is trajectory_legend's (a figure of several rows would repeat it on every row)."""
     colors = r_colors(grid)
     for R, d in cells:
         for name in ("learned", "frozen"):
@@ -77,6 +78,11 @@ def trajectory_panels(axes, grid: CapacityGrid, points: dict, metric: str, cells
     axes[1].set(xscale="log", xlabel="training loss (batch), decreasing to the right", ylabel=ylabel)
     axes[1].invert_xaxis()
     axes[1].axvline(grid.loss_threshold, color="grey", linestyle=":", linewidth=1, label="stop rule 1e-4")
-    legend(axes[0], fontsize="small")
-    legend(axes[1], fontsize="small")
+
+
+def trajectory_legend(fig, row) -> None:
+    """The one legend of a figure of trajectory_panels rows, below it: each cell's colour and line (R, d,
+    learned solid or frozen dashed) and the stop rule, from `row` (one row's two axes)."""
+    handles, labels = ([*a, *b] for a, b in zip(row[0].get_legend_handles_labels(), row[1].get_legend_handles_labels()))
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
 

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,8 @@ class Sharing:
     jobs: int  # worker processes
     units: int
     finished: Any  # a manager's dict: {index of a unit: True} once it is done
-    second_grid: tuple[str, Any] | None = None  # (page, a manager's Event): see _run_unit
+    workers: Any  # a manager's dict: {index of a unit: pid of the worker process running it}
+    second_grid: tuple[str, Any, int] | None = None  # (page, a manager's Event, index of its unit): see _run_unit
 
     def pages_at_once(self) -> int:
         return max(1, min(self.jobs, self.units - len(self.finished)))
@@ -106,10 +108,11 @@ def _run_unit(root: str, index: int, names: list[str], settings: RunSettings,
     then sets its event, whatever happened (a failure is the page's to report: it trains what is
     missing itself); the unit holding that page waits for the event before executing it."""
     project = Project(Path(root))
+    sharing.workers[index] = os.getpid()
     try:
         if names != [SECOND_GRID_UNIT]:
             return _run_pages(project, names, settings, sharing=sharing)
-        page, ready = sharing.second_grid
+        page, ready, _ = sharing.second_grid
         try:
             with scoped_environ(sharing.environ()):
                 _train_second_grid(project, page, settings)
@@ -139,6 +142,39 @@ def _train_second_grid(project: Project, page: str, settings: RunSettings) -> No
     subprocess.run([sys.executable, "-m", "geofact.analysis.second_grid", json.dumps(spec)], cwd=project.root, check=True)
 
 
+class SecondGridLost(RuntimeError):
+    """The worker training the second grid died (killed, or out of memory) before it was done."""
+
+
+SECOND_GRID_POLL_S = 5.0  # how often a page waiting on the second grid looks whether its worker is still alive
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` is running (a zombie, dead but not yet reaped by its parent, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    try:  # Linux: the state follows the command's closing parenthesis
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def wait_for_second_grid(sharing: Sharing, poll_s: float = SECOND_GRID_POLL_S) -> None:
+    """Wait until the second grid's unit has set its event; raise SecondGridLost as soon as the worker
+    running that unit is gone without setting it (a wait on that event alone would never end)."""
+    _, ready, unit = sharing.second_grid
+    while not ready.wait(poll_s):
+        pid = sharing.workers.get(unit)
+        if pid is not None and not process_alive(pid) and not ready.is_set():
+            raise SecondGridLost(f"the worker training {SECOND_GRID_UNIT} (pid {pid}) died before it was done; what it "
+                                 "trained is cached: run the same command again to resume")
+
+
 def _run_pages(project: Project, names: list[str], settings: RunSettings, bar=None,
                sharing: Sharing | None = None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
     """Execute pages in turn: (records of those executed, (name, why) of those left unfinished); with
@@ -146,7 +182,7 @@ def _run_pages(project: Project, names: list[str], settings: RunSettings, bar=No
     records, unfinished = [], []
     for name in names:
         if sharing is not None and sharing.second_grid is not None and name == sharing.second_grid[0]:
-            sharing.second_grid[1].wait()
+            wait_for_second_grid(sharing)
         if past_deadline():
             unfinished.append((name, "not started: the time budget was spent"))
             continue
@@ -238,14 +274,19 @@ def _execute(project: Project, names: list[str], settings: RunSettings, jobs: in
         context = multiprocessing.get_context("spawn")
         with context.Manager() as manager, ProcessPoolExecutor(max_workers=at_once, mp_context=context,
                                                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-            sharing = Sharing(usable_cores(), at_once, len(units), manager.dict(),
-                              (page, manager.Event()) if page else None)
+            sharing = Sharing(usable_cores(), at_once, len(units), manager.dict(), manager.dict(),
+                              (page, manager.Event(), 0) if page else None)
             futures = [pool.submit(_run_unit, str(project.root), i, u, settings, sharing) for i, u in enumerate(units)]
             try:
                 for future in as_completed(futures):
                     done, left = future.result()
                     records, unfinished = records + done, unfinished + left
                     bar.update(len(records) + len(unfinished) - bar.n)
+            except BrokenProcessPool as exc:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise NotebookError("a worker process of `geofact run` died (killed, or out of memory) before its pages were "
+                                    "done; every run it finished is cached and every page it finished is written: run the same "
+                                    "command again to resume") from exc
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise

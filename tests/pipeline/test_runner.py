@@ -1,4 +1,5 @@
 import json
+import os
 
 import nbformat
 import pytest
@@ -88,12 +89,41 @@ def test_the_second_grid_trains_as_a_unit_of_its_own_in_a_pool_worker_and_then_r
     assert second_grid_page(project, [[n] for u in units for n in u], settings) is None  # no unit of pages, no wait
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager, ProcessPoolExecutor(1, mp_context=context) as pool:  # as `run` does
-        sharing = Sharing(cores=2, jobs=2, units=3, finished=manager.dict(), second_grid=(page, manager.Event()))
+        sharing = Sharing(cores=2, jobs=2, units=3, finished=manager.dict(), workers=manager.dict(),
+                          second_grid=(page, manager.Event(), 0))
         assert sharing.environ()["GEOFACT_PAGES_AT_ONCE"] == "2" and sharing.environ()["OMP_NUM_THREADS"] == "1"
         assert pool.submit(_run_unit, str(tmp_path), 0, [SECOND_GRID_UNIT], settings, sharing).result() == ([], [])
-        assert sharing.second_grid[1].is_set() and dict(sharing.finished) == {0: True}
+        assert sharing.second_grid[1].is_set() and dict(sharing.finished) == {0: True} and list(sharing.workers) == [0]
         sharing.finished[1] = True  # the other worker has nothing left to run: a page starting now gets every core
         assert sharing.environ()["GEOFACT_PAGES_AT_ONCE"] == "1" and sharing.environ()["OMP_NUM_THREADS"] == "2"
     grids = ladder_grids(settings.parameters(project, page)["trajectory_grid"])
     configs = [c for grid in grids for c in grid.configs().values()]
     assert len(configs) >= 4 and all(load_result(project.runs_dir, c) is not None for c in configs)
+
+
+def test_a_page_waiting_on_the_second_grid_fails_clearly_when_its_worker_is_killed():
+    """The wait watches the worker it waits for: killed with SIGKILL (nothing runs its `finally`, the event is
+    never set), the waiting page gets a clear error within a poll or two instead of waiting for ever."""
+    import multiprocessing
+    import signal
+    import time
+
+    import pytest
+
+    from geofact.pipeline.runner import SecondGridLost, Sharing, process_alive, wait_for_second_grid
+
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        worker = context.Process(target=time.sleep, args=(60,))
+        worker.start()
+        sharing = Sharing(cores=2, jobs=2, units=2, finished=manager.dict(), workers=manager.dict({0: worker.pid}),
+                          second_grid=("exp-readout", manager.Event(), 0))
+        assert process_alive(worker.pid)
+        os.kill(worker.pid, signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(SecondGridLost, match="died before it was done.*run the same command again"):
+            wait_for_second_grid(sharing, poll_s=0.2)  # the dead worker is a zombie until joined: still seen as gone
+        assert time.monotonic() - started < 5
+        worker.join()
+        sharing.second_grid[1].set()
+        wait_for_second_grid(sharing, poll_s=0.2)  # set: returns at once, whoever ran it
