@@ -6,6 +6,7 @@ and its verdicts section appended (geofact.pipeline.verdicts)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -28,6 +29,11 @@ from geofact.pipeline.verdicts import NotebookError, check_claims, verdicts_mark
 from geofact.pipeline.machine import describe_machine, machine_line
 from geofact.pipeline.stability import compare, perturbation_environ, rounding_page, rounding_results, trains
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
+
+# papermill reads a parameters cell's comments as help text and warns ("Unable to parse line 8 ...") on every
+# line whose comment holds an "=" ("# the frozen threshold the paper reports at R = 16"); geofact does not use
+# that help, and the warnings bury the progress bars of `geofact run`.
+logging.getLogger("papermill.translators").setLevel(logging.ERROR)
 from geofact.settings import RESULTS_PATH_ENV
 
 PROBE_TAG = "geofact-probe"
