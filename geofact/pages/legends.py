@@ -1,5 +1,7 @@
 """Legends that cover no data (issue 48): matplotlib's best place inside the axes where that place covers
-no plotted point or line, else beside the axes, where the figure's constrained layout makes room for it.
+no plotted point or line, else outside the axes, where the figure's constrained layout makes room for it:
+beside the axes when the legend is narrow, below the axes' labels when it is wide (beside, a wide legend
+would squeeze the panel to a sliver).
 
 matplotlib's `loc="best"` only minimises the overlap; on a busy panel (loss curves of ten runs, a
 learning-rate sweep) its best place still sits on the data, which a reader then cannot see.
@@ -17,6 +19,7 @@ from matplotlib.transforms import Bbox
 
 SAMPLE_PX = 3.0  # a line is tested at points this far apart on the screen, so a line crossing the legend is seen
 BESIDE = {"loc": "center left", "bbox_to_anchor": (1.02, 0.5)}
+NARROW = 0.4  # a legend at most this fraction of the axes' width goes beside them; a wider one below
 
 
 def _line_points(line: Line2D) -> np.ndarray:
@@ -56,9 +59,14 @@ def covers_data(ax: Axes, legend: Legend) -> bool:
 
 def legend(ax: Axes, *args, **kwargs) -> Legend:
     """`ax.legend(*args, **kwargs)` at matplotlib's best place inside the axes where it covers no data, else
-    beside the axes (to the right, centred)."""
+    outside: beside the axes (to the right, centred) when it is narrow (NARROW), else centred below the
+    axes' tick labels and x label."""
     placed = ax.legend(*args, loc="best", **kwargs)
     if not covers_data(ax, placed):
         return placed
+    narrow = placed.get_window_extent().width <= NARROW * ax.get_window_extent().width
+    below = ax.get_tightbbox().transformed(ax.transAxes.inverted()).y0  # the labels' bottom, in axes units
     placed.remove()
-    return ax.legend(*args, **BESIDE, **kwargs)
+    if narrow:
+        return ax.legend(*args, **BESIDE, **kwargs)
+    return ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, below - 0.02), **kwargs)
