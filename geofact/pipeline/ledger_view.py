@@ -42,7 +42,12 @@ def badge(state: str) -> str:
     return f'<span class="gf-badge {css_class(state)}">{MARKS[state]} {state}</span>'
 
 
-FRAGILE_BADGE = f'<span class="gf-badge gf-fragile">⚠ {FRAGILE}</span>'
+def fragile_badge(n: int | None = None) -> str:
+    """The mark of a verdict that moved under the rounding perturbation ("⚠ fragile"), or of `n` of them."""
+    return f'<span class="gf-badge gf-fragile">⚠ {"" if n is None else f"{n} "}{FRAGILE}</span>'
+
+
+FRAGILE_BADGE = fragile_badge()
 
 
 def count_badge(state: str, n: int) -> str:

@@ -1,5 +1,6 @@
 """The "Reproduction status" page (issue 48): the ledger's claims, grouped, each with its verdict at every
-profile as a badge, its interval and its mark where the rounding moved it; a few screens long, the claims' cards on a page of their own (geofact.pipeline.claim_cards).
+profile as a badge, its interval and its mark where the rounding moved it; a few screens long, the claims'
+cards on a page of their own (geofact.pipeline.claim_cards).
 
 Generated from claims.yaml and results/<profile>/<notebook>.json by `geofact status` (and after every
 `geofact run`); `geofact check` fails when the committed page differs from what they give.
@@ -14,7 +15,8 @@ from geofact.pipeline.claim_cards import render_claims
 from geofact.pipeline.intro import render_intro
 from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor, load_not_checkable, verdict_label
 from geofact.pipeline.ledger_figure import FIGURE_NAME, render_ledger_svg
-from geofact.pipeline.ledger_view import FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge, effect
+from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge, effect,
+                                         fragile_badge)
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE
@@ -73,7 +75,7 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
         for p in profiles:
             fragile = sum(view.fragile(c, p) is not None for c in members)
             cells.append(" ".join([count_badge(s, n) for s, n in view.counts(members, p).items() if n]
-                                  + ([f'<span class="gf-badge gf-fragile">⚠ {fragile} fragile</span>'] if fragile else [])))
+                                  + ([fragile_badge(fragile)] if fragile else [])))
         lines.append(f"| {g} ({len(members)}) | " + " | ".join(cells) + " |")
     for p in profiles:
         states = [s.state for s in view.stable.get(p, {}).values()]
