@@ -55,10 +55,13 @@ class _Run:
 
     def as_dict(self) -> dict:
         """The config as JSON. An fp32 run leaves `precision` out: every record made before the precision
-        policy (geofact.training.precision) was fp32, and keeps the key it was cached under."""
+        policy (geofact.training.precision) was fp32, and keeps the key it was cached under; so does a run
+        that is not read past its stop (`TrainConfig.read_past_stop`)."""
         out = dataclasses.asdict(self)
         if out["precision"] == "fp32":
             del out["precision"]
+        if out.get("read_past_stop") is False:
+            del out["read_past_stop"]
         return out
 
     def key(self) -> str:
@@ -105,6 +108,10 @@ class TrainConfig(_Run):
     seed: int = 0  # initialisation and batch order
     task_seed: int | None = None  # the bijections; None means `seed`
     precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
+    # Train on to max_steps after the stop rule, to read the run at three points (issue 46, item 4): its
+    # record and weights stay those at the stop, and it keeps the best state before any loss spike and
+    # the state at max_steps besides (geofact.training.trainer, `RunResult.past_stop`)
+    read_past_stop: bool = False
 
     schema: ClassVar[str] = "geofact.training.run/1"
     seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
@@ -115,6 +122,7 @@ class TrainConfig(_Run):
         need(self.N * self.R <= MAX_FACTS, "R", f"such that N R <= {MAX_FACTS}")
         need(isinstance(self.batch_size, int) and 1 <= self.batch_size <= self.N * self.R, "batch_size",
              f"an integer in [1, N R = {self.N * self.R}] (batches are drawn without replacement)")
+        need(isinstance(self.read_past_stop, bool), "read_past_stop", "True or False")
 
     @property
     def step_logits(self) -> int:

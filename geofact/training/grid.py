@@ -75,6 +75,10 @@ class CapacityGrid:
     attention: str = "uniform"  # "learned" for the footnote's variant (Section 5.1)
     perfect: float = field(default=0.99)  # "perfect memorization": accuracy at least this
     precision: str = "fp32"  # how every run's matmuls are computed (geofact.training.precision)
+    # train the grid's runs on to max_steps after the stop rule, keeping their best state before any loss
+    # spike and their last state beside the stop's, to read them at three points (issue 46, item 4;
+    # TrainConfig.read_past_stop); a variant of a run (`config(..., **over)`) is another experiment and stops
+    read_past_stop: bool = False
 
     def __post_init__(self) -> None:
         for name in ("R_values", "d_values", "seeds", "checkpoints"):
@@ -132,7 +136,7 @@ class CapacityGrid:
         """One run of the grid (or, with `over`, of a variant: another lr, max_steps, ...)."""
         fields = dict(N=self.N, R=R, d=d, frozen_embeddings=frozen, seed=seed, lr=self.lr, max_steps=self.max_steps,
                       batch_size=self.batch_size, loss_threshold=self.loss_threshold, attention=self.attention,
-                      precision=self.precision)
+                      precision=self.precision, read_past_stop=self.read_past_stop and not over)
         fields.update(over)
         fields["batch_size"] = min(fields["batch_size"], fields["N"] * R)  # the run's own N R facts, N overridden or not
         return TrainConfig(**fields)

@@ -78,8 +78,12 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
     cache_dir.mkdir(parents=True, exist_ok=True)
     key = result.config.key()
     kept = getattr(result, "checkpoints", {})  # multi-hop runs keep none
+    past = getattr(result, "past_stop", None)  # a run read past its stop: its best and last states, by step
+    past_weights = getattr(result, "past_weights", {})
+    past_files = {name: checkpoint_file(result.config, past["points"][name]) for name in past_weights}
     if save_weights:
-        for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items())]:
+        for name, weights in [(f"{key}.npz", result.params), *((checkpoint_file(result.config, t), w) for t, w in kept.items()),
+                              *((past_files[n], w) for n, w in past_weights.items())]:
             # uncompressed: zlib saves 7% on trained float32 weights at 1/36 of the speed (16 against 590 MB/s
             # on this project's CPU); a GPU lease's d = 256 column (3 GB of kept weights) spent 151 s of its
             # 322 outside its 171 s of training
@@ -91,6 +95,7 @@ def save_result(cache_dir: Path, result: RunResult, origin: dict, save_weights: 
         "config": result.config.as_dict(),
         "precision": result.config.precision,  # stated even where the key leaves fp32 implicit
         **result.record(),
+        **({"past_stop": {**past, "weights": past_files if save_weights else None}} if past is not None else {}),
         "group_seconds": result.seconds,  # wall time of the stacked group this run trained in
         "group_size": group_size,  # runs in that group: group_seconds / group_size is this run's share
         "weights": f"{key}.npz" if save_weights else None,

@@ -11,6 +11,12 @@ checks stay on the device, and the host reads them once, at the block's end (`ge
 A run that meets the stop rule inside a block has its weights kept at that step; it goes on being
 computed with the others until the block ends (its later steps are discarded) and then leaves the
 stack. The results are those of stopping it at once: the same steps, curves and checkpoints.
+
+A run read past its stop (`TrainConfig.read_past_stop`, issue 46 item 4) stays in the stack to the end
+of its step budget, its record and weights still those at the stop: besides, it keeps the state at the
+end of the budget, the best state before any loss spike (under `geofact.spikes`' rule, watched on the
+device step by step: the lowest batch loss until the loss first rises above `factor` x its running
+minimum once that minimum is below `floor`) and its loss curve past the stop (`RunResult.past_stop`).
 `tests/training/test_trainer.py` checks the result against the plain loop of `plain_loop.py`, and
 `tests/training/test_fake_device.py` that a block makes no host read, under fake tensors.
 """
@@ -23,6 +29,7 @@ import torch
 from torch.nn import functional as F
 
 from geofact.host import to_host
+from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.graphs import GraphedStep
@@ -48,11 +55,15 @@ class RunResult:
     params: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
     checkpoints: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # step -> weights after that many updates
     checkpoint_losses: dict[int, float] = field(default_factory=dict)  # step -> batch loss of those weights at that step
+    # read past the stop (TrainConfig.read_past_stop): `past_stop_record`'s fields, and the weights at its points
+    past_stop: dict | None = None
+    past_weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # "best", "last"
 
     def record(self) -> dict:
         """The JSON-able outcome (geofact.training.sweep adds config, timing, weights file and provenance)."""
-        return {"steps": self.steps, "final_loss": self.final_loss, "accuracy": self.accuracy,
-                "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
+        out = {"steps": self.steps, "final_loss": self.final_loss, "accuracy": self.accuracy,
+               "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
+        return out if self.past_stop is None else {**out, "past_stop": self.past_stop}
 
 
 DEFAULT_BLOCK_STEPS = 64  # steps between host reads
@@ -80,6 +91,8 @@ class RunLog:
     kept: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
     kept_losses: dict[int, float] = field(default_factory=dict)
     final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
+    stopped: bool = False  # met the stop rule (a run read past its stop goes on training)
+    past_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, batch loss) after the stop
 
 
 class FactGroup(StackedGroup):
@@ -90,6 +103,7 @@ class FactGroup(StackedGroup):
                  init: list[dict[str, torch.Tensor]] | None, train_only: tuple[str, ...] | None) -> None:
         super().__init__(configs, device, StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only))
         self.precision = configs[0].precision
+        self.past_stop = configs[0].read_past_stop  # one value per stack: it is part of the shape key
         # the backward written out (geofact.training.step), in float32 matmuls; autograd for bf16 and the rest
         self.by_hand = covers(self.update.params) and self.precision != "bf16"
         tables = [facts(c.N, c.R, c.bijection_seed) for c in configs]
@@ -171,12 +185,18 @@ class StopRuleStep:
         self.stop_at = torch.full((M,), self.max_steps, dtype=torch.long, device=device)  # (M',)
         self.running = torch.ones(M, dtype=torch.bool, device=device)  # (M',)
         self.at_stop = torch.zeros_like(flat)  # (M', P)
+        self.past_stop = group.past_stop
+        if self.past_stop:  # the best state before any spike (module docstring), for runs read past their stop
+            self.min_loss = torch.full((M,), float("inf"), dtype=flat.dtype, device=device)  # (M',): the running minimum
+            self.spiked = torch.zeros(M, dtype=torch.bool, device=device)  # (M',): the first spike has started
+            self.best_at = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',): -1 while no loss was finite
+            self.best = torch.zeros_like(flat)  # (M', P)
         self.run = GraphedStep(self._body, device)
 
     def start_block(self) -> None:
-        """Every run of the stack still running, none stopped yet."""
+        """No run has met the stop rule in this block yet. `running` needs no reset: a run that stopped
+        has left the stack by now, unless it is read past its stop, when it must not stop again."""
         self.stop_at.fill_(self.max_steps)
-        self.running.fill_(True)
 
     def _body(self) -> None:
         loss, grads = self.group.losses_and_grads(self.batch)
@@ -185,6 +205,13 @@ class StopRuleStep:
         torch.where(now, self.step, self.stop_at, out=self.stop_at)
         torch.where(now[:, None], self.flat, self.at_stop, out=self.at_stop)  # before the update: a run stopping here keeps these
         self.running &= ~now
+        if self.past_stop:
+            memorised = self.min_loss < DEFAULT_FLOOR
+            self.spiked |= memorised & (~torch.isfinite(self.loss) | (self.loss > DEFAULT_FACTOR * self.min_loss))
+            better = ~self.spiked & (self.loss < self.min_loss)
+            torch.where(better, self.loss, self.min_loss, out=self.min_loss)
+            torch.where(better, self.step, self.best_at, out=self.best_at)
+            torch.where(better[:, None], self.flat, self.best, out=self.best)
         self.group.update(grads)
 
     def __call__(self, step: int, batch: torch.Tensor) -> torch.Tensor:
@@ -232,6 +259,9 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
     stopped = []
     for i, m in enumerate(group.alive):
         log, stop = logs[m], int(stop_at[i])
+        if log.stopped:  # read past its stop: only its loss curve goes on
+            log.past_curve += [(step, float(losses[i, j])) for j, step in enumerate(block.steps) if step % log_every == 0]
+            continue
         seen = [(step, float(losses[i, j])) for j, step in enumerate(block.steps) if step <= stop]  # losses of the steps it took
         log.last_loss = seen[-1][1]
         log.curve += [(step, loss) for step, loss in seen if step % log_every == 0]
@@ -241,8 +271,11 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
                 log.kept_losses[step] = float(losses[i, step - block.steps.start])
         log.acc_curve += [(step, int(c[i]) / group.n_facts[m]) for step, c in zip(eval_steps, counts) if step <= stop]
         if stop < max_steps:
-            log.steps = stop
+            log.steps, log.stopped = stop, True
             stopped.append(i)
+            if group.past_stop:
+                log.past_curve += [(step, float(losses[i, j])) for j, step in enumerate(block.steps)
+                                   if step > stop and step % log_every == 0]
     return stopped
 
 
@@ -272,6 +305,38 @@ def finish(group: FactGroup, logs: list[RunLog], positions: list[int], buffer: t
             log.acc_curve.append((log.steps, log.accuracy))
 
 
+PAST_STOP_BUFFERS = ("running", "min_loss", "spiked", "best_at", "best")  # a run read past its stop: what a resume needs
+
+
+def past_stop_results(group: FactGroup, logs: list[RunLog], measure: bool) -> list[tuple[dict, dict]]:
+    """Per run of a group read past its stop, at the end of its budget (every run still in the stack):
+    its `RunResult.past_stop` fields (the reading points' steps, the best state's loss, the accuracy
+    over all its facts at the best state and at the end, the rule, the loss curve past the stop) and the
+    weights at the best state and at the end."""
+    step_now, flat, max_steps = group.step, group.update.stack.flat, group.configs[0].max_steps
+    best_at, best_loss = to_host(step_now.best_at, step_now.min_loss)
+    counts = {}
+    if measure:
+        with computing_in(group.precision, group.device):
+            for name, buffer in (("best", step_now.best), ("last", flat)):
+                counts[name] = correct_counts(group.update.stack.unflatten(buffer), group.padded, group.n_alive,
+                                              group.configs[0].N)
+        counts = dict(zip(counts, to_host(*counts.values())))
+    out = []
+    for i, m in enumerate(group.alive):
+        log, best = logs[m], int(best_at[i])
+        fields = {"rule": {"floor": DEFAULT_FLOOR, "factor": DEFAULT_FACTOR},
+                  "points": {"best": best if best >= 0 else None, "stop": log.steps if log.stopped else None, "last": max_steps},
+                  "best_loss": float(best_loss[i]) if best >= 0 else None,
+                  "accuracy": {name: int(c[i]) / group.n_facts[m] for name, c in counts.items()},
+                  "loss_curve": log.past_curve}
+        weights = {"last": run_weights_of(group, flat, i)}
+        if best >= 0:
+            weights["best"] = run_weights_of(group, step_now.best, i)
+        out.append((fields, weights))
+    return out
+
+
 def group_state(group: FactGroup, logs: list[RunLog], step: int, seconds: float) -> GroupState:
     """The group's whole state at the start of `step` (a block boundary), to write and resume from."""
     weights = {f"final/{m}": log.final for m, log in enumerate(logs) if log.final is not None}
@@ -281,6 +346,10 @@ def group_state(group: FactGroup, logs: list[RunLog], step: int, seconds: float)
     meta = {"curves": [log.curve for log in logs], "acc_curves": [log.acc_curve for log in logs],
             "accs": [log.accuracy for log in logs],
             "kept_losses": [{str(t): x for t, x in log.kept_losses.items()} for log in logs]}
+    if group.past_stop:
+        step_now = group.step
+        tensors |= {f"past/{name}": getattr(step_now, name) for name in PAST_STOP_BUFFERS}
+        meta |= {"stopped": [log.stopped for log in logs], "past_curves": [log.past_curve for log in logs]}
     return GroupState(step=step, alive=list(group.alive), tensors=tensors, meta=meta, seconds=seconds, weights=weights)
 
 
@@ -293,6 +362,13 @@ def resume_group(group: FactGroup, logs: list[RunLog], state: GroupState) -> Non
         log.acc_curve = [(int(t), x) for t, x in state.meta["acc_curves"][m]]
         log.accuracy = state.meta["accs"][m]
         log.kept_losses = {int(t): x for t, x in state.meta["kept_losses"][m].items()}
+        if group.past_stop:
+            log.stopped = state.meta["stopped"][m]
+            log.past_curve = [(int(t), x) for t, x in state.meta["past_curves"][m]]
+    if group.past_stop:
+        step_now = group.step
+        for name in PAST_STOP_BUFFERS:
+            getattr(step_now, name).copy_(state.tensors[f"past/{name}"])
     for name, weights in state.weights.items():  # "final/m" and "kept/m/step"
         kind, m, *at = name.split("/")
         if kind == "final":
@@ -341,6 +417,10 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
         block = train_block(group, steps, keep, eval_every)
         stopped = read_block(block, group, logs, log_every)
         finish(group, logs, stopped, block.at_stop, measure, eval_every is not None)
+        if group.past_stop:  # every run goes on to the end of its budget
+            if progress is not None:
+                progress.update(len(group.alive) * len(steps))
+            return
         if progress is not None:
             progress.update(sum(min(logs[m].steps, steps.stop) - steps.start for m in group.alive))
         if len(stopped) == len(group.alive):
@@ -351,7 +431,10 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     elapsed = train_in_blocks(group, max_steps, block_steps, train, checkpoint,
                               lambda step, seconds: group_state(group, logs, step, seconds),
                               lambda state: resume_group(group, logs, state))
-    finish(group, logs, list(range(len(group.alive))), group.update.stack.flat, measure, eval_every is not None)
+    past = dict(zip(group.alive, past_stop_results(group, logs, measure))) if group.past_stop else {}
+    running = [i for i, m in enumerate(group.alive) if not logs[m].stopped]
+    finish(group, logs, running, group.update.stack.flat, measure, eval_every is not None)
     seconds = elapsed()
     return [RunResult(c, log.steps, log.last_loss, log.accuracy, log.steps < c.max_steps, log.curve, log.acc_curve,
-                      seconds, log.final, log.kept, log.kept_losses) for c, log in zip(configs, logs)]
+                      seconds, log.final, log.kept, log.kept_losses, *past.get(m, (None, {})))
+            for m, (c, log) in enumerate(zip(configs, logs))]

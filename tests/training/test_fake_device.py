@@ -85,6 +85,21 @@ def test_a_run_that_stops_inside_a_block_leaves_the_stack_at_its_end_without_a_h
     assert later and all(call[0][0] == 2 for call in later)  # two runs left in the stack
 
 
+def test_a_run_read_past_its_stop_stays_in_the_stack_and_its_best_state_is_kept_without_a_host_read():
+    reads = Reads(fill=10**6, stops={0: (1, 3)})  # the run at stack position 1 stops at step 3
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(12, read_past_stop=True), device="meta", block_steps=5, checkpoints=(4,))
+    assert [r.steps for r in results] == [12, 3, 12] and results[1].stopped_early
+    later = [call for call in reads.calls if len(call) >= 2 and len(call[0]) == 2][1:]
+    assert later and all(call[0][0] == 3 for call in later)  # every run stays in the stack to the end
+    # 3 blocks; the stopped run's accuracy at its stop; at the end the best steps and losses, the accuracies at
+    # the best and last states, and the accuracy of the runs that never stopped: one read each
+    assert len(reads.calls) == 7
+    assert results[1].past_stop["points"] == {"best": 10**6, "stop": 3, "last": 12}  # the best step as the device gave it
+    assert results[0].past_stop["points"] == {"best": 10**6, "stop": None, "last": 12}
+    assert all(set(r.past_weights) == {"best", "last"} for r in results)
+
+
 @pytest.mark.parametrize("queries", [dict(), dict(train_queries=200), dict(eval_seen=False)])
 def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(queries, monkeypatch):
     hops = [MultiHopConfig(N=16, R=R, k=2, d=16, batch_size=32, max_steps=25, check_every=10, eval_queries=40,

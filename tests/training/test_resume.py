@@ -220,3 +220,25 @@ def test_a_state_written_under_the_old_24_digit_name_is_found_and_cleared(tmp_pa
     reader.clear()
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_a_group_read_past_its_stop_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    runs = [replace(c, read_past_stop=True) for c in RUNS]
+    run_sweep(runs, tmp_path / "ref", progress=False, workers=1, checkpoints=(50,), checkpoint_every=None)
+    calls = []
+
+    def budget_spent_at_the_fourth_boundary() -> bool:
+        calls.append(1)
+        return len(calls) >= 4
+
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_the_fourth_boundary)
+    with pytest.raises(BudgetSpent, match="checkpointed"):
+        run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,), checkpoint_every=0)
+    monkeypatch.undo()
+    run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,))
+    reference = outcome(tmp_path / "ref")
+    assert outcome(tmp_path / "cut") == reference
+    records = list(reference["records"].values())
+    assert any(r["stopped_early"] and r["past_stop"]["points"]["stop"] < 4 * 64 for r in records)  # stopped before the cut
+    for r in records:  # the best and last states are written beside the run's own weights
+        assert set(r["past_stop"]["weights"].values()) <= set(reference["weights"])

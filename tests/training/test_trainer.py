@@ -149,3 +149,46 @@ def test_the_block_length_changes_when_the_host_reads_not_the_results():
                     torch.testing.assert_close(a.checkpoints[t][name], b.checkpoints[t][name], rtol=1e-9, atol=1e-11)
     with pytest.raises(ValueError, match="block_steps must be an integer >= 1"):
         train_group(configs, block_steps=0)
+
+
+# Runs that stop at different steps, one of them after a spike (its best state before the spike comes
+# long before its stop), and runs that never stop (geofact.training.trainer, issue 46 item 4)
+PAST = [TrainConfig(N=16, R=2, d=32, lr=1e-2, batch_size=32, max_steps=3000, seed=s, frozen_embeddings=f)
+        for s in (0, 1) for f in (False, True)]
+
+
+def test_a_run_read_past_its_stop_keeps_the_stop_results_and_finds_the_best_state_before_any_spike():
+    from dataclasses import replace
+
+    from geofact.spikes import FirstSpikeWatch, SpikeRule
+
+    plain = train_group(PAST, log_every=1, checkpoints=(0, 100))
+    past = train_group([replace(c, read_past_stop=True) for c in PAST], log_every=1, checkpoints=(0, 100))
+    assert sum(r.stopped_early for r in plain) >= 2 and not all(r.stopped_early for r in plain)
+    for a, b in zip(plain, past):
+        # the record and weights at the stop are those of a run that stopped there
+        assert (a.steps, a.loss_curve, a.accuracy, a.final_loss) == (b.steps, b.loss_curve, b.accuracy, b.final_loss)
+        assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+        assert a.past_stop is None and set(b.record()["past_stop"]) >= {"points", "best_loss", "accuracy", "loss_curve"}
+        points = b.past_stop["points"]
+        assert points["stop"] == (b.steps if b.stopped_early else None) and points["last"] == 3000
+        # the device-side watch finds the points the host-side one finds on the every-step curve
+        watch = FirstSpikeWatch(SpikeRule(), PAST[0].loss_threshold)
+        for step, loss in b.loss_curve + b.past_stop["loss_curve"]:
+            watch.see(step, loss)
+        assert points["best"] == watch.points["best"] and b.past_stop["best_loss"] == pytest.approx(watch.best_loss, rel=1e-6)
+        assert [t for t, _ in b.past_stop["loss_curve"]] == list(range(b.steps + 1, 3000)) if b.stopped_early else True
+        if not b.stopped_early:  # a run that never stopped ends where its last state is
+            assert all(torch.equal(b.params[k], b.past_weights["last"][k]) for k in b.params)
+    spiked = [b for b in past if b.stopped_early and b.past_stop["points"]["best"] < b.steps
+              and b.past_stop["best_loss"] > b.final_loss]
+    assert spiked  # a spike before the stop: the best state before it is not the stop
+
+
+def test_the_best_state_read_past_the_stop_is_the_state_of_the_same_run_at_that_step():
+    from dataclasses import replace
+
+    (run,) = train_group([replace(PAST[3], read_past_stop=True)], log_every=1)
+    best = run.past_stop["points"]["best"]
+    (again,) = train_group([replace(PAST[3], read_past_stop=True)], checkpoints=(best,))
+    assert all(torch.equal(again.checkpoints[best][k], run.past_weights["best"][k]) for k in run.past_weights["best"])
