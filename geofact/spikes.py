@@ -175,6 +175,38 @@ def count(records: Iterable[Mapping], rule: SpikeRule = SpikeRule()) -> SpikeCou
                       sum(r.spiked and not r.recovered for r in read))
 
 
+@dataclass(frozen=True)
+class AfterStop:
+    """Over runs trained on past their stop (TrainConfig.read_past_stop): how many met the stop rule, and how
+    many of those spiked after it (a spike starting after the stop step, read on the whole curve)."""
+
+    stopped: int
+    spiked: int
+    over_1000: int  # ... more than 1000-fold
+    not_back: int  # ... and not back under the line by the end of the budget
+
+    def text(self) -> str:
+        if not self.stopped:
+            return "no run read past its stop met the stop rule"
+        return (f"{self.spiked} of the {self.stopped} runs that met the stop rule spiked after it "
+                f"({self.over_1000} more than 1000-fold, {self.not_back} not back under the line by the end of the budget)")
+
+
+def after_stop(records: Iterable[Mapping], rule: SpikeRule = SpikeRule()) -> AfterStop:
+    """`AfterStop` of the records that carry a curve past their stop (others are left out)."""
+    stopped = spiked = over = not_back = 0
+    for record in records:
+        past = record.get("past_stop")
+        if past is None or not record.get("stopped_early"):
+            continue
+        stopped += 1
+        later = [s for s in find_spikes(list(record["loss_curve"]) + list(past["loss_curve"]), rule) if s.start > record["steps"]]
+        spiked += bool(later)
+        over += any(s.height > 1000 for s in later)
+        not_back += any(not s.recovered for s in later)
+    return AfterStop(stopped, spiked, over, not_back)
+
+
 def sensitivity(records: Iterable[Mapping], floors: Sequence[float] = (2e-4, 3e-4, 1e-3),
                 factors: Sequence[float] = (3.0, 10.0, 100.0, 1000.0)) -> list[SpikeCount]:
     """`count` at every (floor, factor): how the counts move with the rule. A floor at or below the stop

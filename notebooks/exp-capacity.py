@@ -97,7 +97,7 @@ from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
 from geofact.pages.spikes import numbers as spike_numbers
-from geofact.spikes import SpikeRule, find_spikes
+from geofact.spikes import SpikeRule, after_stop, find_spikes
 from geofact.stats import wilson_interval
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
@@ -679,9 +679,12 @@ print("  all:", att_regime.summary())
 # did, 23 of them more than 1000-fold). Every run of the grid is read by one rule
 # (`geofact.spikes`): once the running minimum of its logged loss is below `spike_floor`, a spike starts
 # where the loss exceeds `spike_factor` times that minimum and ends where it is back under that line (a
-# rise within 100 steps of an end is the same spike). The grid logs the batch loss every 100 steps, so a
-# spike is located to within 100 steps and one shorter than that can be missed (the study below logs
-# every step). The first table shows how the counts move with the rule.
+# rise within 100 steps of an end is the same spike). The grid logs the batch loss every
+# {glue:text}`grid_log_every:d` steps, so a spike is located to within that many steps and one shorter can
+# be missed (the study below logs every step). The counts read each run's curve up to its stop; the grid's
+# runs also train on past it to the end of the budget (to read the mechanism pages' verdicts there too), and
+# what their loss does after the stop is counted below the tables. The first table shows how the counts
+# move with the rule.
 
 # %%
 own_threshold = {(name, R): t.value for name in REGIMES for R, t in zip(grid.R_values, robust[name])}
@@ -690,6 +693,7 @@ display(Markdown("Runs of the grid that spiked, by the rule's floor (down) and f
                  + sensitivity_markdown(list(spike_records.values()), spike_rule)))
 for name, value in spike_numbers(spike_runs).items():
     report.number(f"spike_{name}", value)
+report.number("grid_log_every", int(np.diff([t for t, _ in next(iter(grid_records.values()))["loss_curve"]][:2])[0]))
 
 # %% [markdown]
 # Of the grid's {glue:text}`spike_memorised` runs that memorised by this rule, {glue:text}`spike_spiking`
@@ -701,11 +705,17 @@ for name, value in spike_numbers(spike_runs).items():
 
 # %%
 display(Markdown(cells_markdown(spike_runs, spike_headroom)))
+past_stop_spikes = after_stop(grid_records.values(), spike_rule)
+report.number("spike_after_stop", past_stop_spikes.spiked)
+report.number("spike_after_stop_read", past_stop_spikes.stopped)
+display(Markdown(f"**After the stop.** Trained on to the end of the budget, {past_stop_spikes.text()}: the paper's "
+                 "stop rule ends the runs before that, so its verdicts never see them; the mechanism pages read "
+                 "their verdicts there too (the end of the budget)."))
 
 # %% [markdown]
 # Shown in {numref}`fig-capacity-spikes`.
 
-# %% mystnb={"figure": {"caption": "Loss curves (every 100th step's batch loss, log scale) of the grid's runs with the highest spikes, learned (left) and frozen (right), beside a run of the same regime that memorised without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-capacity-spikes"}}
+# %% mystnb={"figure": {"caption": "Loss curves (the logged batch loss, log scale, up to the stop rule) of the grid's runs with the highest spikes, learned (left) and frozen (right), beside a run of the same regime that memorised without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-capacity-spikes"}}
 fig, axes = subplots(2, 1, width=5.0, height=3.6)
 for ax, name in zip(axes[0], REGIMES):
     curves_panel(ax, spike_records, {k: run for k, run in spike_runs.items() if k[1] == name}, spike_rule,

@@ -85,7 +85,8 @@ from matplotlib import pyplot as plt
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, fraction_interval, sensitivity_table, t_interval
-from geofact.analysis.trajectory import analyse_grid, final_values, train_grid, train_grids
+from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, final_values, reading_values,
+                                         train_grid, train_grids)
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, trajectory_legend, trajectory_panels
@@ -94,6 +95,7 @@ from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.readings import read_at_points
 from geofact.pages.spike_mechanism import spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
@@ -357,109 +359,139 @@ for i, R in enumerate(grid.R_values):
 # which is stricter than the paper's sentence. The frozen claim is about every cell of the grid.
 
 # %%
-zs_learned, zs_frozen = zero["learned"].mean(-1), zero["frozen"].mean(-1)
-# an accuracy on g' counts a run's N x R facts, a cell's mean over seeds that many times its seeds: the
-# trials behind each unit of the intervals below (geofact.evidence.fraction_interval keeps them in [0, 1])
-run_trials = np.broadcast_to(np.array(grid.R_values)[:, None], (len(grid.R_values), len(grid.d_values))) * grid.N  # (R, d)
-cell_trials = run_trials * len(grid.seeds)
-rows = cutoff_table(zs_learned, population, substantial_cutoffs)
-display(Markdown("**Zero-shot accuracy, learned embeddings, every cell at the cutoff** (cells passing / cells judged):\n\n"
-                 + format_table(rows, "zero-shot")))
-report.number("table_zero_shot", rows, glue=False)
-learned_regime = state.judged_regime(grid, judged)
-report.number("converged_fraction", learned_regime.converged_fraction)  # the runs behind the verdicts
-report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
-report.number("headroom_max", learned_regime.headroom_max)
-mean_judged = float(zs_learned[judged].mean()) if judged.any() else float("nan")
-report.number("zero_shot_learned_judged_mean", mean_judged, glue=bool(judged.any()))
+def judge_transfer(report, values: dict) -> None:
+    """The four verdicts of this page from `values` ({"zero_shot", "zero_shot_emb": {regime: (R, d, seed)}}) on
+    `report`: called on the zero-shot transfer at the stop rule for the page's report, and again at the other
+    reading points (below); the retraining arm is the stop's in every call."""
+    zero, zero_emb = values["zero_shot"], values["zero_shot_emb"]
+    zs_learned, zs_frozen = zero["learned"].mean(-1), zero["frozen"].mean(-1)
+    # an accuracy on g' counts a run's N x R facts, a cell's mean over seeds that many times its seeds: the
+    # trials behind each unit of the intervals below (geofact.evidence.fraction_interval keeps them in [0, 1])
+    run_trials = np.broadcast_to(np.array(grid.R_values)[:, None], (len(grid.R_values), len(grid.d_values))) * grid.N  # (R, d)
+    cell_trials = run_trials * len(grid.seeds)
+    rows = cutoff_table(zs_learned, population, substantial_cutoffs)
+    display(Markdown("**Zero-shot accuracy, learned embeddings, every cell at the cutoff** (cells passing / cells judged):\n\n"
+                     + format_table(rows, "zero-shot")))
+    report.number("table_zero_shot", rows, glue=False)
+    learned_regime = state.judged_regime(grid, judged)
+    report.number("converged_fraction", learned_regime.converged_fraction)  # the runs behind the verdicts
+    report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
+    report.number("headroom_max", learned_regime.headroom_max)
+    mean_judged = float(zs_learned[judged].mean()) if judged.any() else float("nan")
+    report.number("zero_shot_learned_judged_mean", mean_judged, glue=bool(judged.any()))
 
 
-def zero_shot_at(level: float) -> Estimate:
-    """The mean zero-shot accuracy over the judged cells, with its interval over cells inside [0, 1]."""
-    if not judged.any():
-        return Estimate.missing("mean zero-shot accuracy", "no cell judged", level)
-    return fraction_interval(zs_learned[judged], "mean zero-shot accuracy on g' over cells", int(cell_trials[judged].min()),
-                             level, unit="cells")
+    def zero_shot_at(level: float) -> Estimate:
+        """The mean zero-shot accuracy over the judged cells, with its interval over cells inside [0, 1]."""
+        if not judged.any():
+            return Estimate.missing("mean zero-shot accuracy", "no cell judged", level)
+        return fraction_interval(zs_learned[judged], "mean zero-shot accuracy on g' over cells", int(cell_trials[judged].min()),
+                                 level, unit="cells")
 
 
-def transfer_ranges(cutoff: float) -> tuple[Range, Range]:
-    return Range(cutoff, 1.0, "substantial"), Range(0.0, chance_factor * chance, "chance")
+    def transfer_ranges(cutoff: float) -> tuple[Range, Range]:
+        return Range(cutoff, 1.0, "substantial"), Range(0.0, chance_factor * chance, "chance")
 
 
-transfer_estimate = zero_shot_at(0.95)
-display(Markdown("**The test against chance**, at other confidence levels and cutoffs for *substantial*:\n\n"
-                 + sensitivity_table(zero_shot_at, transfer_ranges, settings=substantial_cutoffs, setting_name="substantial >=")))
-judge_in_regime(report, "exp-transfer-learned", Contrast(transfer_estimate, *transfer_ranges(substantial)),
-    measured=((f"zero-shot accuracy on g' over the {int(judged.sum())} cells with sufficient capacity: range "
-               f"{zs_learned[judged].min():.3f}-{zs_learned[judged].max():.3f}, >= {substantial} in "
-               f"{int((zs_learned[judged] >= substantial).sum())} of them; with a_y = input embedding mean "
-               f"{zero_emb['learned'].mean(-1)[judged].mean():.3f}") if judged.any() else "no cell has sufficient capacity")
-             + f" (chance {chance:.5f}; N={grid.N}, R in {list(grid.R_values)}, d in {list(grid.d_values)}, {len(grid.seeds)} seeds)",
-    population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom, "unit": "cell (mean over seeds)"},
-    note=f"substantial taken as >= {substantial}, chance as <= {chance_factor:g}/N",
-    regime=learned_regime)
-i_f, j_f = np.unravel_index(zs_frozen.argmax(), zs_frozen.shape)
-frozen_memorise = acc["frozen"] >= grid.perfect  # (R, d, seed)
-frozen_runs = zero["frozen"][frozen_memorise]  # the zero-shot accuracy of every frozen run that memorises
-# the unit is the cell (the mean over its memorising seeds): runs of one cell share R and d, and cells differ
-frozen_cells = list(zip(*np.nonzero(frozen_memorise.any(-1))))
-frozen_cell_means = np.array([zero["frozen"][i, j][frozen_memorise[i, j]].mean() for i, j in frozen_cells])
-frozen_cell_trials = min((int(run_trials[i, j]) * int(frozen_memorise[i, j].sum()) for i, j in frozen_cells), default=1)
-frozen_estimate = (fraction_interval(frozen_cell_means, "mean frozen zero-shot accuracy on g' over cells of memorising runs",
-                                     frozen_cell_trials, 0.95, unit="cells") if frozen_runs.size
-                   else Estimate.missing("mean frozen zero-shot accuracy", "no frozen run memorises"))
-judge_in_regime(report, "exp-transfer-frozen",
-    Contrast(frozen_estimate, Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")),
-    measured=(f"frozen-embedding zero-shot accuracy on g' over the {frozen_runs.size} frozen runs that memorise: range "
-              f"{frozen_runs.min() if frozen_runs.size else float('nan'):.3f}-{frozen_runs.max() if frozen_runs.size else float('nan'):.3f}; "
-              f"per-cell means up to {zs_frozen.max():.3f} (R={grid.R_values[i_f]}, d={grid.d_values[j_f]}; a_y = output unembedding); "
-              f"with a_y = input embedding up to {zero_emb['frozen'].mean(-1).max():.3f}; chance {chance:.5f}; "
-              f"after {retrain_steps} retraining steps smart init reaches {panel['smart']['frozen'].mean(-1).max():.3f} at best"),
-    population={"embeddings": "frozen", "runs": "every run that memorises (accuracy >= perfect)", "unit": "cell (the mean over its memorising seeds)"},
-    note=f"near chance taken as <= {chance_factor:g}/N; judged on the output unembedding",
-    regime=state.judged_regime(grid, judged, "frozen"))
-# Appendix D: retraining recovers "high accuracy in some settings", and the contrast the main text
-# relies on: learned embeddings transfer at step 0, frozen ones only by re-fitting.
-retrained_runs = np.maximum(panel["smart"]["frozen"], panel["random"]["frozen"])  # (R, d, seed): the better initialisation per run
-retrained_frozen = retrained_runs.mean(-1)  # (R, d)
-i_r, j_r = np.unravel_index(retrained_frozen.argmax(), retrained_frozen.shape)
-best_cell = retrained_runs[i_r, j_r]  # its seeds
-judge_in_regime(report, "exp-transfer-frozen-retrain",
-    Contrast(fraction_interval(best_cell, f"retrained accuracy on g' in the best cell (R={grid.R_values[i_r]}, d={grid.d_values[j_r]})",
-                               int(run_trials[i_r, j_r]), 0.95, unit="seeds"),
-             Range(high_accuracy, 1.0, "high"), Range(0.0, chance_factor * chance, "no recovery (chance)")),
-    measured=(f"frozen-embedding model, subject embeddings retrained {retrain_steps} steps on g': >= {high_accuracy} in "
-              f"{int((retrained_frozen >= high_accuracy).sum())} of {retrained_frozen.size} cells (better of smart and random init, mean over seeds)"),
-    population={"embeddings": "frozen", "cells": "the best cell of the grid", "unit": "seed"},
-    note=(f"high taken as >= {high_accuracy}; an existential claim ('in some settings'), judged on the seeds of the cell with "
-          f"the highest mean retrained accuracy of the {retrained_frozen.size}, chosen after seeing them (a choice that favours the claim)"),
-    regime=state.judged_regime(grid, judged, "frozen"))
-# the contrast over the cells with sufficient capacity, three parts: learned zero-shot above frozen
-# zero-shot (paired by cell), the frozen zero-shot at chance (a memoriser does not transfer at step 0),
-# and the frozen model's retraining above its own zero-shot (its "transfer" is re-fitting)
-def over_judged(values: np.ndarray, quantity: str, fraction: bool = False) -> Estimate:
-    """Over the judged cells: Student t for a difference, an interval inside [0, 1] for an accuracy."""
-    if not values.size:
-        return Estimate.missing(quantity, "no cell has sufficient capacity")
-    if fraction:
-        return fraction_interval(values, f"{quantity} over cells with sufficient capacity", int(cell_trials[judged].min()),
-                                 0.95, unit="cells")
-    return t_interval(values, f"{quantity} over cells with sufficient capacity", 0.95, unit="cells")
+    transfer_estimate = zero_shot_at(0.95)
+    display(Markdown("**The test against chance**, at other confidence levels and cutoffs for *substantial*:\n\n"
+                     + sensitivity_table(zero_shot_at, transfer_ranges, settings=substantial_cutoffs, setting_name="substantial >=")))
+    judge_in_regime(report, "exp-transfer-learned", Contrast(transfer_estimate, *transfer_ranges(substantial)),
+        measured=((f"zero-shot accuracy on g' over the {int(judged.sum())} cells with sufficient capacity: range "
+                   f"{zs_learned[judged].min():.3f}-{zs_learned[judged].max():.3f}, >= {substantial} in "
+                   f"{int((zs_learned[judged] >= substantial).sum())} of them; with a_y = input embedding mean "
+                   f"{zero_emb['learned'].mean(-1)[judged].mean():.3f}") if judged.any() else "no cell has sufficient capacity")
+                 + f" (chance {chance:.5f}; N={grid.N}, R in {list(grid.R_values)}, d in {list(grid.d_values)}, {len(grid.seeds)} seeds)",
+        population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom, "unit": "cell (mean over seeds)"},
+        note=f"substantial taken as >= {substantial}, chance as <= {chance_factor:g}/N",
+        regime=learned_regime)
+    i_f, j_f = np.unravel_index(zs_frozen.argmax(), zs_frozen.shape)
+    frozen_memorise = acc["frozen"] >= grid.perfect  # (R, d, seed)
+    frozen_runs = zero["frozen"][frozen_memorise]  # the zero-shot accuracy of every frozen run that memorises
+    # the unit is the cell (the mean over its memorising seeds): runs of one cell share R and d, and cells differ
+    frozen_cells = list(zip(*np.nonzero(frozen_memorise.any(-1))))
+    frozen_cell_means = np.array([zero["frozen"][i, j][frozen_memorise[i, j]].mean() for i, j in frozen_cells])
+    frozen_cell_trials = min((int(run_trials[i, j]) * int(frozen_memorise[i, j].sum()) for i, j in frozen_cells), default=1)
+    frozen_estimate = (fraction_interval(frozen_cell_means, "mean frozen zero-shot accuracy on g' over cells of memorising runs",
+                                         frozen_cell_trials, 0.95, unit="cells") if frozen_runs.size
+                       else Estimate.missing("mean frozen zero-shot accuracy", "no frozen run memorises"))
+    judge_in_regime(report, "exp-transfer-frozen",
+        Contrast(frozen_estimate, Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")),
+        measured=(f"frozen-embedding zero-shot accuracy on g' over the {frozen_runs.size} frozen runs that memorise: range "
+                  f"{frozen_runs.min() if frozen_runs.size else float('nan'):.3f}-{frozen_runs.max() if frozen_runs.size else float('nan'):.3f}; "
+                  f"per-cell means up to {zs_frozen.max():.3f} (R={grid.R_values[i_f]}, d={grid.d_values[j_f]}; a_y = output unembedding); "
+                  f"with a_y = input embedding up to {zero_emb['frozen'].mean(-1).max():.3f}; chance {chance:.5f}; "
+                  f"after {retrain_steps} retraining steps smart init reaches {panel['smart']['frozen'].mean(-1).max():.3f} at best"),
+        population={"embeddings": "frozen", "runs": "every run that memorises (accuracy >= perfect)", "unit": "cell (the mean over its memorising seeds)"},
+        note=f"near chance taken as <= {chance_factor:g}/N; judged on the output unembedding",
+        regime=state.judged_regime(grid, judged, "frozen"))
+    # Appendix D: retraining recovers "high accuracy in some settings", and the contrast the main text
+    # relies on: learned embeddings transfer at step 0, frozen ones only by re-fitting.
+    retrained_runs = np.maximum(panel["smart"]["frozen"], panel["random"]["frozen"])  # (R, d, seed): the better initialisation per run
+    retrained_frozen = retrained_runs.mean(-1)  # (R, d)
+    i_r, j_r = np.unravel_index(retrained_frozen.argmax(), retrained_frozen.shape)
+    best_cell = retrained_runs[i_r, j_r]  # its seeds
+    judge_in_regime(report, "exp-transfer-frozen-retrain",
+        Contrast(fraction_interval(best_cell, f"retrained accuracy on g' in the best cell (R={grid.R_values[i_r]}, d={grid.d_values[j_r]})",
+                                   int(run_trials[i_r, j_r]), 0.95, unit="seeds"),
+                 Range(high_accuracy, 1.0, "high"), Range(0.0, chance_factor * chance, "no recovery (chance)")),
+        measured=(f"frozen-embedding model, subject embeddings retrained {retrain_steps} steps on g': >= {high_accuracy} in "
+                  f"{int((retrained_frozen >= high_accuracy).sum())} of {retrained_frozen.size} cells (better of smart and random init, mean over seeds)"),
+        population={"embeddings": "frozen", "cells": "the best cell of the grid", "unit": "seed"},
+        note=(f"high taken as >= {high_accuracy}; an existential claim ('in some settings'), judged on the seeds of the cell with "
+              f"the highest mean retrained accuracy of the {retrained_frozen.size}, chosen after seeing them (a choice that favours the claim)"),
+        regime=state.judged_regime(grid, judged, "frozen"))
+    # the contrast over the cells with sufficient capacity, three parts: learned zero-shot above frozen
+    # zero-shot (paired by cell), the frozen zero-shot at chance (a memoriser does not transfer at step 0),
+    # and the frozen model's retraining above its own zero-shot (its "transfer" is re-fitting)
+    def over_judged(values: np.ndarray, quantity: str, fraction: bool = False) -> Estimate:
+        """Over the judged cells: Student t for a difference, an interval inside [0, 1] for an accuracy."""
+        if not values.size:
+            return Estimate.missing(quantity, "no cell has sufficient capacity")
+        if fraction:
+            return fraction_interval(values, f"{quantity} over cells with sufficient capacity", int(cell_trials[judged].min()),
+                                     0.95, unit="cells")
+        return t_interval(values, f"{quantity} over cells with sufficient capacity", 0.95, unit="cells")
 
 
-contrasts = [Contrast(over_judged((zs_learned - zs_frozen)[judged], "zero-shot, learned minus frozen"), Range(0.0, 1.0, "higher"),
-                      Range(-1.0, 0.0, "no higher")),
-             Contrast(over_judged(zs_frozen[judged], "frozen zero-shot", fraction=True), Range(0.0, chance_factor * chance, "at chance"),
-                      Range(chance_factor * chance, 1.0, "above chance")),
-             Contrast(over_judged((retrained_frozen - zs_frozen)[judged], "frozen, retrained minus zero-shot"), Range(0.0, 1.0, "higher"),
-                      Range(-1.0, 0.0, "no higher"))]
-zs_frozen_judged = float(zs_frozen[judged].mean()) if judged.any() else float("nan")
-judge_in_regime(report, "exp-transfer-contrast", contrasts,
-    measured=((f"in the {int(judged.sum())} cells with sufficient capacity: zero-shot on g' learned {mean_judged:.3f}, frozen "
-               f"{zs_frozen_judged:.3f} (chance {chance:.5f}); frozen after {retrain_steps} retraining steps up to "
-               f"{retrained_frozen[judged].max():.3f}") if judged.any() else "no cell has sufficient capacity"),
-    population={"embeddings": "learned and frozen, paired by cell", "memorised": "every learned seed", "min_headroom": min_headroom, "unit": "cell (mean over seeds)"},
-    note=(f"holds if learned zero-shot exceeds frozen zero-shot, frozen zero-shot is at chance (<= {chance_factor:g}/N) and the frozen "
-          "model's retraining exceeds its zero-shot, each on average over the cells"),
-    regime=learned_regime)
+    contrasts = [Contrast(over_judged((zs_learned - zs_frozen)[judged], "zero-shot, learned minus frozen"), Range(0.0, 1.0, "higher"),
+                          Range(-1.0, 0.0, "no higher")),
+                 Contrast(over_judged(zs_frozen[judged], "frozen zero-shot", fraction=True), Range(0.0, chance_factor * chance, "at chance"),
+                          Range(chance_factor * chance, 1.0, "above chance")),
+                 Contrast(over_judged((retrained_frozen - zs_frozen)[judged], "frozen, retrained minus zero-shot"), Range(0.0, 1.0, "higher"),
+                          Range(-1.0, 0.0, "no higher"))]
+    zs_frozen_judged = float(zs_frozen[judged].mean()) if judged.any() else float("nan")
+    judge_in_regime(report, "exp-transfer-contrast", contrasts,
+        measured=((f"in the {int(judged.sum())} cells with sufficient capacity: zero-shot on g' learned {mean_judged:.3f}, frozen "
+                   f"{zs_frozen_judged:.3f} (chance {chance:.5f}); frozen after {retrain_steps} retraining steps up to "
+                   f"{retrained_frozen[judged].max():.3f}") if judged.any() else "no cell has sufficient capacity"),
+        population={"embeddings": "learned and frozen, paired by cell", "memorised": "every learned seed", "min_headroom": min_headroom, "unit": "cell (mean over seeds)"},
+        note=(f"holds if learned zero-shot exceeds frozen zero-shot, frozen zero-shot is at chance (<= {chance_factor:g}/N) and the frozen "
+              "model's retraining exceeds its zero-shot, each on average over the cells"),
+        regime=learned_regime)
+
+
+judge_transfer(report, {"zero_shot": zero, "zero_shot_emb": zero_emb})
+
+# %% [markdown]
+# ## The verdicts at three reading points
+#
+# Runs spike long after they memorise (the spike study above), so the weights a verdict reads depend on
+# where training is read. Every run of the capacity grid is trained on to the end of its step budget
+# after the stop rule, keeping its state at the stop (what the verdicts above read), its best state
+# before any loss spike (the lowest batch loss before the loss first rises {glue:text}`spike_rule_factor:g`
+# times above its running minimum, once that minimum is below {glue:text}`spike_rule_floor:g`), and its
+# state at the end of the budget. The four verdicts are taken again at the other two points on the same
+# runs and the same populations (chosen at the stop rule), the zero-shot transfer recomputed on those
+# weights; the retraining of the subject embeddings ({glue:text}`retrain_steps:d` steps a run) starts from
+# the stop's weights in every column, so `exp-transfer-frozen-retrain` reads the stop in all three and the
+# contrast's third part moves only through the zero-shot accuracy it is set against.
+
+# %%
+reading_keys = state.verdict_keys(grid, judged)
+read = analyse_readings(grid, records, cache, transfer_at, "zero-shot-transfer",
+                        {"new_task_offset": new_task_offset, "alpha": alpha}, reading_keys, device=device)
+report.number("n_reading_runs", len(reading_keys))
+display(Markdown(read_at_points(report, judge_transfer, {
+    r: {m: reading_values(grid, read[r], m) for m in ("zero_shot", "zero_shot_emb")} if read[r] else None for r in READINGS})))
 report.save()

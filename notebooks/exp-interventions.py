@@ -81,7 +81,8 @@ from matplotlib import pyplot as plt
 from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
-from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid, train_grids
+from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, analyse_state, final_values,
+                                         reading_values, train_grid, train_grids)
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, r_colors, trajectory_legend, trajectory_panels
 from geofact.pages.display import Markdown, display
@@ -89,6 +90,7 @@ from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.readings import read_at_points
 from geofact.pages.spike_mechanism import effect_words, spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restriction
@@ -118,9 +120,8 @@ def best_edit(model, target: str = "unembedding") -> dict[str, float]:
 
 def analyse(model) -> dict:
     out = best_edit(model)
-    sweep = out.pop("sweep")
-    if model.step is None:  # at the stop: the whole rank sweep (for the rank plot) and the edit of the embeddings
-        out["sweep"] = [[s.k, s.follows, s.stays] for s in sweep]
+    out["sweep"] = [[s.k, s.follows, s.stays] for s in out["sweep"]]  # the whole rank sweep (the rank plot, the full-rank claim)
+    if model.step is None:  # at the stop: the edit of the embeddings too
         emb = best_edit(model, "embedding")
         out.update({"selectivity_emb": emb["selectivity"], "k_emb": emb["k"]})
     return out
@@ -476,48 +477,88 @@ learned_regime = state.judged_regime(grid, judged)
 report.number("converged_fraction", learned_regime.converged_fraction)  # the runs behind the verdicts
 report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
 report.number("headroom_max", learned_regime.headroom_max)
-sel_judged = sel_learned[judged]
-report.number("selectivity_judged_min", float(sel_judged.min()) if judged.any() else None, glue=bool(judged.any()))
-report.number("selectivity_frozen_max", float(selectivity["frozen"].mean(-1).max()))
-selectivity_tests = universal({f"R={grid.R_values[i]}, d={grid.d_values[j]}": selectivity["learned"][i, j] for i, j in zip(*np.nonzero(judged))},
-                              "best selectivity at {}", Range(high, 1.0, "high"), Range(0.0, high, "below high"))
-judge_in_regime(report, "exp-selectivity-high", selectivity_tests or [Contrast(
-        Estimate.missing("best selectivity", "no cell has sufficient capacity"),
-        Range(high, 1.0, "high"), Range(0.0, high, "below high"))],
-    measured=(f"best selectivity in the {int(judged.sum())} cells with sufficient capacity: "
-              + (f"{sel_judged.min():.2f}-{sel_judged.max():.2f}" if judged.any() else "n/a")
-              + f"; frozen models at most {selectivity['frozen'].mean(-1).max():.2f} (N={grid.N}, R in {list(grid.R_values)}, "
-              f"d in {list(grid.d_values)}, {len(grid.seeds)} seeds; a_y = output unembedding; with a_y = input embedding "
-              f"{sel_emb['learned'].mean(-1)[judged].min() if judged.any() else float('nan'):.2f} at least)"),
-    population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom, "unit": "cell, each tested (its seeds)"},
-    note=f"high taken as >= {high}, by the whole interval of every cell", regime=learned_regime)
 
-# the rank: what truncation gains over the full pseudoinverse, run by run
-judged_runs = [(name, R, d, s) for name in ("learned",) for i, R in enumerate(grid.R_values) for j, d in enumerate(grid.d_values)
-               if judged[i, j] for s in grid.seeds]
-full_rank = [key for key in judged_runs if points[key][-1].values["k"] == key[2]]
-gain = np.array([max(s.score for s in sweeps[key]) - next(s.score for s in sweeps[key] if s.k == key[2]) for key in judged_runs])
-no_cell = Estimate.missing("selectivity gain", "no cell has sufficient capacity")
-judge_in_regime(report, "exp-selectivity-full-rank",
-    Contrast(t_interval(gain, "best selectivity minus the full pseudoinverse's, over runs", 0.95, unit="runs") if gain.size else no_cell,
-             Range(0.0, 1.0, "truncation helps"), Range(-1.0, 0.0, "the full pseudoinverse is as good")),
-    measured=f"the full rank k = d is the best rank for {len(full_rank)} of {len(judged_runs)} learned runs with sufficient capacity",
-    population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom, "unit": "run"},
-    regime=learned_regime)
-meaningful_cells = judged & (sel_learned >= meaningful)
-ratio = np.array([k_best["learned"][i, j].mean() / d_min[i] for i, j in zip(*np.nonzero(meaningful_cells))])
-near = int(((ratio >= 0.5) & (ratio <= 2)).sum())
-report.number("k_ratio_median", float(np.median(ratio)) if ratio.size else None, glue=bool(ratio.size))
-report.number("n_meaningful", int(meaningful_cells.sum()))
-judge_in_regime(report, "exp-selectivity-rank-dmin",
-    Contrast(t_interval(np.abs(np.log2(ratio)), "mean |log2(best k / d_min)| over cells", 0.95, unit="cells") if ratio.size
-             else Estimate.missing("|log2(best k / d_min)|", "no meaningful cell"),
-             Range(0.0, 1.0, "within a factor 2 of d_min"), Range(1.0, math.inf, "farther")),
-    measured=((f"best k / d_min(R) in the {ratio.size} cells with sufficient capacity and selectivity >= {meaningful}: median "
-               f"{np.median(ratio):.2f}, range {ratio.min():.2f}-{ratio.max():.2f}, within a factor 2 in {near}") if ratio.size
-              else f"no cell with sufficient capacity reaches selectivity {meaningful}") + f"; d_min = {d_min} for R = {list(grid.R_values)}",
-    population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom,
-                "min_selectivity": meaningful, "unit": "cell (mean over seeds)"},
-    note=f"near taken as within a factor 2 (|log2 ratio| <= 1) on average over the cells; meaningful selectivity >= {meaningful}",
-    regime=state.judged_regime(grid, meaningful_cells))
+
+def judge_interventions(report, values: dict) -> None:
+    """The three verdicts of this page from `values` ({"selectivity", "k", "selectivity_emb": {regime: (R, d,
+    seed)}, "sweeps": {run: rank sweep}}) on `report`: called on the edits at the stop rule for the page's
+    report, and again at the other reading points (below)."""
+    selectivity, k_best, sel_emb, sweeps = values["selectivity"], values["k"], values["selectivity_emb"], values["sweeps"]
+    sel_learned = selectivity["learned"].mean(-1)
+    sel_judged = sel_learned[judged]
+    report.number("selectivity_judged_min", float(sel_judged.min()) if judged.any() else None, glue=bool(judged.any()))
+    report.number("selectivity_frozen_max", float(selectivity["frozen"].mean(-1).max()))
+    selectivity_tests = universal({f"R={grid.R_values[i]}, d={grid.d_values[j]}": selectivity["learned"][i, j] for i, j in zip(*np.nonzero(judged))},
+                                  "best selectivity at {}", Range(high, 1.0, "high"), Range(0.0, high, "below high"))
+    judge_in_regime(report, "exp-selectivity-high", selectivity_tests or [Contrast(
+            Estimate.missing("best selectivity", "no cell has sufficient capacity"),
+            Range(high, 1.0, "high"), Range(0.0, high, "below high"))],
+        measured=(f"best selectivity in the {int(judged.sum())} cells with sufficient capacity: "
+                  + (f"{sel_judged.min():.2f}-{sel_judged.max():.2f}" if judged.any() else "n/a")
+                  + f"; frozen models at most {selectivity['frozen'].mean(-1).max():.2f} (N={grid.N}, R in {list(grid.R_values)}, "
+                  f"d in {list(grid.d_values)}, {len(grid.seeds)} seeds; a_y = output unembedding; with a_y = input embedding "
+                  f"{sel_emb['learned'].mean(-1)[judged].min() if judged.any() else float('nan'):.2f} at least)"),
+        population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom, "unit": "cell, each tested (its seeds)"},
+        note=f"high taken as >= {high}, by the whole interval of every cell", regime=learned_regime)
+
+    # the rank: what truncation gains over the full pseudoinverse, run by run
+    judged_runs = [(name, R, d, s) for name in ("learned",) for i, R in enumerate(grid.R_values) for j, d in enumerate(grid.d_values)
+                   if judged[i, j] for s in grid.seeds]
+    full_rank = [key for key in judged_runs if max(sweeps[key], key=lambda s: s.score).k == key[2]]
+    gain = np.array([max(s.score for s in sweeps[key]) - next(s.score for s in sweeps[key] if s.k == key[2]) for key in judged_runs])
+    no_cell = Estimate.missing("selectivity gain", "no cell has sufficient capacity")
+    judge_in_regime(report, "exp-selectivity-full-rank",
+        Contrast(t_interval(gain, "best selectivity minus the full pseudoinverse's, over runs", 0.95, unit="runs") if gain.size else no_cell,
+                 Range(0.0, 1.0, "truncation helps"), Range(-1.0, 0.0, "the full pseudoinverse is as good")),
+        measured=f"the full rank k = d is the best rank for {len(full_rank)} of {len(judged_runs)} learned runs with sufficient capacity",
+        population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom, "unit": "run"},
+        regime=learned_regime)
+    meaningful_cells = judged & (sel_learned >= meaningful)
+    ratio = np.array([k_best["learned"][i, j].mean() / d_min[i] for i, j in zip(*np.nonzero(meaningful_cells))])
+    near = int(((ratio >= 0.5) & (ratio <= 2)).sum())
+    report.number("k_ratio_median", float(np.median(ratio)) if ratio.size else None, glue=bool(ratio.size))
+    report.number("n_meaningful", int(meaningful_cells.sum()))
+    judge_in_regime(report, "exp-selectivity-rank-dmin",
+        Contrast(t_interval(np.abs(np.log2(ratio)), "mean |log2(best k / d_min)| over cells", 0.95, unit="cells") if ratio.size
+                 else Estimate.missing("|log2(best k / d_min)|", "no meaningful cell"),
+                 Range(0.0, 1.0, "within a factor 2 of d_min"), Range(1.0, math.inf, "farther")),
+        measured=((f"best k / d_min(R) in the {ratio.size} cells with sufficient capacity and selectivity >= {meaningful}: median "
+                   f"{np.median(ratio):.2f}, range {ratio.min():.2f}-{ratio.max():.2f}, within a factor 2 in {near}") if ratio.size
+                  else f"no cell with sufficient capacity reaches selectivity {meaningful}") + f"; d_min = {d_min} for R = {list(grid.R_values)}",
+        population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom,
+                    "min_selectivity": meaningful, "unit": "cell (mean over seeds)"},
+        note=f"near taken as within a factor 2 (|log2 ratio| <= 1) on average over the cells; meaningful selectivity >= {meaningful}",
+        regime=state.judged_regime(grid, meaningful_cells))
+
+
+stop_values = {"selectivity": selectivity, "k": k_best, "selectivity_emb": sel_emb, "sweeps": sweeps}
+judge_interventions(report, stop_values)
+
+# %% [markdown]
+# ## The verdicts at three reading points
+#
+# Runs spike long after they memorise (the spike study above), so the weights a verdict reads depend on
+# where training is read. Every run of the capacity grid is trained on to the end of its step budget
+# after the stop rule, keeping its state at the stop (what the verdicts above read), its best state
+# before any loss spike (the lowest batch loss before the loss first rises {glue:text}`spike_rule_factor:g`
+# times above its running minimum, once that minimum is below {glue:text}`spike_rule_floor:g`), and its
+# state at the end of the budget. The three verdicts are taken again at the other two points on the same
+# runs and the same populations (chosen at the stop rule), the rank sweeps recomputed on those weights
+# (the edit of the input embeddings, in the measured text only, is computed at the stop alone).
+
+# %%
+reading_keys = state.verdict_keys(grid, judged)
+read = analyse_readings(grid, records, cache, analyse, "interventions", analysis_params, reading_keys, device=device)
+
+
+def values_at(read_values: dict) -> dict:
+    """The judge's values from one reading's analyses."""
+    return {"selectivity": reading_values(grid, read_values, "selectivity"), "k": reading_values(grid, read_values, "k"),
+            "selectivity_emb": reading_values(grid, read_values, "selectivity_emb") if all(
+                "selectivity_emb" in v for v in read_values.values()) else grid.by_cell({k: np.nan for k in grid.keys()}),
+            "sweeps": {key: [Selectivity(*row) for row in v["sweep"]] for key, v in read_values.items()}}
+
+
+report.number("n_reading_runs", len(reading_keys))
+display(Markdown(read_at_points(report, judge_interventions, {r: values_at(read[r]) if read[r] else None for r in READINGS})))
 report.save()

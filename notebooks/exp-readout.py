@@ -101,7 +101,8 @@ from matplotlib import pyplot as plt
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, fraction_interval, sensitivity_table, t_interval, universal
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
-from geofact.analysis.trajectory import analyse_grid, analyse_state, final_values, train_grid, train_grids
+from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, analyse_state, final_values,
+                                         reading_values, train_grid, train_grids)
 from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
 from geofact.pages.curves import headroom_curves, trajectory_legend, trajectory_panels
 from geofact.pages.display import Markdown, display
@@ -109,6 +110,7 @@ from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
+from geofact.pages.readings import read_at_points
 from geofact.pages.spike_mechanism import spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.pages.spikes import curves_panel
@@ -514,134 +516,161 @@ learned_regime = state.judged_regime(grid, judged)
 report.number("converged_fraction", learned_regime.converged_fraction)  # the runs behind the verdicts
 report.number("grid_converged_fraction", state.grid_regime(grid).converged_fraction)
 report.number("headroom_max", learned_regime.headroom_max)
-readout_regime = state.judged_regime(grid, judged_readout)
-s_min = float(readout["s"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
-h_min = float(readout["h"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
-all_s_min = float(readout["s"]["learned"].mean(-1)[judged].min()) if judged.any() else float("nan")
-judged_R = sorted({grid.R_values[i] for i in np.nonzero(judged_readout)[0]})
-check_judged = [c for c in check_cells if c["memorised"] and c["headroom"] >= min_headroom and c["samples"] >= min_samples_per_dim]
-if check_judged:  # the check's qualifying cells join the population, their runs the regime
-    s_min = min([s_min] * bool(judged_readout.any()) + [c["s"] for c in check_judged])
-    h_min = min([h_min] * bool(judged_readout.any()) + [c["h"] for c in check_judged])
-    grid_runs = [r for k, r in records.items() if k[0] == "learned"
-                 and judged_readout[grid.R_values.index(k[1]), grid.d_values.index(k[2])]]
-    readout_regime = regime(grid_runs + [r for c in check_judged for r in c["records"]],
-                            [*headroom[judged_readout], *(c["headroom"] for c in check_judged)], grid.perfect)
-report.number("converged_fraction_readout", readout_regime.converged_fraction)
-report.number("readout_headroom_max", readout_regime.headroom_max)
-check_text = ("" if not check_cells else
-              f"; at N={N_c}, R={R_c} (d_min {c_d_min}): " + ", ".join(
-                  f"d={c['d']} (headroom {c['headroom']:.1f}, {c['samples']:.1f} subjects/dim): s_x {c['s']:.2f}, h {c['h']:.2f}"
-                  for c in check_cells) + f"; {len(check_judged)} of its cells judged")
-n_population = int(judged_readout.sum()) + len(check_judged)
-report.number("n_check_judged", len(check_judged))
-report.number("n_population", n_population)
-# The claim is universal ("across all cells"): one test per judged cell and readout, each the mean over
-# the cell's seeds with its interval against near-perfect and its complement; the claim holds only if
-# every one does (geofact.evidence.conjunction). A readout counts its held-out subjects under every
-# relation, so its interval stays inside [0, 1] (geofact.evidence.fraction_interval). The part the
-# verdict rests on leads.
-cell_seeds = {f"{'s_x' if what == 's' else 'h'} at R={grid.R_values[i]}, d={grid.d_values[j]}": readout[what]["learned"][i, j]
+
+
+def judge_readouts(report, readout: dict) -> None:
+    """The four verdicts of this page from `readout` ({metric: {regime: (R, d, seed)}}) on `report`: called on
+    the readouts at the stop rule for the page's report, and again at the other reading points (below)."""
+    readout_regime = state.judged_regime(grid, judged_readout)
+    s_min = float(readout["s"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
+    h_min = float(readout["h"]["learned"].mean(-1)[judged_readout].min()) if judged_readout.any() else float("nan")
+    all_s_min = float(readout["s"]["learned"].mean(-1)[judged].min()) if judged.any() else float("nan")
+    judged_R = sorted({grid.R_values[i] for i in np.nonzero(judged_readout)[0]})
+    check_judged = [c for c in check_cells if c["memorised"] and c["headroom"] >= min_headroom and c["samples"] >= min_samples_per_dim]
+    if check_judged:  # the check's qualifying cells join the population, their runs the regime
+        s_min = min([s_min] * bool(judged_readout.any()) + [c["s"] for c in check_judged])
+        h_min = min([h_min] * bool(judged_readout.any()) + [c["h"] for c in check_judged])
+        grid_runs = [r for k, r in records.items() if k[0] == "learned"
+                     and judged_readout[grid.R_values.index(k[1]), grid.d_values.index(k[2])]]
+        readout_regime = regime(grid_runs + [r for c in check_judged for r in c["records"]],
+                                [*headroom[judged_readout], *(c["headroom"] for c in check_judged)], grid.perfect)
+    report.number("converged_fraction_readout", readout_regime.converged_fraction)
+    report.number("readout_headroom_max", readout_regime.headroom_max)
+    check_text = ("" if not check_cells else
+                  f"; at N={N_c}, R={R_c} (d_min {c_d_min}): " + ", ".join(
+                      f"d={c['d']} (headroom {c['headroom']:.1f}, {c['samples']:.1f} subjects/dim): s_x {c['s']:.2f}, h {c['h']:.2f}"
+                      for c in check_cells) + f"; {len(check_judged)} of its cells judged")
+    n_population = int(judged_readout.sum()) + len(check_judged)
+    report.number("n_check_judged", len(check_judged))
+    report.number("n_population", n_population)
+    # The claim is universal ("across all cells"): one test per judged cell and readout, each the mean over
+    # the cell's seeds with its interval against near-perfect and its complement; the claim holds only if
+    # every one does (geofact.evidence.conjunction). A readout counts its held-out subjects under every
+    # relation, so its interval stays inside [0, 1] (geofact.evidence.fraction_interval). The part the
+    # verdict rests on leads.
+    cell_seeds = {f"{'s_x' if what == 's' else 'h'} at R={grid.R_values[i]}, d={grid.d_values[j]}": readout[what]["learned"][i, j]
+                  for i, j in zip(*np.nonzero(judged_readout)) for what in ("s", "h")}
+    cell_seeds |= {f"{'s_x' if what == 's' else 'h'} at N={N_c}, R={R_c}, d={c['d']}": np.array(c[what + "_seeds"])
+                   for c in check_judged for what in ("s", "h")}
+    scored = {f"{'s_x' if what == 's' else 'h'} at R={grid.R_values[i]}, d={grid.d_values[j]}": scored_facts(grid.N, grid.R_values[i])
               for i, j in zip(*np.nonzero(judged_readout)) for what in ("s", "h")}
-cell_seeds |= {f"{'s_x' if what == 's' else 'h'} at N={N_c}, R={R_c}, d={c['d']}": np.array(c[what + "_seeds"])
-               for c in check_judged for what in ("s", "h")}
-scored = {f"{'s_x' if what == 's' else 'h'} at R={grid.R_values[i]}, d={grid.d_values[j]}": scored_facts(grid.N, grid.R_values[i])
-          for i, j in zip(*np.nonzero(judged_readout)) for what in ("s", "h")}
-scored |= {f"{'s_x' if what == 's' else 'h'} at N={N_c}, R={R_c}, d={c['d']}": scored_facts(N_c, R_c) for c in check_judged for what in ("s", "h")}
-readout_tests = universal(cell_seeds, "readout from {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"),
-                          trials=scored)
-if not readout_tests:
-    readout_tests = [Contrast(Estimate.missing("readout", "no cell has sufficient capacity and enough subjects per dimension"),
-                              Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))]
-judge_in_regime(report, "exp-readout-learned", readout_tests,
-    population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom,
-                "min_samples_per_dim": min_samples_per_dim, "unit": "cell, each tested (its seeds)"},
-    measured=(f"in the {n_population} cells with sufficient capacity (all learned seeds memorise, d >= {min_headroom:g} d_min) "
-              f"and >= {min_samples_per_dim:g} training subjects per dimension ({int(judged_readout.sum())} of the grid, R in {judged_R}; "
-              f"{len(check_judged)} of the larger-N check): readout from s_x >= {s_min:.3f}, "
-              f"from h >= {h_min:.3f} (a_y = output unembedding; grid N={grid.N}, {n_train} training subjects, {len(grid.seeds)} seeds; "
-              f"baselines <= {baseline_max:.4f}); over all {int(judged.sum())} grid cells with sufficient capacity, s_x >= {all_s_min:.3f}"
-              + check_text),
-    note=f"near-perfect taken as >= {near_perfect}, by the whole interval of every cell", regime=readout_regime)
-frozen_s = readout["s"]["frozen"].mean(-1)
-frozen_memorised = state.accuracy["frozen"] >= grid.perfect  # (R, d, seed)
-frozen_population = {"embeddings": "frozen", "runs": "every run that memorises (accuracy >= perfect)",
-                     "unit": "cell (the mean over its memorising seeds)"}
-frozen_regime = state.judged_regime(grid, judged, None)
-frozen_cells = list(zip(*np.nonzero(frozen_memorised.any(-1))))  # (R index, d index) with a memorising frozen seed
-# the frozen claims' unit is the cell: its memorising seeds share R and d, and cells differ, so runs
-# pooled over cells are not draws from one distribution; a cell's mean counts its seeds' scored facts
-frozen_cell_trials = min((scored_facts(grid.N, grid.R_values[i]) * int(frozen_memorised[i, j].sum()) for i, j in frozen_cells), default=1)
+    scored |= {f"{'s_x' if what == 's' else 'h'} at N={N_c}, R={R_c}, d={c['d']}": scored_facts(N_c, R_c) for c in check_judged for what in ("s", "h")}
+    readout_tests = universal(cell_seeds, "readout from {}", Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"),
+                              trials=scored)
+    if not readout_tests:
+        readout_tests = [Contrast(Estimate.missing("readout", "no cell has sufficient capacity and enough subjects per dimension"),
+                                  Range(near_perfect, 1.0, "near-perfect"), Range(0.0, near_perfect, "below near-perfect"))]
+    judge_in_regime(report, "exp-readout-learned", readout_tests,
+        population={"embeddings": "learned", "memorised": "every seed", "min_headroom": min_headroom,
+                    "min_samples_per_dim": min_samples_per_dim, "unit": "cell, each tested (its seeds)"},
+        measured=(f"in the {n_population} cells with sufficient capacity (all learned seeds memorise, d >= {min_headroom:g} d_min) "
+                  f"and >= {min_samples_per_dim:g} training subjects per dimension ({int(judged_readout.sum())} of the grid, R in {judged_R}; "
+                  f"{len(check_judged)} of the larger-N check): readout from s_x >= {s_min:.3f}, "
+                  f"from h >= {h_min:.3f} (a_y = output unembedding; grid N={grid.N}, {n_train} training subjects, {len(grid.seeds)} seeds; "
+                  f"baselines <= {baseline_max:.4f}); over all {int(judged.sum())} grid cells with sufficient capacity, s_x >= {all_s_min:.3f}"
+                  + check_text),
+        note=f"near-perfect taken as >= {near_perfect}, by the whole interval of every cell", regime=readout_regime)
+    frozen_s = readout["s"]["frozen"].mean(-1)
+    frozen_memorised = state.accuracy["frozen"] >= grid.perfect  # (R, d, seed)
+    frozen_population = {"embeddings": "frozen", "runs": "every run that memorises (accuracy >= perfect)",
+                         "unit": "cell (the mean over its memorising seeds)"}
+    frozen_regime = state.judged_regime(grid, judged, None)
+    frozen_cells = list(zip(*np.nonzero(frozen_memorised.any(-1))))  # (R index, d index) with a memorising frozen seed
+    # the frozen claims' unit is the cell: its memorising seeds share R and d, and cells differ, so runs
+    # pooled over cells are not draws from one distribution; a cell's mean counts its seeds' scored facts
+    frozen_cell_trials = min((scored_facts(grid.N, grid.R_values[i]) * int(frozen_memorised[i, j].sum()) for i, j in frozen_cells), default=1)
 
 
-def memorising_cell_means(values: np.ndarray) -> np.ndarray:
-    """(cells,): the mean of `values` (R, d, seed) over each cell's memorising frozen seeds."""
-    return np.array([values[i, j][frozen_memorised[i, j]].mean() for i, j in frozen_cells])
+    def memorising_cell_means(values: np.ndarray) -> np.ndarray:
+        """(cells,): the mean of `values` (R, d, seed) over each cell's memorising frozen seeds."""
+        return np.array([values[i, j][frozen_memorised[i, j]].mean() for i, j in frozen_cells])
 
 
 
-# exp-readout-frozen: the s_x readout of the frozen runs that memorise against chance, and their h
-# readout below the learned one, cell by cell (paired, over the cells with sufficient capacity)
-s_runs = readout["s"]["frozen"][frozen_memorised]
-s_estimate = (fraction_interval(memorising_cell_means(readout["s"]["frozen"]), "mean frozen s_x readout over cells of memorising runs",
-                                frozen_cell_trials, 0.95, unit="cells") if s_runs.size
-              else Estimate.missing("mean frozen s_x readout", "no frozen run memorises"))
-h_gap = (readout["h"]["learned"].mean(-1) - readout["h"]["frozen"].mean(-1))[judged]  # (cells,)
-h_gap_estimate = (t_interval(h_gap, "learned minus frozen h readout over cells with sufficient capacity", 0.95, unit="cells")
-                  if h_gap.size else Estimate.missing("learned minus frozen h readout", "no cell has sufficient capacity"))
-chance_range, above_chance = Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")
-judge_in_regime(report, "exp-readout-frozen",
-    [Contrast(s_estimate, chance_range, above_chance), Contrast(h_gap_estimate, Range(0.0, 1.0, "frozen h lower"), Range(-1.0, 0.0, "frozen h no lower"))],
-    measured=(f"frozen s_x readout (a_y = output unembedding) over the {s_runs.size} frozen runs that memorise: up to "
-              f"{s_runs.max() if s_runs.size else float('nan'):.3f}; per-cell means up to {frozen_s.max():.3f} over the grid (chance {chance:.5f}); "
-              f"with a_y = input embedding up to {readout['s_emb']['frozen'].mean(-1).max():.3f}; frozen h readout below the learned one in "
-              f"{int((h_gap > 0).sum())} of {h_gap.size} cells with sufficient capacity"),
-    population=frozen_population,
-    note=f"at chance taken as <= {chance_factor:g}/N; judged on the output unembedding, the vector the model reads answers with",
-    regime=frozen_regime)
-# The paper describes the frozen h readout twice: "more moderate" (Section 5.2) and "also low ...
-# near-chance" (Appendix D and its caption). Each reading is a test against the other, on the same
-# population: the frozen-embedding runs that memorise (a readout of a model that did not learn its facts
-# says nothing about how it stores them), each cell's mean over them a unit. "More moderate" is above
-# chance and below near-perfect (a near-perfect readout is not moderate), and has a second part, that h
-# reads out more than s_x: the mean of h minus s_x over the same cells, against 0.
-frozen_h = readout["h"]["frozen"].mean(-1)  # (R, d)
-h_runs = readout["h"]["frozen"][frozen_memorised]  # one value per memorising frozen run
+    # exp-readout-frozen: the s_x readout of the frozen runs that memorise against chance, and their h
+    # readout below the learned one, cell by cell (paired, over the cells with sufficient capacity)
+    s_runs = readout["s"]["frozen"][frozen_memorised]
+    s_estimate = (fraction_interval(memorising_cell_means(readout["s"]["frozen"]), "mean frozen s_x readout over cells of memorising runs",
+                                    frozen_cell_trials, 0.95, unit="cells") if s_runs.size
+                  else Estimate.missing("mean frozen s_x readout", "no frozen run memorises"))
+    h_gap = (readout["h"]["learned"].mean(-1) - readout["h"]["frozen"].mean(-1))[judged]  # (cells,)
+    h_gap_estimate = (t_interval(h_gap, "learned minus frozen h readout over cells with sufficient capacity", 0.95, unit="cells")
+                      if h_gap.size else Estimate.missing("learned minus frozen h readout", "no cell has sufficient capacity"))
+    chance_range, above_chance = Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")
+    judge_in_regime(report, "exp-readout-frozen",
+        [Contrast(s_estimate, chance_range, above_chance), Contrast(h_gap_estimate, Range(0.0, 1.0, "frozen h lower"), Range(-1.0, 0.0, "frozen h no lower"))],
+        measured=(f"frozen s_x readout (a_y = output unembedding) over the {s_runs.size} frozen runs that memorise: up to "
+                  f"{s_runs.max() if s_runs.size else float('nan'):.3f}; per-cell means up to {frozen_s.max():.3f} over the grid (chance {chance:.5f}); "
+                  f"with a_y = input embedding up to {readout['s_emb']['frozen'].mean(-1).max():.3f}; frozen h readout below the learned one in "
+                  f"{int((h_gap > 0).sum())} of {h_gap.size} cells with sufficient capacity"),
+        population=frozen_population,
+        note=f"at chance taken as <= {chance_factor:g}/N; judged on the output unembedding, the vector the model reads answers with",
+        regime=frozen_regime)
+    # The paper describes the frozen h readout twice: "more moderate" (Section 5.2) and "also low ...
+    # near-chance" (Appendix D and its caption). Each reading is a test against the other, on the same
+    # population: the frozen-embedding runs that memorise (a readout of a model that did not learn its facts
+    # says nothing about how it stores them), each cell's mean over them a unit. "More moderate" is above
+    # chance and below near-perfect (a near-perfect readout is not moderate), and has a second part, that h
+    # reads out more than s_x: the mean of h minus s_x over the same cells, against 0.
+    frozen_h = readout["h"]["frozen"].mean(-1)  # (R, d)
+    h_runs = readout["h"]["frozen"][frozen_memorised]  # one value per memorising frozen run
 
 
-def frozen_h_at(level: float) -> Estimate:
-    if not h_runs.size:
-        return Estimate.missing("mean frozen h readout", "no frozen run memorises", level)
-    return fraction_interval(memorising_cell_means(readout["h"]["frozen"]), "mean frozen h readout over cells of memorising runs",
-                             frozen_cell_trials, level, unit="cells")
+    def frozen_h_at(level: float) -> Estimate:
+        if not h_runs.size:
+            return Estimate.missing("mean frozen h readout", "no frozen run memorises", level)
+        return fraction_interval(memorising_cell_means(readout["h"]["frozen"]), "mean frozen h readout over cells of memorising runs",
+                                 frozen_cell_trials, level, unit="cells")
 
 
-def h_chance_ranges(factor: float) -> tuple[Range, Range]:
-    """(above chance, at chance) with chance taken as <= factor / N."""
-    return Range(factor * chance, 1.0, "above chance"), Range(0.0, factor * chance, "at chance")
+    def h_chance_ranges(factor: float) -> tuple[Range, Range]:
+        """(above chance, at chance) with chance taken as <= factor / N."""
+        return Range(factor * chance, 1.0, "above chance"), Range(0.0, factor * chance, "at chance")
 
 
-h_estimate = frozen_h_at(0.95)
-h_over_s = (t_interval(memorising_cell_means(readout["h"]["frozen"] - readout["s"]["frozen"]),
-                       "mean h minus s_x readout over cells of memorising frozen runs", 0.95, unit="cells")
-            if h_runs.size else Estimate.missing("mean h minus s_x readout", "no frozen run memorises"))
-display(Markdown(f"**The frozen h readout, against chance**, over the {h_runs.size} frozen runs that memorise (of "
-                 f"{frozen_memorised.size}), at other confidence levels and other multiples of $1/N$ taken as chance "
-                 "(*above chance* is the moderate reading; the chance reading is its mirror):\n\n"
-                 + sensitivity_table(frozen_h_at, h_chance_ranges, settings=[2.0, 5.0, 10.0], setting_name="chance <= x/N, x =")))
-frozen_h_text = (f"frozen h readout over the {h_runs.size} of {frozen_memorised.size} frozen runs that memorise: range "
-                 f"{h_runs.min():.3f}-{h_runs.max():.3f}; above {chance_factor:g}/N in {int((h_runs > chance_factor * chance).sum())} of them; "
-                 f"per-cell means up to {frozen_h.max():.3f} over the whole grid (chance {chance:.5f})") if h_runs.size else "no frozen run memorises"
-above, at = h_chance_ranges(chance_factor)
-moderate = Range(chance_factor * chance, near_perfect, "moderate")
-judge_in_regime(report, "exp-readout-frozen-h-moderate",
-    [Contrast(h_estimate, moderate, at), Contrast(h_over_s, Range(0.0, 1.0, "h above s_x"), Range(-1.0, 0.0, "h no higher than s_x"))],
-    measured=frozen_h_text, population=frozen_population,
-    note=(f"more moderate taken as: above {chance_factor:g}/N and below near-perfect ({near_perfect}), and above the s_x readout, "
-          "each on average over the cells"),
-    regime=frozen_regime)
-judge_in_regime(report, "exp-readout-frozen-h-chance", Contrast(h_estimate, at, above),
-    measured=frozen_h_text, population=frozen_population,
-    note=f"near chance taken as <= {chance_factor:g}/N on average; the paper's Section 5.2 says 'more moderate' of the same readout",
-    regime=frozen_regime)
+    h_estimate = frozen_h_at(0.95)
+    h_over_s = (t_interval(memorising_cell_means(readout["h"]["frozen"] - readout["s"]["frozen"]),
+                           "mean h minus s_x readout over cells of memorising frozen runs", 0.95, unit="cells")
+                if h_runs.size else Estimate.missing("mean h minus s_x readout", "no frozen run memorises"))
+    display(Markdown(f"**The frozen h readout, against chance**, over the {h_runs.size} frozen runs that memorise (of "
+                     f"{frozen_memorised.size}), at other confidence levels and other multiples of $1/N$ taken as chance "
+                     "(*above chance* is the moderate reading; the chance reading is its mirror):\n\n"
+                     + sensitivity_table(frozen_h_at, h_chance_ranges, settings=[2.0, 5.0, 10.0], setting_name="chance <= x/N, x =")))
+    frozen_h_text = (f"frozen h readout over the {h_runs.size} of {frozen_memorised.size} frozen runs that memorise: range "
+                     f"{h_runs.min():.3f}-{h_runs.max():.3f}; above {chance_factor:g}/N in {int((h_runs > chance_factor * chance).sum())} of them; "
+                     f"per-cell means up to {frozen_h.max():.3f} over the whole grid (chance {chance:.5f})") if h_runs.size else "no frozen run memorises"
+    above, at = h_chance_ranges(chance_factor)
+    moderate = Range(chance_factor * chance, near_perfect, "moderate")
+    judge_in_regime(report, "exp-readout-frozen-h-moderate",
+        [Contrast(h_estimate, moderate, at), Contrast(h_over_s, Range(0.0, 1.0, "h above s_x"), Range(-1.0, 0.0, "h no higher than s_x"))],
+        measured=frozen_h_text, population=frozen_population,
+        note=(f"more moderate taken as: above {chance_factor:g}/N and below near-perfect ({near_perfect}), and above the s_x readout, "
+              "each on average over the cells"),
+        regime=frozen_regime)
+    judge_in_regime(report, "exp-readout-frozen-h-chance", Contrast(h_estimate, at, above),
+        measured=frozen_h_text, population=frozen_population,
+        note=f"near chance taken as <= {chance_factor:g}/N on average; the paper's Section 5.2 says 'more moderate' of the same readout",
+        regime=frozen_regime)
+
+
+judge_readouts(report, readout)
+
+# %% [markdown]
+# ## The verdicts at three reading points
+#
+# Runs spike long after they memorise (the spike tables above), so the weights a verdict reads depend on
+# where training is read. Every run of the capacity grid is trained on to the end of its step budget
+# after the stop rule, keeping its state at the stop (what the verdicts above read), its best state
+# before any loss spike (the lowest batch loss before the loss first rises {glue:text}`spike_rule_factor:g`
+# times above its running minimum, once that minimum is below {glue:text}`spike_rule_floor:g`), and its
+# state at the end of the budget. The four verdicts are taken again at the other two points on the same
+# runs and the same populations (chosen at the stop rule), the readouts recomputed on those weights; the
+# larger-$N$ check's cells, trained with the stop rule, are read at their stop in every column.
+
+# %%
+reading_keys = state.verdict_keys(grid, judged)
+read = analyse_readings(grid, records, cache, readouts, "readouts", readout_params, reading_keys, device=device)
+readout_at = {r: {m: reading_values(grid, read[r], m) for m in readout} if read[r] else None for r in READINGS}
+report.number("n_reading_runs", len(reading_keys))
+display(Markdown(read_at_points(report, judge_readouts, readout_at)))
 report.save()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geofact.spikes import FirstSpikeWatch, RunSpikes, SpikeRule, count, find_spikes, sensitivity, spike_rows
+from geofact.spikes import FirstSpikeWatch, RunSpikes, SpikeRule, after_stop, count, find_spikes, sensitivity, spike_rows
 
 # the archive of the first two GPU leases, as issue 46 counted it (later leases' archives replace it under
 # results/paper/records/ and train some of its runs again, so the test keeps its own copy)
@@ -134,3 +134,16 @@ def test_a_run_that_never_spikes_has_no_spike_points():
         watch.see(step, loss)
     assert watch.points["best"] == 49 and watch.points["stop"] is None
     assert watch.points["before_spike"] is watch.points["spike_peak"] is watch.points["recovered"] is None
+
+
+def test_spikes_after_the_stop_are_counted_on_the_curve_past_it():
+    before = [(t, 1e-5 if t >= 100 else 1.0) for t in range(0, 310, 10)]  # memorised, stops at step 300
+    jumps = {"twice": {400: 5e-3}, "huge": {400: 0.5}, "stuck": {t: 0.5 for t in range(400, 600, 10)}}
+    records = [{"loss_curve": before, "stopped_early": True, "steps": 300,
+                "past_stop": {"loss_curve": [(t, jump.get(t, 1e-5)) for t in range(310, 600, 10)]}}
+               for jump in [{}, *jumps.values()]]
+    records += [{"loss_curve": before, "stopped_early": True, "steps": 300},  # not read past its stop: left out
+                {"loss_curve": before, "stopped_early": False, "steps": 300, "past_stop": {"loss_curve": []}}]
+    counted = after_stop(records)
+    assert (counted.stopped, counted.spiked, counted.over_1000, counted.not_back) == (4, 3, 2, 1)
+    assert counted.text().startswith("3 of the 4 runs that met the stop rule spiked after it")

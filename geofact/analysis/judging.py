@@ -93,6 +93,14 @@ class GridState:
         runs = [self.records[k] for k in keys] or self.runs(regime_name)
         return regime(runs, self.headroom[cells], grid.perfect)
 
+    def verdict_keys(self, grid: CapacityGrid, judged: np.ndarray) -> list:
+        """The runs the mechanism verdicts read: both regimes' runs in the `judged` cells (R, d) and every run
+        of a cell where a frozen run memorises (the frozen claims' population). What a page analyses at the
+        other reading points (geofact.analysis.trajectory.READINGS), rather than the whole grid."""
+        frozen_cells = (self.accuracy["frozen"] >= grid.perfect).any(-1)  # (R, d)
+        wanted = judged | frozen_cells
+        return [k for k in grid.keys() if wanted[grid.R_values.index(k[1]), grid.d_values.index(k[2])]]
+
 
 def grid_state(grid: CapacityGrid, records: dict, headroom_cutoffs: list[float] = (1.0,)) -> GridState:
     """Accuracy, stop rule, thresholds, headroom and the sufficient-capacity population per cutoff."""
@@ -102,3 +110,4 @@ def grid_state(grid: CapacityGrid, records: dict, headroom_cutoffs: list[float] 
     headroom = grid.headroom(d_min)
     population = {h: sufficient_capacity(grid, accuracy["learned"], headroom, h) for h in headroom_cutoffs}
     return GridState(accuracy, converged, d_min, headroom, population, records)
+

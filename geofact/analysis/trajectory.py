@@ -5,6 +5,7 @@ there before, and from when).
     records = train_grid(grid, cache)                     # trains what is missing, keeps the checkpoints
     points = analyse_grid(grid, records, cache, fn, "name", params)  # fn(TrainedModel) -> {metric: value}
     finals = final_values(grid, points, "s")              # {regime: (R, d, seed)} at the stop rule
+    at = analyse_readings(grid, records, cache, fn, "name", params, keys)  # {reading: {key: values}} (READINGS)
     curve = value_at_steps(points[key], "s", steps)       # one run's metric at given steps (geofact.pages.curves)
 
 A run that met the stop rule before a checkpoint step has no checkpoint there: its state from then on
@@ -187,3 +188,49 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
 def final_values(grid: CapacityGrid, points: dict[Key, list[Point]], metric: str) -> dict[str, np.ndarray]:
     """{regime: (R, d, seed)} of a metric at each run's stop."""
     return grid.by_cell({key: pts[-1].get(metric) for key, pts in points.items()})
+
+
+READINGS = ("stop", "best", "last")
+"""Where a verdict reads a run (issue 46, item 4): at the paper's stop rule (what the pages read), at its
+best state before any loss spike, and at the end of its step budget (step 15,000 in the paper's recipe).
+The last two exist for runs trained past their stop (`TrainConfig.read_past_stop`); a run that never met
+the stop rule is at the end of its budget when it stops, so its "stop" and "last" are one state."""
+
+
+def reading_step(record: dict, reading: str) -> int | None | bool:
+    """The state of a run (its record) to analyse at `reading`: a step (a state kept past its stop), None
+    (the record's own final weights) or False (the run has no such state: it was not trained past its stop,
+    or its loss was never finite, so it has no best state)."""
+    if reading not in READINGS:
+        raise ValueError(f"reading must be one of {READINGS}, got {reading!r}")
+    if reading == "stop":
+        return None
+    past = record.get("past_stop")
+    if past is None:
+        return False
+    if reading == "last" and not record["stopped_early"]:
+        return None
+    step = past["points"][reading]
+    return False if step is None else step
+
+
+def analyse_readings(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
+                     analyse: Callable[[TrainedModel], dict[str, Any]], name: str, params: dict, keys: list[Key],
+                     desc: str = "analyses at the reading points", device: str | torch.device = "cpu") -> dict[str, dict[Key, dict]]:
+    """{reading: {key: the analysis' values}} of the runs `keys` at each of `READINGS` they have, cached as
+    `analyse_state` caches a state (a state already analysed as a checkpoint or as the stop is not
+    analysed again). A run without a state at a reading is absent from that reading's dict."""
+    configs = grid.configs()
+    states = [(reading, key, step) for key in keys for reading in READINGS
+              if (step := reading_step(records[key], reading)) is not False]
+    out: dict[str, dict[Key, dict]] = {reading: {} for reading in READINGS}
+    for reading, key, step in progress(states, desc=desc):
+        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"], device)
+        out[reading][key] = record["values"]
+    return out
+
+
+def reading_values(grid: CapacityGrid, values: dict[Key, dict], metric: str) -> dict[str, np.ndarray]:
+    """{regime: (R, d, seed)} of a metric from one reading's values (`analyse_readings`), NaN for the runs
+    it does not hold."""
+    return grid.by_cell({key: values[key][metric] if key in values else np.nan for key in grid.keys()})

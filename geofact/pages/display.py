@@ -4,10 +4,12 @@ the records it leaves."""
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 try:
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown
+    from IPython.display import display as _show
 except ImportError:
 
     class Markdown:  # type: ignore[no-redef]
@@ -16,7 +18,29 @@ except ImportError:
         def __init__(self, data: str = "", *args: Any, **kwargs: Any) -> None:
             self.data = data
 
-    def display(*objs: Any, **kwargs: Any) -> None:  # type: ignore[no-redef]
+    def _show(*objs: Any, **kwargs: Any) -> None:
         """Nothing to show: the script's output is its records."""
 
-__all__ = ["Markdown", "display"]
+
+_silent = False
+
+
+def display(*objs: Any, **kwargs: Any) -> None:
+    """IPython's display, unless inside `silenced()`."""
+    if not _silent:
+        _show(*objs, **kwargs)
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """Show nothing inside: a page's verdict code run again at another reading point (geofact.pages.readings)
+    computes its verdicts without printing its tables a second time."""
+    global _silent
+    before, _silent = _silent, True
+    try:
+        yield
+    finally:
+        _silent = before
+
+
+__all__ = ["Markdown", "display", "silenced"]

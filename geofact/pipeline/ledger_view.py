@@ -48,6 +48,32 @@ def fragile_badge(n: int | None = None) -> str:
 
 
 FRAGILE_BADGE = fragile_badge()
+READ_WHERE = "moves with where training is read"
+READINGS_SHOWN = {"best": "best state before any spike", "last": "end of the budget"}  # the stop's is the verdict
+
+
+def reading_badge(n: int | None = None) -> str:
+    """The mark of a verdict that differs when its runs are read at their best state before any loss spike
+    or at the end of the budget instead of at the stop rule (geofact.pages.readings), or of `n` of them."""
+    return f'<span class="gf-badge gf-reading">⇄ {"" if n is None else f"{n} "}{READ_WHERE}</span>'
+
+
+def readings_text(entry: dict) -> str:
+    """What a verdict read at the other points gives ("best state before any spike: inconclusive, 0.52
+    [0.31, 0.74]; end of the budget: the same"); empty where the page read no other point."""
+    readings = entry.get("readings")
+    if not readings:
+        return ""
+    parts = []
+    for reading, words in READINGS_SHOWN.items():
+        other = readings.get(reading)
+        if other is None:
+            parts.append(f"{words}: not read")
+        elif other["verdict"] == entry["verdict"]:
+            parts.append(f"{words}: the same" + (f" ({e})" if (e := effect(other)) else ""))
+        else:
+            parts.append(f"{words}: {other['verdict']}" + (f", {e}" if (e := effect(other)) else ""))
+    return "; ".join(parts)
 
 
 def count_badge(state: str, n: int) -> str:
@@ -109,6 +135,10 @@ class LedgerView:
         """The claim's comparison under the rounding perturbation where its verdict moved, else None."""
         s = self.stable.get(profile, {}).get(claim.id)
         return s if s is not None and s.state == FRAGILE else None
+
+    def reading_sensitive(self, claim: Claim, profile: str) -> bool:
+        """Whether the claim's verdict differs when its runs are read at another point of training."""
+        return bool((self.entry(claim, profile) or {}).get("reading_sensitive"))
 
     def scale(self, notebook: str, profile: str) -> str | None:
         """The scale a page ran at (its results' `scale`, e.g. "N = 128 (the paper's 4096), ...")."""

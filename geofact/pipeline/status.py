@@ -16,7 +16,7 @@ from geofact.pipeline.intro import render_intro
 from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor, load_not_checkable, verdict_label
 from geofact.pipeline.ledger_figure import FIGURE_NAME, render_ledger_svg
 from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge, effect,
-                                         fragile_badge)
+                                         fragile_badge, reading_badge)
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE
@@ -33,8 +33,13 @@ def verdict_cell(view: LedgerView, claim: Claim, profile: str) -> str:
     if entry is None:
         return badge(NOT_RUN)
     moved = view.fragile(claim, profile)
+    read = {r: v["verdict"] for r, v in (entry.get("readings") or {}).items() if v is not None and v["verdict"] != entry["verdict"]}
     return " ".join(filter(None, [badge(entry["verdict"]), effect(entry),
-                                  f"{FRAGILE_BADGE} (under rounding: {moved.perturbed})" if moved else ""]))
+                                  f"{FRAGILE_BADGE} (under rounding: {moved.perturbed})" if moved else "",
+                                  f"{reading_badge()} ({', '.join(f'{READ_AT[r]}: {v}' for r, v in read.items())})" if read else ""]))
+
+
+READ_AT = {"best": "at the best state before any spike", "last": "at the end of the budget"}
 
 
 HOW_A_VERDICT_IS_REACHED = """\
@@ -50,7 +55,11 @@ the data cannot tell the claim from its alternative (the verdict then says about
 runs would). An accuracy's interval stays inside [0, 1] (`geofact.evidence.fraction_interval`).
 A verdict is marked **fragile** where the same page, executed again with the matmul kernels summing in
 another order (`geofact run --rounding`, `geofact.pipeline.stability`: what another CPU does, with the recipe
-unchanged), reached another verdict: such a verdict is not a finding about the paper."""
+unchanged), reached another verdict: such a verdict is not a finding about the paper.
+A verdict on trained weights is marked **moves with where training is read** where the same runs, read at
+their best state before any loss spike or at the end of the step budget instead of at the paper's stop rule
+(`geofact.pages.readings`), give another verdict: training spikes long after memorising, and the paper's
+sentence does not say which of these states it is about."""
 
 
 def render_status(project: Project, view: LedgerView | None = None) -> str:
@@ -74,14 +83,20 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
         cells = []
         for p in profiles:
             fragile = sum(view.fragile(c, p) is not None for c in members)
+            read = sum(view.reading_sensitive(c, p) for c in members)
             cells.append(" ".join([count_badge(s, n) for s, n in view.counts(members, p).items() if n]
-                                  + ([fragile_badge(fragile)] if fragile else [])))
+                                  + ([fragile_badge(fragile)] if fragile else []) + ([reading_badge(read)] if read else [])))
         lines.append(f"| {g} ({len(members)}) | " + " | ".join(cells) + " |")
     for p in profiles:
         states = [s.state for s in view.stable.get(p, {}).values()]
         if states:
             lines += ["", f"At {p}, {len(states)} verdicts rest on trained models: {states.count(FRAGILE)} fragile and "
                       f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."]
+        read = [c for c in view.claims if (view.entry(c, p) or {}).get("readings")]
+        if read:
+            moved = sum(view.reading_sensitive(c, p) for c in read)
+            lines += ["", f"At {p}, {len(read)} verdicts were also read at their runs' best state before any loss spike "
+                      f"and at the end of the step budget: {moved} {'moves' if moved == 1 else 'move'} with where training is read."]
     lines += ["", ":::{dropdown} How a verdict is reached", HOW_A_VERDICT_IS_REACHED, ":::", ""]
 
     header = "| Claim | Where in the paper | Tested on | " + " | ".join(profiles) + " |"

@@ -8,7 +8,7 @@ from typing import Any
 import nbformat
 
 from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches, verdict_label
-from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, effect, plain_markdown
+from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, effect, plain_markdown, reading_badge, readings_text
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, Stability, page_stability, trains
 
@@ -37,7 +37,8 @@ def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: di
              "|---|---|---|" + ("---|" if stability is not None else "")]
     for claim in claims:
         entry = reported[claim.id]
-        cells = [f"{{ref}}`{claim.id} <{verdict_label(claim.id)}>`", badge(entry["verdict"]), effect(entry) or "–"]
+        cells = [f"{{ref}}`{claim.id} <{verdict_label(claim.id)}>`",
+                 badge(entry["verdict"]) + (f" {reading_badge()}" if entry.get("reading_sensitive") else ""), effect(entry) or "–"]
         if stability is not None:
             cells.append(_rounding_cell(stability.get(claim.id)))
         lines.append("| " + " | ".join(cells) + " |")
@@ -48,6 +49,9 @@ def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: di
         rule = f" *Rule:* {plain_markdown(entry['note'])}." if entry.get("note") else ""
         moved = stability.get(claim.id) if stability is not None else None
         robust = f" *Rounding:* {moved.text()}." if moved is not None else ""
+        read = readings_text(entry)
+        robust += (f" *Read elsewhere:* {reading_badge() + ' ' if entry.get('reading_sensitive') else ''}{plain_markdown(read)}."
+                   if read else "")
         lines += [f"({verdict_label(claim.id)})=",
                   f"**`{claim.id}`** ({plain_markdown(claim.paper)}): {badge(entry['verdict'])}.{measured}{rule}{robust}", ""]
     if stability is not None:

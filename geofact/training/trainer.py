@@ -67,6 +67,11 @@ class RunResult:
 
 
 DEFAULT_BLOCK_STEPS = 64  # steps between host reads
+# Steps between the points of a run's loss curve. A loss spike after memorisation rises and falls within a
+# few hundred steps (geofact.spikes), so a curve every 100 steps sees some as one point or none (issue 46):
+# a run read past its stop, whose spikes its page reads, logs every 10; the others keep the 100 their
+# cached records were made with.
+LOG_EVERY = {False: 100, True: 10}  # TrainConfig.read_past_stop -> steps
 BATCH_BLOCK_KEYS = 2**22  # hash keys drawn at once by the batch sampler (bounds its memory)
 ACCURACY_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per chunk of an accuracy pass (runs x facts x N)
 
@@ -377,12 +382,13 @@ def resume_group(group: FactGroup, logs: list[RunLog], state: GroupState) -> Non
             logs[int(m)].kept[int(at[0])] = weights
 
 
-def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int = 100,
+def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", log_every: int | None = None,
                 progress=None, dtype: torch.dtype = torch.float32, evaluate: bool = True,
                 init: list[dict[str, torch.Tensor]] | None = None, train_only: tuple[str, ...] | None = None,
                 eval_every: int | None = None, checkpoints: tuple[int, ...] = (),
                 checkpoint: GroupCheckpoint | None = None, block_steps: int = DEFAULT_BLOCK_STEPS) -> list[RunResult]:
-    """Train runs with one shape key together. `progress` (a tqdm) is advanced by run-steps.
+    """Train runs with one shape key together. `progress` (a tqdm) is advanced by run-steps; the loss curve
+    has a point every `log_every` steps (None: `LOG_EVERY` for the runs).
 
     `evaluate=False` skips the final accuracy over all N R facts (accuracy is then NaN); benchmarks
     use it to time training alone. `init` (one dict per run) replaces the seeded initial weights it
@@ -407,6 +413,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     if not isinstance(block_steps, int) or block_steps < 1:
         raise ValueError(f"block_steps must be an integer >= 1, got {block_steps!r}")
     device = start_group(configs, device, "train_group")
+    log_every = LOG_EVERY[configs[0].read_past_stop] if log_every is None else log_every
     keep = set(check_checkpoints(checkpoints, configs[0].max_steps))
     max_steps = configs[0].max_steps
     group = FactGroup(configs, device, dtype, init, train_only)

@@ -40,3 +40,20 @@ def test_grid_state_reads_thresholds_population_and_regime_off_the_records():
     assert (at_threshold.runs, at_threshold.converged_fraction, at_threshold.headroom_max) == (2, 0.5, 2.0)
     roomy = state.judged_regime(grid, state.population[2.0], None)
     assert (roomy.runs, roomy.converged_fraction) == (2, 1.0)
+
+
+def test_the_runs_read_at_other_points_are_the_judged_cells_and_the_cells_where_a_frozen_run_memorises():
+    records = {}
+    for name in ("learned", "frozen"):
+        for R in GRID.R_values:
+            for d in GRID.d_values:
+                for s in GRID.seeds:
+                    memorised = (name == "learned" and d >= 16) or (name, R, d, s) == ("frozen", 4, 8, 1)
+                    records[name, R, d, s] = {"accuracy": 1.0 if memorised else 0.3, "stopped_early": memorised,
+                                              "steps": 5, "final_loss": 1e-5}
+    state = grid_state(GRID, records, [2.0])
+    judged = state.population[2.0]  # d = 32 at both R (d_min = 16)
+    keys = state.verdict_keys(GRID, judged)
+    cells = sorted({(k[1], k[2]) for k in keys})
+    assert cells == [(2, 32), (4, 8), (4, 32)]  # the judged cells, and R = 4, d = 8 where one frozen seed memorises
+    assert len(keys) == len(cells) * 2 * len(GRID.seeds)  # every run of those cells, both regimes

@@ -111,3 +111,19 @@ def test_rewording_a_docstring_or_a_comment_is_not_a_change_of_code():
     assert code_without_prose(plain) == code_without_prose(worded)
     assert code_without_prose(plain) != code_without_prose(plain.replace("+ 1", "+ 2"))
     assert "Pass" in code_without_prose('def g():\n    """Only a docstring."""\n')
+
+
+def test_a_reading_names_the_state_a_verdict_reads():
+    from geofact.analysis.trajectory import reading_step
+
+    stopped = {"stopped_early": True, "steps": 900,
+               "past_stop": {"points": {"best": 700, "stop": 900, "last": 15000}}}
+    never = {"stopped_early": False, "steps": 15000, "past_stop": {"points": {"best": 12000, "stop": None, "last": 15000}}}
+    plain = {"stopped_early": True, "steps": 900}
+    assert [reading_step(stopped, r) for r in ("stop", "best", "last")] == [None, 700, 15000]
+    assert [reading_step(never, r) for r in ("stop", "best", "last")] == [None, 12000, None]  # its stop is its end
+    assert [reading_step(plain, r) for r in ("stop", "best", "last")] == [None, False, False]  # not read past its stop
+    unfinite = {"stopped_early": False, "steps": 10, "past_stop": {"points": {"best": None, "stop": None, "last": 10}}}
+    assert reading_step(unfinite, "best") is False
+    with pytest.raises(ValueError, match="reading must be one of"):
+        reading_step(stopped, "peak")

@@ -192,3 +192,12 @@ def test_the_best_state_read_past_the_stop_is_the_state_of_the_same_run_at_that_
     best = run.past_stop["points"]["best"]
     (again,) = train_group([replace(PAST[3], read_past_stop=True)], checkpoints=(best,))
     assert all(torch.equal(again.checkpoints[best][k], run.past_weights["best"][k]) for k in run.past_weights["best"])
+
+
+def test_a_run_read_past_its_stop_logs_its_loss_ten_times_as_often():
+    from dataclasses import replace
+
+    (plain,) = train_group([replace(PAST[0], max_steps=250)])
+    (past,) = train_group([replace(PAST[0], max_steps=250, read_past_stop=True)])
+    assert [t for t, _ in plain.loss_curve] == [0, 100, 200]
+    assert [t for t, _ in past.loss_curve] == list(range(0, 250, 10))
