@@ -1,14 +1,14 @@
 """The claims page: one card per claim of the ledger, in the status page's groups. A card gives the paper's
 statement (its math typeset), the paper's number, the alternative and the population a test judges, each
-profile's verdict with what was measured at what scale and its rule, whether the rounding moved it, and how
-it is tested. The status page links each claim's name here; its anchor is `claim-<id>`.
+profile's verdict with what was measured at what scale and its rule, whether the rounding moved it, what
+the same runs read at other points of training give, and how it is tested. The status page links each claim's name here; its anchor is `claim-<id>`.
 """
 
 from __future__ import annotations
 
 from geofact.outcomes import NOT_RUN
 from geofact.pipeline.ledger import claim_anchor, verdict_label
-from geofact.pipeline.ledger_view import LedgerView, badge, plain_markdown
+from geofact.pipeline.ledger_view import LedgerView, badge, plain_markdown, reading_badge, readings_text
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import NOT_COMPARED
 
@@ -55,5 +55,8 @@ def render_claims(project: Project, view: LedgerView | None = None) -> str:
                     lines.append(f"- {p}: {badge(e['verdict'])}.{at} {plain_markdown(e['measured'])}.{note}")
                     if (s := view.stable.get(p, {}).get(c.id)) is not None and s.state != NOT_COMPARED:
                         lines.append(f"- {p}, {s.text()}.")
+                    if read := readings_text(e):
+                        mark = f"{reading_badge()} " if e.get("reading_sensitive") else ""
+                        lines.append(f"- {p}, read elsewhere along training: {mark}{plain_markdown(read)}.")
             lines += ["", f"How it is tested: {_line(c.test)}", ""]
     return "\n".join(lines)

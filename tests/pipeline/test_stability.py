@@ -104,3 +104,32 @@ def test_moved_since_lists_the_verdicts_a_re_execution_changed(tmp_path):
     (moved,) = st.moved_since(project)
     assert (moved.claim, moved.before, moved.after) == ("a", "holds", "does not hold")
     assert "CPU one" in moved.line() and "CPU two (2 cores; kernels AVX2" in moved.line()
+
+
+def test_a_verdict_that_moves_with_where_training_is_read_is_marked(repo, tmp_path):
+    from geofact.pipeline.ledger_view import reading_badge
+
+    for name in ["claims.yaml", "_toc.yml"]:
+        shutil.copy(repo.root / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    project = Project(tmp_path)
+    first, second = [c for c in load_ledger(project.ledger_path) if c.notebook == "exp-readout"][:2]
+    data = results({first.id: "holds", second.id: "does not hold"})
+    estimate = {"value": 0.5, "lo": 0.4, "hi": 0.6, "confidence": 0.95, "method": "t", "n": 3, "quantity": "q"}
+    data["claims"][first.id]["readings"] = {"best": {"verdict": "holds", "estimate": estimate},
+                                            "last": {"verdict": "inconclusive", "estimate": estimate}}
+    data["claims"][first.id]["reading_sensitive"] = True
+    data["claims"][second.id]["readings"] = {"best": {"verdict": "does not hold", "estimate": None}, "last": None}
+    data["claims"][second.id]["reading_sensitive"] = False
+    path = project.results("laptop", "exp-readout")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    page = render_status(project)
+    row = next(line for line in page.splitlines() if f"<{claim_anchor(first.id)}>" in line)
+    assert f"{reading_badge()} (at the end of the budget: inconclusive)" in row
+    other = next(line for line in page.splitlines() if f"<{claim_anchor(second.id)}>" in line)
+    assert reading_badge() not in other
+    assert reading_badge(1) in page and "2 verdicts were also read" in page and "1 moves with where training is read" in page
+    cards = render_claims(project)
+    assert f"- laptop, read elsewhere along training: {reading_badge()} best state before any spike: the same" in cards
+    assert "end of the budget: inconclusive, 0.5" in cards and "end of the budget: not read" in cards
