@@ -23,6 +23,16 @@ from typing import Any, Callable
 from geofact.analysis.trajectory import READINGS
 from geofact.pages.display import silenced
 from geofact.pages.report import Report
+from geofact.store import to_jsonable
+
+
+class UngluedReport(Report):
+    """A report of another reading: its numbers are kept, never glued into the page's prose (they would
+    overwrite the stop's), and nothing saves it."""
+
+    def number(self, name: str, value: Any, glue: bool = True) -> None:
+        self.numbers[name] = to_jsonable(value)
+
 
 READING_WORDS = {"stop": "at the stop rule", "best": "best state before any spike", "last": "end of the budget"}
 
@@ -51,7 +61,7 @@ def read_at_points(report: Report, judge: Callable[[Report, Any], None], values_
         if values_at[reading] is None:
             at[reading] = None
             continue
-        shadow = Report(report.notebook, glue=False)
+        shadow = UngluedReport(report.notebook)
         with silenced(), contextlib.redirect_stdout(io.StringIO()):
             judge(shadow, values_at[reading])
         at[reading] = shadow

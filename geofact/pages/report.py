@@ -30,8 +30,8 @@ VERDICTS = ("holds", "does not hold")
 class Report:
     """Collects one notebook run's numbers and claim verdicts; `save()` writes them as JSON."""
 
-    def __init__(self, notebook: str, glue: bool = True) -> None:
-        self.notebook, self.glue = notebook, glue  # glue=False: a report of another reading, never glued or saved
+    def __init__(self, notebook: str) -> None:
+        self.notebook = notebook
         self.numbers: dict[str, Any] = {}
         self.claims: dict[str, dict[str, Any]] = {}
         self.scale_text = ""
@@ -39,7 +39,7 @@ class Report:
     def number(self, name: str, value: Any, glue: bool = True) -> None:
         """Record a headline number; with glue=True it is also glued (myst-nb) for use in the prose."""
         self.numbers[name] = to_jsonable(value)
-        if glue and self.glue:
+        if glue:
             from myst_nb import glue as myst_glue  # optional dependency (the `book` extra)
 
             # plain Python values: numpy 2 reprs (np.float64(...)) would not parse in {glue:text}

@@ -43,7 +43,7 @@ def test_the_other_points_are_judged_quietly_into_reports_never_glued_and_record
 
 
 def test_without_states_past_the_stop_only_the_stop_is_read():
-    report = Report("nb", glue=False)
+    report = Report("nb")
     judge(report, np.array([0.9, 0.92, 0.95]))
     table = read_at_points(report, judge, {"stop": None, "best": None, "last": None})
     assert "only the stop rule's verdicts exist" in table and "readings" not in report.claims["c-high"]
