@@ -198,7 +198,8 @@ def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analy
     groups = groups_of("exp-capacity", "capacity grid", configs, size)
     lr = [grid.config(params["lr_R"], params["lr_d"], frozen, s, lr=rate)
           for frozen in REGIMES.values() for rate in params["lr_values"] for s in params["lr_seeds"]]
-    groups += groups_of("exp-capacity", "learning-rate sweep", [c for c in lr if c.lr != grid.lr], size)
+    grid_keys = {c.key() for c in configs}  # a rate's run that is the grid's own is priced with the grid
+    groups += groups_of("exp-capacity", "learning-rate sweep", [c for c in lr if c.key() not in grid_keys], size)
     attention = [grid.config(R, d, frozen, s, attention="learned") for frozen in REGIMES.values()
                  for R in params["attention_R"] for d in params["attention_d"] for s in grid.seeds]
     groups += groups_of("exp-capacity", "learned-attention check", attention, size)

@@ -41,3 +41,14 @@ def test_record_schemas_keep_their_names():
 
     assert (TrainConfig.schema, MultiHopConfig.schema, PROBE_SCHEMA) == (
         "geofact.training.run/1", "geofact.training.multihop/1", "geofact.nl.probe/1")
+
+
+def test_a_run_read_past_its_stop_is_another_run_and_stacks_only_with_its_kind():
+    import dataclasses
+
+    plain = TrainConfig(N=32, R=2, d=8, batch_size=16)
+    past = dataclasses.replace(plain, read_past_stop=True)
+    assert "read_past_stop" not in plain.as_dict() and past.as_dict()["read_past_stop"] is True
+    assert past.key() != plain.key() and past.shape_key() != plain.shape_key()
+    with pytest.raises(ValueError, match="read_past_stop must be True or False"):
+        TrainConfig(N=32, R=2, d=8, batch_size=16, read_past_stop=1)
