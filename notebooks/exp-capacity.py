@@ -427,7 +427,8 @@ for name in REGIMES:
         j = grid.d_values.index(thresholds[name][i])
         for d in grid.d_values[max(0, j - 1) : j + 1]:
             for s in grid.seeds:
-                near[name, R, d, s] = replace(configs[name, R, d, s], precision=other_precision)
+                # a threshold is read at the stop rule: the runs of the other precision stop there
+                near[name, R, d, s] = replace(configs[name, R, d, s], precision=other_precision, read_past_stop=False)
 other_records = dict(zip(near, run_sweep(list(near.values()), cache, device=device)))
 policy_rows, moved = [], []
 for name, R, d in dict.fromkeys(k[:3] for k in near):

@@ -206,7 +206,7 @@ def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analy
     # the threshold cells retrained under the other precision: which cells depends on the thresholds; priced
     # as the two largest d of each R (an upper bound on the cells' cost)
     other = "bf16" if grid.precision != "bf16" else "fp32"
-    near = [replace(grid.config(R, d, frozen, s), precision=other) for frozen in REGIMES.values()
+    near = [replace(grid.config(R, d, frozen, s), precision=other, read_past_stop=False) for frozen in REGIMES.values()
             for R in grid.R_values for d in grid.d_values[-2:] for s in grid.seeds]
     groups += groups_of("exp-capacity", f"threshold cells under {other}", near, size, guess=True)
     if "spike_R" in params:  # the spike study: its recipes (7) x seeds at one cell, every run to spike_steps
