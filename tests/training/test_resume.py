@@ -38,16 +38,21 @@ def outcome(cache: Path) -> dict:
     return {"records": records, "weights": weights}
 
 
+def budget_spent_at_boundary(n: int):
+    """A stand-in for `past_deadline` that says the budget is spent from the n-th block boundary on."""
+    calls = []
+
+    def spent() -> bool:
+        calls.append(1)
+        return len(calls) >= n
+
+    return spent
+
+
 def test_a_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
     reference = run_sweep(RUNS, tmp_path / "ref", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=None)
     stops = sorted(r["steps"] for r in reference)
-    calls = []
-
-    def budget_spent_at_the_fourth_boundary() -> bool:
-        calls.append(1)
-        return len(calls) >= 4
-
-    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_the_fourth_boundary)
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(4))
     with pytest.raises(BudgetSpent, match="checkpointed"):
         run_sweep(RUNS, tmp_path / "cut", progress=False, workers=1, checkpoints=(50, 300), checkpoint_every=0)
     assert not list((tmp_path / "cut").glob("*.json"))  # no record of an unfinished group
@@ -225,13 +230,7 @@ def test_a_state_written_under_the_old_24_digit_name_is_found_and_cleared(tmp_pa
 def test_a_group_read_past_its_stop_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
     runs = [replace(c, read_past_stop=True) for c in RUNS]
     run_sweep(runs, tmp_path / "ref", progress=False, workers=1, checkpoints=(50,), checkpoint_every=None)
-    calls = []
-
-    def budget_spent_at_the_fourth_boundary() -> bool:
-        calls.append(1)
-        return len(calls) >= 4
-
-    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_the_fourth_boundary)
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(4))
     with pytest.raises(BudgetSpent, match="checkpointed"):
         run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,), checkpoint_every=0)
     monkeypatch.undo()
