@@ -16,7 +16,7 @@ from geofact.pipeline.intro import render_intro
 from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor, load_not_checkable, verdict_label
 from geofact.pipeline.ledger_figure import FIGURE_NAME, render_ledger_svg
 from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge, effect,
-                                         fragile_badge, reading_badge)
+                                         READINGS_SHOWN, fragile_badge, reading_badge)
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE
@@ -36,10 +36,7 @@ def verdict_cell(view: LedgerView, claim: Claim, profile: str) -> str:
     read = {r: v["verdict"] for r, v in (entry.get("readings") or {}).items() if v is not None and v["verdict"] != entry["verdict"]}
     return " ".join(filter(None, [badge(entry["verdict"]), effect(entry),
                                   f"{FRAGILE_BADGE} (under rounding: {moved.perturbed})" if moved else "",
-                                  f"{reading_badge()} ({', '.join(f'{READ_AT[r]}: {v}' for r, v in read.items())})" if read else ""]))
-
-
-READ_AT = {"best": "at the best state before any spike", "last": "at the end of the budget"}
+                                  f"{reading_badge()} ({', '.join(f'at the {READINGS_SHOWN[r]}: {v}' for r, v in read.items())})" if read else ""]))
 
 
 HOW_A_VERDICT_IS_REACHED = """\
