@@ -55,7 +55,7 @@ class RunResult:
     params: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
     checkpoints: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # step -> weights after that many updates
     checkpoint_losses: dict[int, float] = field(default_factory=dict)  # step -> batch loss of those weights at that step
-    # read past the stop (TrainConfig.read_past_stop): `past_stop_record`'s fields, and the weights at its points
+    # read past the stop (TrainConfig.read_past_stop): the fields of `past_stop_results`, and the weights at its points
     past_stop: dict | None = None
     past_weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # "best", "last"
 
