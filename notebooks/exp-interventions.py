@@ -67,6 +67,7 @@ spike_d = 256
 spike_seeds = [0, 1, 2, 3, 4, 5]
 spike_steps = 15000
 spike_keep_every = 1000  # ... whose kept states this page reads around a spike: one every this many steps (None: none)
+spike_second = None  # {"R": R, "d": d, "seeds": [...]}: the spike study at a cell of the second grid (its three recipes); None: none
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -92,7 +93,7 @@ from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.readings import read_at_points
-from geofact.pages.spike_mechanism import effect_words, spike_section, study_panels
+from geofact.pages.spike_mechanism import effect_words, second_spike_section, spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restriction
 from geofact.training.sweep import run_sweep
@@ -226,6 +227,13 @@ if len(cells_by_n) > 1:
 erosion_text, erosion = erosion_summary(cells_by_n, "selectivity", erosion_tolerance, erosion_tolerances, high, "high")
 report.number("erosion", erosion, glue=False)
 display(Markdown(erosion_text))
+
+# %% [markdown]
+# **What drives an erosion** is measured further down, at one cell per $N$ whose runs are trained under
+# the paper's recipe, without weight decay and without the spikes ("Around a spike"): to the stop rule,
+# **{glue:text}`spike_erosion_cause_stop`** at {glue:text}`spike_mech_cell` and
+# **{glue:text}`spike_second_erosion_cause_stop`** at {glue:text}`spike_second_mech_cell`; to the end of
+# the budget, **{glue:text}`spike_erosion_cause_last`** and **{glue:text}`spike_second_erosion_cause_last`**.
 
 # %% [markdown]
 # ### One controlled comparison: weight decay
@@ -392,6 +400,29 @@ spike_study = spike_section(report, grid, spike_R, spike_d, spike_seeds, spike_s
 # %% mystnb={"figure": {"caption": "The spike study's kept runs, one column per recipe: the batch loss of each seed (top, the largest in each window of 100 steps, log scale; dotted: the stop rule and the spike floor) and the best selectivity at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-interventions-spike-study"}}
 if spike_study is not None:
     study_panels(spike_study[0], "best selectivity", grid.loss_threshold)
+    plt.show()
+
+# %% [markdown]
+# ### The same at the second grid's $N$
+#
+# Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less often, the
+# table above). `spike_second` names one cell of the second grid (here {glue:text}`spike_second_mech_cell`,
+# learned embeddings, no stop rule), trained under the three recipes above alone by the second grid's unit,
+# and read by the same rule.
+
+# %%
+second_spike = second_spike_section(report, second_grids, spike_second, spike_steps, spike_keep_every, cache, analyse,
+                                    "interventions", analysis_params, "selectivity", "best selectivity", erosion_tolerance, device)
+
+# %% [markdown]
+# At the second grid's $N$, erosion of the selectivity to the end of the budget:
+# **{glue:text}`spike_second_erosion_cause_last`** ({glue:text}`spike_second_erosion_why_last`). To the stop rule:
+# **{glue:text}`spike_second_erosion_cause_stop`** ({glue:text}`spike_second_erosion_why_stop`). Shown in
+# {numref}`fig-interventions-spike-study-second`.
+
+# %% mystnb={"figure": {"caption": "The spike study at the second grid's N, one column per recipe: the batch loss of each seed (top, the largest in each window of 100 steps, log scale; dotted: the stop rule and the spike floor) and the best selectivity at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-interventions-spike-study-second"}}
+if second_spike is not None:
+    study_panels(second_spike[0], "best selectivity", grid.loss_threshold)
     plt.show()
 
 # %% [markdown]

@@ -89,6 +89,7 @@ spike_d = 256
 spike_seeds = [0, 1, 2, 3, 4, 5]
 spike_steps = 15000
 spike_keep_every = 1000  # ... whose kept states this page reads around a spike: one every this many steps (None: none)
+spike_second = None  # {"R": R, "d": d, "seeds": [...]}: the spike study at a cell of the second grid (its three recipes); None: none
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
 precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
@@ -111,7 +112,7 @@ from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.readings import read_at_points
-from geofact.pages.spike_mechanism import spike_section, study_panels
+from geofact.pages.spike_mechanism import second_spike_section, spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.pages.spikes import curves_panel
 from geofact.spikes import SpikeRule
@@ -271,6 +272,13 @@ report.number("erosion", erosion, glue=False)
 display(Markdown(erosion_text))
 
 # %% [markdown]
+# **What drives an erosion** is measured further down, at one cell per $N$ whose runs are trained under
+# the paper's recipe, without weight decay and without the spikes ("Around a spike"): to the stop rule,
+# **{glue:text}`spike_erosion_cause_stop`** at {glue:text}`spike_mech_cell` and
+# **{glue:text}`spike_second_erosion_cause_stop`** at {glue:text}`spike_second_mech_cell`; to the end of
+# the budget, **{glue:text}`spike_erosion_cause_last`** and **{glue:text}`spike_second_erosion_cause_last`**.
+
+# %% [markdown]
 # ## Loss spikes along these runs
 #
 # The paper's recipe lets a memorised run's loss jump back up by orders of magnitude before the stop
@@ -330,6 +338,24 @@ spike_study = spike_section(report, grid, spike_R, spike_d, spike_seeds, spike_s
 if spike_study is not None:
     study_panels(spike_study[0], losses=False, loss_threshold=grid.loss_threshold, label="readout accuracy from s_x")
     plt.show()
+
+# %% [markdown]
+# ### The same at the second grid's $N$
+#
+# Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less often, the
+# table above). `spike_second` names one cell of the second grid (here {glue:text}`spike_second_mech_cell`,
+# learned embeddings, no stop rule), trained under the three recipes above alone by the second grid's unit,
+# and read by the same rule.
+
+# %%
+second_spike = second_spike_section(report, second_grids, spike_second, spike_steps, spike_keep_every, cache, readouts,
+                                    "readouts", readout_params, "s", "readout accuracy from s_x", erosion_tolerance, device)
+
+# %% [markdown]
+# At the second grid's $N$, erosion of the readout from $s_x$ to the end of the budget:
+# **{glue:text}`spike_second_erosion_cause_last`** ({glue:text}`spike_second_erosion_why_last`). To the stop rule:
+# **{glue:text}`spike_second_erosion_cause_stop`** ({glue:text}`spike_second_erosion_why_stop`). Their losses are
+# on {doc}`exp-interventions`.
 
 # %% [markdown]
 # ## Heatmaps

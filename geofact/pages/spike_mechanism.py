@@ -4,7 +4,8 @@ selectivity, zero-shot transfer) on the states that exp-capacity's spike study k
 The study (geofact.training.variants.study_jobs) trains one cell of the capacity grid, learned
 embeddings, every seed under the paper's recipe and its variants, the full step budget without the stop
 rule; the `MECHANISM_RECIPES` keep a state every `Keep.every` steps and at the `READING_POINTS` of their
-first spike (geofact.spikes). Read here, per run:
+first spike (geofact.spikes). At the mechanism pages' second N, one cell of the second grid (`spike_second`)
+is trained under the `MECHANISM_RECIPES` alone, so that the erosion's cause is read at two N. Read here, per run:
 
 - **around the spike** (paired by seed, over the seeds that spiked): the metric at the spike's peak minus
   just before it (what a spike does to the structure), after recovery minus before (whether it comes
@@ -267,38 +268,59 @@ def study_panels(runs: list[StudyRun], label: str, loss_threshold: float, floor:
 
 
 def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, keep_every: int | None, cache_dir: Path,
-                  analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu"):
+                  analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu",
+                  prefix: str = "spike", absent: str | None = None):
     """A mechanism page's section on its metric around the spike study's spikes: the study's kept runs
-    (trained where exp-capacity has not), their states analysed, the table, the effects and the cause of
-    the erosion shown, and every estimate reported (`spike_mech_*`, the call as `spike_erosion_cause`).
+    (trained where exp-capacity, or the second grid's unit, has not), their states analysed, the table,
+    the effects and the cause of the erosion shown, and every estimate reported (`{prefix}_mech_*`, the
+    call as `{prefix}_erosion_cause_*`). `absent` says why there is no study (no cell given).
     Returns (runs, reading), or None where it measures nothing (`keep_every` None, or a lease computing other cells)."""
     from geofact.pages.display import Markdown, display
     from geofact.training.grid import restriction
-    from geofact.training.variants import study_jobs, variant_runs
+    from geofact.training.variants import kept_jobs, variant_runs
 
     cells = restriction()
-    why = ("the spike study keeps no states (spike_keep_every is None)" if keep_every is None
+    why = (absent if absent is not None
+           else "the spike study keeps no states (spike_keep_every is None)" if keep_every is None
            else "a lease computing other cells of the grid" if cells is not None
            and not (R in cells.get("R", [R]) and d in cells.get("d", [d])) else None)
     if why is not None:
         for until in ("stop", "last"):
-            report.number(f"spike_erosion_cause_{until}", "not measured")
-            report.number(f"spike_erosion_why_{until}", why)
-        report.number("spike_mech_cell", "none")
+            report.number(f"{prefix}_erosion_cause_{until}", "not measured")
+            report.number(f"{prefix}_erosion_why_{until}", why)
+        report.number(f"{prefix}_mech_cell", "none")
         display(Markdown(f"Not measured here: {why}."))
         return None
-    jobs = [job for job in study_jobs(grid, R, d, seeds, steps, keep_every) if job[2] is not None]
+    jobs = kept_jobs(grid, R, d, seeds, steps, keep_every)
     runs = read_study(jobs, variant_runs(jobs, Path(cache_dir) / "variants", device), Path(cache_dir) / "variants",
-                      analyse, name, params, metric, device, desc=f"{label} at the spike study's states")
+                      analyse, name, params, metric, device, desc=f"{label} at the spike study's states (N = {grid.N})")
     reading = spike_reading(runs, label)
     for key, value in reading.numbers().items():
-        report.number(f"spike_mech_{key}", value, glue=False)
+        report.number(f"{prefix}_mech_{key}", value, glue=False)
     for until in ("stop", "last"):
         call, sentence = cause_words(reading, tolerance, until)
-        report.number(f"spike_erosion_cause_{until}", call)
-        report.number(f"spike_erosion_why_{until}", sentence)
-    report.number("spike_mech_cell", f"N = {grid.N}, R = {R}, d = {d}, {len(seeds)} seeds, {steps:,} steps")
-    display(Markdown(f"**{label.capitalize()} at the reading points** (mean over the runs that have the point; drops: "
-                     "highest kept value minus the value there, Student t over seeds):\n\n" + reading_table(runs, reading)))
-    display(Markdown(f"**Around the first spike** (paired by seed, 95% Student-t intervals):\n\n" + effects_markdown(reading)))
+        report.number(f"{prefix}_erosion_cause_{until}", call)
+        report.number(f"{prefix}_erosion_why_{until}", sentence)
+    report.number(f"{prefix}_mech_cell", f"N = {grid.N}, R = {R}, d = {d}, {len(seeds)} seeds, {steps:,} steps")
+    display(Markdown(f"**{label.capitalize()} at the reading points** (N = {grid.N}; mean over the runs that have the "
+                     "point; drops: highest kept value minus the value there, Student t over seeds):\n\n"
+                     + reading_table(runs, reading)))
+    display(Markdown(f"**Around the first spike** (N = {grid.N}; paired by seed, 95% Student-t intervals):\n\n"
+                     + effects_markdown(reading)))
     return runs, reading
+
+
+def second_spike_section(report, second_grids: list, cell: dict | None, steps: int, keep_every: int | None, cache_dir: Path,
+                         analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu"):
+    """`spike_section` at the second grid's N, reported as `spike_second_*`: `cell` is a page's `spike_second`
+    (geofact.training.variants.second_study), whose runs the second grid's unit trains beside exp-capacity."""
+    from geofact.training.variants import second_study
+
+    study = second_study(second_grids, cell)
+    if study is None:
+        why = "no second grid" if not second_grids else "no cell of the second grid is given (spike_second is None)"
+        return spike_section(report, None, 0, 0, [], steps, keep_every, cache_dir, analyse, name, params, metric, label,
+                             tolerance, device, prefix="spike_second", absent=why)
+    grid, R, d, seeds = study
+    return spike_section(report, grid, R, d, seeds, steps, keep_every, cache_dir, analyse, name, params, metric, label,
+                         tolerance, device, prefix="spike_second")

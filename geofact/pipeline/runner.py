@@ -133,12 +133,13 @@ def second_grid_page(project: Project, units: list[list[str]], settings: RunSett
 
 
 def _train_second_grid(project: Project, page: str, settings: RunSettings) -> None:
-    """Train the runs of the second grid `page` declares, as the page would (geofact.pages.along_training),
+    """Train the runs of the second grid `page` declares (and its spike study, `spike_second`), as the page would,
     in a process of its own (geofact.analysis.second_grid): the pipeline never imports a model."""
     params = settings.parameters(project, page)
     cache = Path(params["cache_dir"]) if params.get("cache_dir") else project.runs_dir
     spec = {"trajectory_grid": params["trajectory_grid"], "precision": params.get("precision"), "cache": str(cache),
-            "device": params.get("device", settings.device)}
+            "device": params.get("device", settings.device),
+            **{key: params.get(key) for key in ("spike_second", "spike_steps", "spike_keep_every")}}
     subprocess.run([sys.executable, "-m", "geofact.analysis.second_grid", json.dumps(spec)], cwd=project.root, check=True)
 
 

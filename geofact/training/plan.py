@@ -35,7 +35,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.model import n_params
 from geofact.training.precision import check_precision
-from geofact.training.variants import MECHANISM_RECIPES, study_recipes
+from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
 
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 LEASE_MINUTES = 12.0  # usable minutes of one lease: 15 of device time, less the machine's start (~1.5) and packing
@@ -169,15 +169,25 @@ def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[
     return Analysis(page, what, states, flops, ops)
 
 
-def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], tuple[float, float]]) -> list[Analysis]:
-    """The spike study's kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
-    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more."""
+def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
+    """The spike studies whose kept states the mechanism pages read: exp-capacity's, at a cell of the grid,
+    and the one at a cell of the second grid (`spike_second`, geofact.training.variants.second_study)."""
     if params.get("spike_keep_every") is None or "spike_R" not in params:
         return []
-    config = _grid(params).config(params["spike_R"], params["spike_d"], False, 0, max_steps=params["spike_steps"])
-    states = len(MECHANISM_RECIPES) * len(params["spike_seeds"]) * (params["spike_steps"] // params["spike_keep_every"] + 6)
-    flops, ops = cost(config)
-    return [Analysis(page, what, states, states * flops, states * ops)]
+    second = second_study(_with_second(params)[1:], params.get("spike_second"))
+    return [(_grid(params), params["spike_R"], params["spike_d"], list(params["spike_seeds"])), *([second] if second else [])]
+
+
+def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], tuple[float, float]]) -> list[Analysis]:
+    """The spike studies' kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
+    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more."""
+    analyses = []
+    for grid, R, d, seeds in _studies(params):
+        config = grid.config(R, d, False, 0, max_steps=params["spike_steps"])
+        states = len(MECHANISM_RECIPES) * len(seeds) * (params["spike_steps"] // params["spike_keep_every"] + 6)
+        flops, ops = cost(config)
+        analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, states * flops, states * ops))
+    return analyses
 
 
 def _ridge(c: TrainConfig) -> float:
@@ -228,6 +238,9 @@ def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analys
         groups = groups_of("exp-readout", "readout check at a larger N", configs, size)
     second = [c for g in _with_second(params)[1:] for c in g.configs().values()]  # trained by the first mechanism page
     groups += groups_of("exp-readout", "second grid (trajectory_grid)", second, size) if second else []
+    for grid, R, d, seeds in _studies(params)[1:]:  # the spike study at the second N, trained with the second grid
+        study = [job[0] for job in kept_jobs(grid, R, d, seeds, params["spike_steps"], params["spike_keep_every"])]
+        groups += groups_of("exp-readout", f"spike study at N = {grid.N} (its kept recipes)", study, lambda c: len(study), guess=True)
     fits = len(params["cv_alphas"]) * params["cv_folds"]
 
     def readouts(c: TrainConfig) -> tuple[float, float]:

@@ -164,6 +164,34 @@ def study_jobs(grid, R: int, d: int, seeds: Sequence[int], steps: int, keep_ever
             for r in study_recipes(floor) for s in seeds]
 
 
+def second_study(grids: Sequence, cell: dict | None) -> tuple | None:
+    """The spike study's cell at the mechanism pages' second N (issue 46, item 3 "at N = 128 and N = 512"):
+    `cell` is {"R": R, "d": d, "seeds": [...]}, R the R of one of the second grid's ladders (`grids`,
+    geofact.training.grid.ladder_grids) and d on that ladder; None: no such study. Returns (the ladder's
+    grid, R, d, seeds), whose `study_jobs` with a `Keep` (the MECHANISM_RECIPES) are the study's runs."""
+    if cell is None:
+        return None
+    ladders = {grid.R_values[0]: grid for grid in grids}
+    if not ladders:
+        raise ValueError(f"spike_second needs a second grid (trajectory_grid), got spike_second = {cell!r} without one")
+    if not (isinstance(cell, dict) and set(cell) == {"R", "d", "seeds"}):
+        raise ValueError(f"spike_second must be None or {{'R': R, 'd': d, 'seeds': [...]}}, got {cell!r}")
+    R, d, seeds = cell["R"], cell["d"], cell["seeds"]
+    if R not in ladders or d not in ladders[R].d_values:
+        raise ValueError(f"spike_second's R and d must be a cell of the second grid (R in {sorted(ladders)}, d on that "
+                         f"R's ladder: {dict((r, list(g.d_values)) for r, g in ladders.items())}), got R = {R}, d = {d}")
+    if not (isinstance(seeds, list) and len(seeds) >= 2 and len(set(seeds)) == len(seeds)
+            and all(isinstance(s, int) and s >= 0 for s in seeds)):
+        raise ValueError(f"spike_second's seeds must be at least 2 distinct integers >= 0 (the study pairs recipes "
+                         f"by seed), got {seeds!r}")
+    return ladders[R], R, d, list(seeds)
+
+
+def kept_jobs(grid, R: int, d: int, seeds: Sequence[int], steps: int, keep_every: int | None) -> list[Job]:
+    """The study's jobs the mechanism pages read (those keeping states): what a second N trains alone."""
+    return [job for job in study_jobs(grid, R, d, seeds, steps, keep_every) if job[2] is not None]
+
+
 def train_variant(config: TrainConfig, recipe: Recipe = Recipe(), stop_rule: bool = True,
                   device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> dict:
     """Train one run under `recipe`; with `stop_rule` False it takes all `config.max_steps` steps

@@ -94,3 +94,23 @@ def test_a_lease_on_other_cells_or_no_kept_states_measure_nothing_and_say_why(mo
     assert spike_section(report, *args, 10, *rest) is None
     assert "lease" in report["spike_erosion_why_stop"]
     assert not list(tmp_path.iterdir())  # nothing trained
+
+
+def test_the_second_n_study_reports_under_its_own_names_and_says_why_when_it_is_not_given(tmp_path):
+    from geofact.pages.spike_mechanism import second_spike_section
+    from geofact.training.grid import ladder_grids
+
+    class Numbers(dict):
+        def number(self, name, value, glue=True):
+            self[name] = value
+
+    grids = ladder_grids(dict(N=16, d_ladders=[{"R": 2, "d_values": [4, 8]}], seeds=[0], lr=1e-2, batch_size=16, max_steps=20))
+    rest = (20, 10, tmp_path, None, "readouts", {}, "s", "readout", 0.05)
+    for second, cell, words in [(grids, None, "spike_second is None"), ([], None, "no second grid")]:
+        report = Numbers()
+        assert second_spike_section(report, second, cell, *rest) is None
+        assert report["spike_second_erosion_cause_stop"] == "not measured" and words in report["spike_second_erosion_why_last"]
+        assert report["spike_second_mech_cell"] == "none" and not any(k.startswith("spike_mech") for k in report)
+    with pytest.raises(ValueError, match="spike_second's R and d"):
+        second_spike_section(Numbers(), grids, {"R": 2, "d": 6, "seeds": [0, 1]}, *rest)
+    assert not list(tmp_path.iterdir())  # nothing trained

@@ -103,3 +103,20 @@ def test_pages_are_planned_in_the_lease_order_and_packed_into_leases():
     object.__setattr__(fake[0], "groups", [Group("p0", "x", (TrainConfig(N=4096, R=8, d=512, batch_size=1024),) * 64)])
     schedule = lease_schedule(fake, minutes=1.0)
     assert schedule[0][2] == pytest.approx(fake[0].seconds / 60) and schedule[0][3] >= 1
+
+
+def test_the_spike_study_at_the_second_n_is_priced_with_the_second_grid_and_its_states_read_by_each_page():
+    grid = dict(N=32, R_values=[1, 2], d_values=[4, 8], seeds=[0], lr=0.01, batch_size=32, max_steps=40)
+    second = dict(N=48, d_ladders=[{"R": 2, "d_values": [4, 8]}], seeds=[0], lr=0.01, batch_size=48, max_steps=40)
+    spikes = dict(spike_R=1, spike_d=8, spike_seeds=[0, 1], spike_steps=40, spike_keep_every=10)
+    params = {"exp-readout": dict(capacity_grid=grid, trajectory_grid=second, readout_check=None, cv_alphas=[1.0],
+                                  cv_folds=2, spike_second={"R": 2, "d": 8, "seeds": [0, 1, 2]}, **spikes)}
+    readout = plan_pages(params, H100_SPEC, lambda c: 64)[0]
+    study = [g for g in readout.groups if g.what == "spike study at N = 48 (its kept recipes)"]
+    assert sum(g.runs for g in study) == 3 * 3 and all(g.guess for g in study)  # three recipes x three seeds
+    states = {a.what: a.states for a in readout.analyses if "spike study" in a.what}
+    per_run = 40 // 10 + 6
+    assert states == {"readouts of the spike study's states (N = 32)": 3 * 2 * per_run,
+                      "readouts of the spike study's states (N = 48)": 3 * 3 * per_run}
+    params["exp-readout"]["spike_second"] = None
+    assert not [g for g in plan_pages(params, H100_SPEC, lambda c: 64)[0].groups if "N = 48" in g.what]

@@ -7,7 +7,7 @@ import torch
 
 from geofact.training.config import TrainConfig
 from geofact.training.trainer import train_group
-from geofact.training.variants import Recipe, train_variant
+from geofact.training.variants import MECHANISM_RECIPES, Recipe, kept_jobs, second_study, train_variant
 
 EASY = TrainConfig(N=16, R=1, d=16, batch_size=16, max_steps=300, lr=5e-2, loss_threshold=1e-3, seed=0)
 
@@ -122,3 +122,22 @@ def test_a_bad_keep_names_the_field():
         Keep(every=0)
     with pytest.raises(ValueError, match="floor"):
         Keep(every=10, floor=0.0)
+
+
+def test_the_second_n_study_is_a_cell_of_a_ladder_and_trains_the_kept_recipes_alone():
+    from geofact.training.grid import ladder_grids
+
+    grids = ladder_grids(dict(N=48, d_ladders=[{"R": 1, "d_values": [4, 8]}, {"R": 2, "d_values": [6, 12]}], seeds=[0],
+                              lr=0.01, batch_size=48, max_steps=40))
+    assert second_study(grids, None) is None
+    grid, R, d, seeds = second_study(grids, {"R": 2, "d": 12, "seeds": [0, 1]})
+    assert (grid.N, grid.R_values, R, d, seeds) == (48, (2,), 2, 12, [0, 1])
+    jobs = kept_jobs(grid, R, d, seeds, 30, 10)
+    assert sorted((r.name, c.seed) for c, r, _ in jobs) == sorted((n, s) for n in MECHANISM_RECIPES for s in seeds)
+    assert all(c.N == 48 and c.R == 2 and c.d == 12 and c.max_steps == 30 and not c.frozen_embeddings for c, _, _ in jobs)
+    for cell, words in [({"R": 3, "d": 12, "seeds": [0, 1]}, "R in \\[1, 2\\]"), ({"R": 1, "d": 12, "seeds": [0, 1]}, "d on that"),
+                        ({"R": 2, "d": 12, "seeds": [0]}, "at least 2 distinct"), ({"R": 2, "d": 12}, "must be None or")]:
+        with pytest.raises(ValueError, match=words):
+            second_study(grids, cell)
+    with pytest.raises(ValueError, match="needs a second grid"):
+        second_study([], {"R": 2, "d": 12, "seeds": [0, 1]})
