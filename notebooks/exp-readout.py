@@ -272,11 +272,9 @@ report.number("erosion", erosion, glue=False)
 display(Markdown(erosion_text))
 
 # %% [markdown]
-# **What drives an erosion** is measured further down, at one cell per $N$ whose runs are trained under
-# the paper's recipe, without weight decay and without the spikes ("Around a spike"): to the stop rule,
-# **{glue:text}`spike_erosion_cause_stop`** at {glue:text}`spike_mech_cell` and
-# **{glue:text}`spike_second_erosion_cause_stop`** at {glue:text}`spike_second_mech_cell`; to the end of
-# the budget, **{glue:text}`spike_erosion_cause_last`** and **{glue:text}`spike_second_erosion_cause_last`**.
+# **What drives an erosion** (weight decay, the loss spikes, or both) is measured further down, around a
+# spike: at one cell of each grid, whose runs are trained under the paper's recipe, without weight decay
+# and without the spikes.
 
 # %% [markdown]
 # ## Loss spikes along these runs
@@ -343,7 +341,7 @@ if spike_study is not None:
 # ### The same at the second grid's $N$
 #
 # Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less often, the
-# table above). `spike_second` names one cell of the second grid (here {glue:text}`spike_second_mech_cell`,
+# table above). `spike_second` names one cell of the second grid (here: {glue:text}`spike_second_mech_cell`;
 # learned embeddings, no stop rule), trained under the three recipes above alone by the second grid's unit,
 # and read by the same rule.
 

@@ -288,7 +288,7 @@ def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, ke
         for until in ("stop", "last"):
             report.number(f"{prefix}_erosion_cause_{until}", "not measured")
             report.number(f"{prefix}_erosion_why_{until}", why)
-        report.number(f"{prefix}_mech_cell", "none")
+        report.number(f"{prefix}_mech_cell", "not measured")
         display(Markdown(f"Not measured here: {why}."))
         return None
     jobs = kept_jobs(grid, R, d, seeds, steps, keep_every)

@@ -110,7 +110,7 @@ def test_the_second_n_study_reports_under_its_own_names_and_says_why_when_it_is_
         report = Numbers()
         assert second_spike_section(report, second, cell, *rest) is None
         assert report["spike_second_erosion_cause_stop"] == "not measured" and words in report["spike_second_erosion_why_last"]
-        assert report["spike_second_mech_cell"] == "none" and not any(k.startswith("spike_mech") for k in report)
+        assert report["spike_second_mech_cell"] == "not measured" and not any(k.startswith("spike_mech") for k in report)
     with pytest.raises(ValueError, match="spike_second's R and d"):
         second_spike_section(Numbers(), grids, {"R": 2, "d": 6, "seeds": [0, 1]}, *rest)
     assert not list(tmp_path.iterdir())  # nothing trained
