@@ -164,6 +164,32 @@ def test_a_failing_notebook_fails_the_run_naming_notebook_and_cell(mutable, jobs
     assert not mutable.page("broken").exists() and mutable.status_page.read_text() == status
 
 
+def test_a_worker_killed_mid_page_fails_the_run_clearly_and_the_same_command_then_resumes(mutable):
+    """SIGKILL of a `run --jobs 2` worker (out of memory, a kill from the terminal: nothing of it cleans up)
+    while its page executes: the run fails in time with a message that says what to do, not a hang; run
+    again, the page executes. The page's kernel kills the worker that drives it (its parent) the first time only."""
+    marker = mutable.root / "killed-once"
+    (mutable.notebooks_dir / "killer.py").write_text(
+        "# %% [markdown]\n# # Killer\n\n# %% tags=['parameters']\nseed = 0\ncache_dir = None\n\n# %%\n"
+        "import os, pathlib, signal\n\nfrom geofact.pages.page import Page\n\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.touch()\n"
+        "    os.kill(os.getppid(), signal.SIGKILL)\n"
+        "Page('killer', cache_dir).report.save()\n"
+    )
+    args = ("run", "killer", "thm-khop-cot", "--profile", "smoke", "--jobs", "2")
+    started = time.monotonic()
+    done = geofact(mutable.root, *args)
+    assert marker.exists() and time.monotonic() - started < 300
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "a worker process of `geofact run` died" in done.stderr and "run the same command again" in done.stderr
+    assert not mutable.page("killer").exists()
+    done = geofact(mutable.root, *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert mutable.page("killer").exists()
+
+
 def test_a_page_whose_models_all_fail_to_load_runs_names_them_and_reports_no_verdict(mutable):
     """exp-real-lm-probing on a machine where no LM loads: the page executes (a multi-page run goes on),
     names each model with why it did not load, and its claims are "not run" (with why) instead of holding vacuously."""

@@ -78,6 +78,7 @@ def test_the_second_grid_trains_as_a_unit_of_its_own_in_a_pool_worker_and_then_r
     from geofact.pipeline.script import RunSettings
     from geofact.training.grid import ladder_grids
     from geofact.training.sweep import load_result
+    from geofact.training.variants import kept_jobs, second_study, variant_path
 
     project = Project(tmp_path)
     (tmp_path / "notebooks").symlink_to(repo.notebooks_dir)
@@ -96,9 +97,12 @@ def test_the_second_grid_trains_as_a_unit_of_its_own_in_a_pool_worker_and_then_r
         assert sharing.second_grid[1].is_set() and dict(sharing.finished) == {0: True} and list(sharing.workers) == [0]
         sharing.finished[1] = True  # the other worker has nothing left to run: a page starting now gets every core
         assert sharing.environ()["GEOFACT_PAGES_AT_ONCE"] == "1" and sharing.environ()["OMP_NUM_THREADS"] == "2"
-    grids = ladder_grids(settings.parameters(project, page)["trajectory_grid"])
+    params = settings.parameters(project, page)
+    grids = ladder_grids(params["trajectory_grid"])
     configs = [c for grid in grids for c in grid.configs().values()]
     assert len(configs) >= 4 and all(load_result(project.runs_dir, c) is not None for c in configs)
+    study = kept_jobs(*second_study(grids, params["spike_second"]), params["spike_steps"], params["spike_keep_every"])
+    assert len(study) >= 6 and all(variant_path(project.runs_dir / "variants", *job).exists() for job in study)  # its spike study too
 
 
 def test_a_page_waiting_on_the_second_grid_fails_clearly_when_its_worker_is_killed():
