@@ -411,12 +411,13 @@ if spike_study is not None:
 # %%
 second_spike = second_spike_section(report, second_grids, spike_second, spike_steps, spike_keep_every, cache, analyse,
                                     "interventions", analysis_params, "selectivity", "best selectivity", erosion_tolerance, device)
+if second_spike is not None:  # the figure exists only where the profile gives the cell
+    display(Markdown("Shown in {numref}`fig-interventions-spike-study-second`."))
 
 # %% [markdown]
 # At the second grid's $N$, erosion of the selectivity to the end of the budget:
 # **{glue:text}`spike_second_erosion_cause_last`** ({glue:text}`spike_second_erosion_why_last`). To the stop rule:
-# **{glue:text}`spike_second_erosion_cause_stop`** ({glue:text}`spike_second_erosion_why_stop`). Shown in
-# {numref}`fig-interventions-spike-study-second`.
+# **{glue:text}`spike_second_erosion_cause_stop`** ({glue:text}`spike_second_erosion_why_stop`).
 
 # %% mystnb={"figure": {"caption": "The spike study at the second grid's N, one column per recipe: the batch loss of each seed (top, the largest in each window of 100 steps, log scale; dotted: the stop rule and the spike floor) and the best selectivity at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-interventions-spike-study-second"}}
 if second_spike is not None:
