@@ -402,22 +402,13 @@ if spike_study is not None:
 
 # %% [markdown]
 # ### The same at the second grid's $N$
-#
-# Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less often, the
-# table above). `spike_second` names one cell of the second grid (here: {glue:text}`spike_second_mech_cell`;
-# learned embeddings, no stop rule), trained under the three recipes above alone by the second grid's unit,
-# and read by the same rule.
 
 # %%
 second_spike = second_spike_section(report, second_grids, spike_second, spike_steps, spike_keep_every, cache, analyse,
-                                    "interventions", analysis_params, "selectivity", "best selectivity", erosion_tolerance, device)
+                                    "interventions", analysis_params, "selectivity", "best selectivity", erosion_tolerance, device,
+                                    what="the selectivity")
 if second_spike is not None:  # the figure exists only where the profile gives the cell
     display(Markdown("Shown in {numref}`fig-interventions-spike-study-second`."))
-
-# %% [markdown]
-# At the second grid's $N$, erosion of the selectivity to the end of the budget:
-# **{glue:text}`spike_second_erosion_cause_last`** ({glue:text}`spike_second_erosion_why_last`). To the stop rule:
-# **{glue:text}`spike_second_erosion_cause_stop`** ({glue:text}`spike_second_erosion_why_stop`).
 
 # %% mystnb={"figure": {"caption": "The spike study at the second grid's N, one column per recipe: the batch loss of each seed (top, the largest in each window of 100 steps, log scale; dotted: the stop rule and the spike floor) and the best selectivity at the states kept every `spike_keep_every` steps (bottom), the reading points marked.", "name": "fig-interventions-spike-study-second"}}
 if second_spike is not None:

@@ -339,21 +339,11 @@ if spike_study is not None:
 
 # %% [markdown]
 # ### The same at the second grid's $N$
-#
-# Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less often, the
-# table above). `spike_second` names one cell of the second grid (here: {glue:text}`spike_second_mech_cell`;
-# learned embeddings, no stop rule), trained under the three recipes above alone by the second grid's unit,
-# and read by the same rule.
 
 # %%
 second_spike = second_spike_section(report, second_grids, spike_second, spike_steps, spike_keep_every, cache, readouts,
-                                    "readouts", readout_params, "s", "readout accuracy from s_x", erosion_tolerance, device)
-
-# %% [markdown]
-# At the second grid's $N$, erosion of the readout from $s_x$ to the end of the budget:
-# **{glue:text}`spike_second_erosion_cause_last`** ({glue:text}`spike_second_erosion_why_last`). To the stop rule:
-# **{glue:text}`spike_second_erosion_cause_stop`** ({glue:text}`spike_second_erosion_why_stop`). Their losses are
-# on {doc}`exp-interventions`.
+                                    "readouts", readout_params, "s", "readout accuracy from s_x", erosion_tolerance, device,
+                                    what="the readout from $s_x$", losses_on="exp-interventions")
 
 # %% [markdown]
 # ## Heatmaps

@@ -269,28 +269,22 @@ def study_panels(runs: list[StudyRun], label: str, loss_threshold: float, floor:
 
 def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, keep_every: int | None, cache_dir: Path,
                   analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu",
-                  prefix: str = "spike", absent: str | None = None):
+                  prefix: str = "spike"):
     """A mechanism page's section on its metric around the spike study's spikes: the study's kept runs
     (trained where exp-capacity, or the second grid's unit, has not), their states analysed, the table,
     the effects and the cause of the erosion shown, and every estimate reported (`{prefix}_mech_*`, the
-    call as `{prefix}_erosion_cause_*`). `absent` says why there is no study (no cell given).
+    call as `{prefix}_erosion_cause_*`).
     Returns (runs, reading), or None where it measures nothing (`keep_every` None, or a lease computing other cells)."""
     from geofact.pages.display import Markdown, display
     from geofact.training.grid import restriction
     from geofact.training.variants import kept_jobs, variant_runs
 
     cells = restriction()
-    why = (absent if absent is not None
-           else "the spike study keeps no states (spike_keep_every is None)" if keep_every is None
+    why = ("the spike study keeps no states (spike_keep_every is None)" if keep_every is None
            else "a lease computing other cells of the grid" if cells is not None
            and not (R in cells.get("R", [R]) and d in cells.get("d", [d])) else None)
     if why is not None:
-        for until in ("stop", "last"):
-            report.number(f"{prefix}_erosion_cause_{until}", "not measured")
-            report.number(f"{prefix}_erosion_why_{until}", why)
-        report.number(f"{prefix}_mech_cell", "not measured")
-        display(Markdown(f"Not measured here: {why}."))
-        return None
+        return _not_measured(report, prefix, why)
     jobs = kept_jobs(grid, R, d, seeds, steps, keep_every)
     runs = read_study(jobs, variant_runs(jobs, Path(cache_dir) / "variants", device), Path(cache_dir) / "variants",
                       analyse, name, params, metric, device, desc=f"{label} at the spike study's states (N = {grid.N})")
@@ -310,17 +304,43 @@ def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, ke
     return runs, reading
 
 
+def _not_measured(report, prefix: str, why: str) -> None:
+    """A spike section that measures nothing: its numbers say so, and why (so a page's prose still reads)."""
+    from geofact.pages.display import Markdown, display
+
+    for until in ("stop", "last"):
+        report.number(f"{prefix}_erosion_cause_{until}", "not measured")
+        report.number(f"{prefix}_erosion_why_{until}", why)
+    report.number(f"{prefix}_mech_cell", "not measured")
+    display(Markdown(f"Not measured here: {why}."))
+    return None
+
+
 def second_spike_section(report, second_grids: list, cell: dict | None, steps: int, keep_every: int | None, cache_dir: Path,
-                         analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu"):
-    """`spike_section` at the second grid's N, reported as `spike_second_*`: `cell` is a page's `spike_second`
-    (geofact.training.variants.second_study), whose runs the second grid's unit trains beside exp-capacity."""
+                         analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu",
+                         what: str = "the metric", losses_on: str | None = None):
+    """`spike_section` at the second grid's N, reported as `spike_second_*` and told in prose around its
+    tables (the same on every mechanism page): `cell` is a page's `spike_second`
+    (geofact.training.variants.second_study), whose runs the second grid's unit trains beside exp-capacity;
+    `what` names the page's metric in the closing sentence ("the selectivity"), `losses_on` the page that
+    shows the study's losses (None: this one)."""
+    from geofact.pages.display import Markdown, display
     from geofact.training.variants import second_study
 
     study = second_study(second_grids, cell)
     if study is None:
         why = "no second grid" if not second_grids else "no cell of the second grid is given (spike_second is None)"
-        return spike_section(report, None, 0, 0, [], steps, keep_every, cache_dir, analyse, name, params, metric, label,
-                             tolerance, device, prefix="spike_second", absent=why)
+        return _not_measured(report, "spike_second", why)
     grid, R, d, seeds = study
-    return spike_section(report, grid, R, d, seeds, steps, keep_every, cache_dir, analyse, name, params, metric, label,
-                         tolerance, device, prefix="spike_second")
+    display(Markdown(f"Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less "
+                     f"often, the table above). `spike_second` names one cell of the second grid (here N = {grid.N}, "
+                     f"R = {R}, d = {d}, {len(seeds)} seeds, learned embeddings, no stop rule), trained under the three "
+                     "recipes above alone by the second grid's unit, and read by the same rule."))
+    out = spike_section(report, grid, R, d, seeds, steps, keep_every, cache_dir, analyse, name, params, metric, label,
+                        tolerance, device, prefix="spike_second")
+    if out is not None:
+        calls = {until: cause_words(out[1], tolerance, until) for until in ("last", "stop")}
+        display(Markdown(f"At the second grid's $N$, erosion of {what} to the end of the budget: **{calls['last'][0]}** "
+                         f"({calls['last'][1]}). To the stop rule: **{calls['stop'][0]}** ({calls['stop'][1]})."
+                         + (f" Their losses are on {{doc}}`{losses_on}`." if losses_on else "")))
+    return out
