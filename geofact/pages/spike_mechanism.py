@@ -201,8 +201,11 @@ def cause_words(reading: SpikeReading, tolerance: float, until: str = "last") ->
     state = {r: erosion_state(e, tolerance) for r, e in drop.items()}
     paper, no_wd, no_spikes = state.get("paper"), state.get("wd 0"), state.get("lr/10 after")
     said = "; ".join(f"{r}: {s}" for r, s in state.items())
+    if paper == "does not":
+        return "no erosion", f"the paper's recipe does not erode ({said}): nothing to attribute"
     if paper != "erodes":
-        return "no erosion", f"the paper's recipe {'does not erode' if paper == 'does not' else 'cannot be told from the tolerance'} ({said}): nothing to attribute"
+        return "inconclusive", (f"the paper's recipe's drop cannot be told from the tolerance ({said}): whether there is an "
+                                "erosion to attribute is not decided at this scale")
     if "cannot tell" in (no_wd, no_spikes) or None in (no_wd, no_spikes):
         return "inconclusive", f"{said}: this scale cannot attribute it"
     wd_runs_spike = reading.spiked.get("wd 0", (0, 0))[0] > 0
@@ -269,11 +272,11 @@ def study_panels(runs: list[StudyRun], label: str, loss_threshold: float, floor:
 
 def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, keep_every: int | None, cache_dir: Path,
                   analyse, name: str, params: dict, metric: str, label: str, tolerance: float, device: str = "cpu",
-                  prefix: str = "spike"):
+                  prefix: str = "spike", intro: str | None = None):
     """A mechanism page's section on its metric around the spike study's spikes: the study's kept runs
     (trained where exp-capacity, or the second grid's unit, has not), their states analysed, the table,
     the effects and the cause of the erosion shown, and every estimate reported (`{prefix}_mech_*`, the
-    call as `{prefix}_erosion_cause_*`).
+    call as `{prefix}_erosion_cause_*`), after `intro` (Markdown) where it measures something.
     Returns (runs, reading), or None where it measures nothing (`keep_every` None, or a lease computing other cells)."""
     from geofact.pages.display import Markdown, display
     from geofact.training.grid import restriction
@@ -285,6 +288,8 @@ def spike_section(report, grid, R: int, d: int, seeds: list[int], steps: int, ke
            and not (R in cells.get("R", [R]) and d in cells.get("d", [d])) else None)
     if why is not None:
         return _not_measured(report, prefix, why)
+    if intro is not None:
+        display(Markdown(intro))
     jobs = kept_jobs(grid, R, d, seeds, steps, keep_every)
     runs = read_study(jobs, variant_runs(jobs, Path(cache_dir) / "variants", device), Path(cache_dir) / "variants",
                       analyse, name, params, metric, device, desc=f"{label} at the spike study's states (N = {grid.N})")
@@ -332,12 +337,12 @@ def second_spike_section(report, second_grids: list, cell: dict | None, steps: i
         why = "no second grid" if not second_grids else "no cell of the second grid is given (spike_second is None)"
         return _not_measured(report, "spike_second", why)
     grid, R, d, seeds = study
-    display(Markdown(f"Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less "
-                     f"often, the table above). `spike_second` names one cell of the second grid (here N = {grid.N}, "
-                     f"R = {R}, d = {d}, {len(seeds)} seeds, learned embeddings, no stop rule), trained under the three "
-                     "recipes above alone by the second grid's unit, and read by the same rule."))
+    intro = (f"Spikes, and an erosion, may be a property of the small $N$ (the second grid's runs spike less often, the "
+             f"table above). `spike_second` names one cell of the second grid (here N = {grid.N}, R = {R}, d = {d}, "
+             f"{len(seeds)} seeds, learned embeddings, no stop rule), trained under the three recipes above alone by the "
+             "second grid's unit, and read by the same rule.")
     out = spike_section(report, grid, R, d, seeds, steps, keep_every, cache_dir, analyse, name, params, metric, label,
-                        tolerance, device, prefix="spike_second")
+                        tolerance, device, prefix="spike_second", intro=intro)
     if out is not None:
         calls = {until: cause_words(out[1], tolerance, until) for until in ("last", "stop")}
         display(Markdown(f"At the second grid's $N$, erosion of {what} to the end of the budget: **{calls['last'][0]}** "
