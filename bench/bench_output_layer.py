@@ -1,8 +1,9 @@
 """The stacked step with torch's log-softmax kernel against the written-out softmax, in one process.
 
-Run: python bench/bench_output_layer.py [--device cuda] [--d 32 128 768] [--runs 42] [--steps 20]
+Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 20]
                                         [--precision tf32 bf16] [--json]
-The next GPU lease runs it first, about a minute (book/leases.md): see geofact.training.step_ab.
+The next GPU lease runs it first (book/leases.md): see geofact.training.step_ab. Each row is the difference of
+two calls (5 and 5 + --steps steps), so fixed costs cancel; --json prints one JSON object a line.
 """
 
 from __future__ import annotations
@@ -10,27 +11,26 @@ from __future__ import annotations
 import argparse
 import json
 
-from geofact.training.step_ab import compare
+from geofact.training.step_ab import rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--d", type=int, nargs="+", default=[32, 128, 768])
+    parser.add_argument("--d", type=int, nargs="+", default=[32, 768, 128])
     parser.add_argument("--runs", type=int, default=42)
     parser.add_argument("--N", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--precision", nargs="+", default=["tf32", "bf16"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = compare(args.device, tuple(args.d), args.runs, args.N, args.steps, tuple(args.precision))
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return
-    for r in rows:
+    # one line a row as it is timed, flushed: a command cut by its time limit keeps the rows it finished
+    for r in rows(args.device, tuple(args.d), args.runs, args.N, args.steps, tuple(args.precision)):
+        if args.json:
+            print(json.dumps(r), flush=True)
+            continue
         print(f"N={r['N']} d={r['d']} {r['runs']} runs {r['precision']}: log-softmax kernel {r['ms_kernel']:.2f} ms a step, "
-              f"written-out {r['ms_written']:.2f} ({r['ratio']:.2f}x); last losses differ by {r['loss_difference']:.2g}")
-
+              f"written-out {r['ms_written']:.2f} ({r['ratio']:.2f}x); last losses differ by {r['loss_difference']:.2g}", flush=True)
 
 if __name__ == "__main__":
     main()

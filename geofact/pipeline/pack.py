@@ -26,7 +26,7 @@ import re
 import tarfile
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from geofact.pipeline.project import Project
@@ -159,13 +159,24 @@ class Unpacked:
     written: list[str]  # new files, and pages replaced (book/ holds one profile's pages at a time)
     identical: list[str]  # already in place, byte for byte
     manifest: dict
+    kept_newer: list[str] = field(default_factory=list)  # results in place executed later than the archive's
+
+
+def _executed_at(blob: bytes) -> str | None:
+    """A results file's `provenance.executed_at` ("YYYY-MM-DD HH:MM UTC", so strings order as times)."""
+    try:
+        return ((json.loads(blob).get("provenance") or {}).get("executed_at")) or None
+    except (ValueError, AttributeError):
+        return None
 
 
 def unpack(project: Project, archive: Path | list[Path], force: bool = False) -> Unpacked:
     """Check `archive` (the archive or its parts, see `read_archive`; manifest, sha256 of every file, no
     path outside the project) and put its files in place. Its pages replace those in book/ (which holds
     the pages of one profile); a record or results file already there with other contents is an error
-    naming it, unless `force`."""
+    naming it, unless `force`. Even forced, a results file executed later than the archive's stays (a lease
+    packs the results it unpacked from older archives beside its own: the lease of 2026-11-28 carried the
+    theory pages' paper results of 2026-11-26 over those of 2026-11-27)."""
     archive, data = read_archive([archive] if isinstance(archive, (str, Path)) else archive)
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
@@ -190,12 +201,16 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
             raise ValueError(f"{archive}: {name!r} would land outside {', '.join(allowed)}")
         if _sha256(blob) != manifest["files"][name]:
             raise ValueError(f"{archive}: {name!r} does not match its sha256 in the manifest (a damaged archive)")
-    written, identical, clashes = [], [], []
+    written, identical, clashes, kept_newer = [], [], [], []
     for name, blob in blobs.items():
         target = project.root / name
         if target.exists():
-            if target.read_bytes() == blob:
+            here = target.read_bytes()
+            if here == blob:
                 identical.append(name)
+                continue
+            if name.startswith("results/") and (_executed_at(blob) or "") < (_executed_at(here) or ""):
+                kept_newer.append(name)
                 continue
             if not force and not name.startswith("book/"):
                 clashes.append(name)
@@ -206,4 +221,4 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
                          f"pass --force to overwrite them")
     for name in written:
         write_atomically(project.root / name, blobs[name])
-    return Unpacked(written, identical, manifest)
+    return Unpacked(written, identical, manifest, kept_newer)

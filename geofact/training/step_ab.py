@@ -22,6 +22,7 @@ from geofact.training.trainer import train_group
 from geofact.training.traffic import paper_shape
 
 WAYS = ("log-softmax kernel", "written-out softmax")
+WARM_STEPS = 5  # the shorter call of each timing; its steps carry the fixed cost
 
 
 @contextmanager
@@ -38,33 +39,52 @@ def output_layer(way: str, device: torch.device) -> Iterator[None]:
         step_module.WRITTEN_OUT_SOFTMAX = before
 
 
-def time_step(configs: list[TrainConfig], device: torch.device, way: str) -> tuple[float, list[float]]:
-    """(seconds a step, each run's last batch loss) of `configs` trained as one stack for their step
-    budget, after a warm-up of the same (a CUDA graph's capture, kernels chosen)."""
+def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
+    """Wall seconds of one `train_group` call of `configs` at `steps` steps, and the runs' last losses."""
+    configs = [TrainConfig(**{**c.as_dict(), "max_steps": steps}) for c in configs]
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    results = train_group(configs, device=device, evaluate=False, log_every=10**9)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, [r.final_loss for r in results]
+
+
+def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps: int) -> tuple[float, list[float]]:
+    """(seconds a step, each run's last batch loss) of `configs` trained as one stack, `way`.
+
+    A `train_group` call has a fixed cost that `steps` steps do not amortise: the runs' weights drawn
+    on the host (at d = 768 and 42 runs, seconds), the stack built, a CUDA graph captured. The lease of
+    2026-11-28 timed whole calls of 10 steps and read 100 ms a step at d = 32 where the grid's groups
+    ran at 9 ms. So the step is the difference of a call of WARM_STEPS + `steps` steps and one of
+    WARM_STEPS steps, divided by `steps`: the fixed cost cancels."""
     with output_layer(way, device):
-        train_group(configs, device=device, evaluate=False, log_every=10**9)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        results = train_group(configs, device=device, evaluate=False, log_every=10**9)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - start
-    return seconds / configs[0].max_steps, [r.final_loss for r in results]
+        short, _ = _seconds(configs, WARM_STEPS, device)
+        long, losses = _seconds(configs, WARM_STEPS + steps, device)
+    return max(long - short, 0.0) / steps, losses
 
 
-def compare(device: str | torch.device = "cpu", ds=(32, 128, 768), runs: int = 42, N: int = 4096, steps: int = 20,
-            precisions=("tf32", "bf16")) -> list[dict]:
-    """Per (d, precision): ms a step each way, their ratio (written-out / kernel: above 1, the kernel is
-    faster) and the largest difference of the runs' last losses between the two (rounding only)."""
+def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
+         precisions=("tf32", "bf16")) -> Iterator[dict]:
+    """Per (d, precision), as each is timed: ms a step each way, their ratio (written-out / kernel:
+    above 1, the kernel is faster) and the largest difference of the runs' last losses between the
+    two (rounding only). A short first call takes the process's one-time costs (the CUDA context,
+    the libraries' handles) out of the first row."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
     device = resolve_device(device)
-    rows = []
-    for precision in precisions:
-        for d in ds:
-            configs = [TrainConfig(**{**c.as_dict(), "max_steps": steps, "loss_threshold": 0.0})
-                       for c in paper_shape(N, d, runs, precision)]
-            (kernel, losses_k), (written, losses_w) = (time_step(configs, device, way) for way in WAYS)
-            rows.append({"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps,
-                         "ms_kernel": 1e3 * kernel, "ms_written": 1e3 * written, "ratio": written / kernel,
-                         "loss_difference": max(abs(a - b) for a, b in zip(losses_k, losses_w))})
-    return rows
+    _seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
+    for d in ds:
+        for precision in precisions:
+            configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
+            (kernel, losses_k), (written, losses_w) = (time_step(configs, device, way, steps) for way in WAYS)
+            yield {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps,
+                   "ms_kernel": 1e3 * kernel, "ms_written": 1e3 * written,
+                   "ratio": written / kernel if kernel > 0 else float("nan"),
+                   "loss_difference": max(abs(a - b) for a, b in zip(losses_k, losses_w))}
+
+
+def compare(*args, **kwargs) -> list[dict]:
+    """Every row of `rows` (same arguments)."""
+    return list(rows(*args, **kwargs))

@@ -146,3 +146,18 @@ def test_more_than_eight_parts_is_a_clear_error_and_a_repack_replaces_the_parts_
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["a.tar.gz"] == [p.name for p in again.paths]
     with pytest.raises(ValueError, match="part_bytes must be an integer >= 1, got 0"):
         pack(node, tmp_path / "out" / "a.tar.gz", "paper", part_bytes=0)
+
+
+def test_unpack_keeps_results_executed_later_than_the_archives(tmp_path):
+    def results(at: str) -> str:
+        return json.dumps({"claims": {}, "provenance": {"executed_at": at, "device": "cpu"}})
+
+    node = machine(tmp_path / "node", {"results/paper/thm-a.json": results("2026-11-26 10:17 UTC"),
+                                       "results/paper/thm-b.json": results("2026-11-28 09:00 UTC")})
+    archive = pack(node, tmp_path / "p.tar.gz", "paper").paths[0]
+    newer, older = results("2026-11-27 15:14 UTC"), results("2026-11-27 15:14 UTC")
+    here = machine(tmp_path / "here", {"results/paper/thm-a.json": newer, "results/paper/thm-b.json": older})
+    got = unpack(here, archive, force=True)
+    assert got.kept_newer == ["results/paper/thm-a.json"] and got.written == ["results/paper/thm-b.json"]
+    assert (here.root / "results/paper/thm-a.json").read_text() == newer
+    assert json.loads((here.root / "results/paper/thm-b.json").read_text())["provenance"]["executed_at"].startswith("2026-11-28")

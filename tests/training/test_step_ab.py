@@ -16,3 +16,17 @@ def test_both_output_layers_train_the_same_runs_and_the_setting_is_put_back():
         with output_layer("fused", __import__("torch").device("cpu")):
             pass
     assert WAYS[0] == "log-softmax kernel"
+
+
+def test_a_step_is_timed_without_the_calls_fixed_cost(monkeypatch):
+    # a call costing 7 s whatever its steps, plus 0.1 s a step: the step must read 0.1 s, not 7/steps more
+    from geofact.training import step_ab
+
+    def fake_seconds(configs, steps, device):
+        return 7.0 + 0.1 * steps, [0.0] * len(configs)
+
+    monkeypatch.setattr(step_ab, "_seconds", fake_seconds)
+    seconds, _ = step_ab.time_step([], __import__("torch").device("cpu"), WAYS[0], steps=20)
+    assert seconds == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        next(step_ab.rows("cpu", steps=0))
