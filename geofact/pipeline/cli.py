@@ -169,7 +169,7 @@ def _unpack(project: Project, args) -> int:
         print(f"geofact unpack: error: {exc}", file=sys.stderr)
         return 1
     made = got.manifest
-    kept = f", {len(got.kept_newer)} results kept (executed later than the archive's)" if got.kept_newer else ""
+    kept = f", {len(got.kept_newer)} kept (results executed later than the archive's, and their pages)" if got.kept_newer else ""
     print(f"geofact unpack: {len(got.written)} files written, {len(got.identical)} already in place{kept}; "
           f"made at commit {made['git_commit'][:12]} on {'; '.join(made['devices'])} (profile {made['profile']})")
     return 0

@@ -174,7 +174,8 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
     """Check `archive` (the archive or its parts, see `read_archive`; manifest, sha256 of every file, no
     path outside the project) and put its files in place. Its pages replace those in book/ (which holds
     the pages of one profile); a record or results file already there with other contents is an error
-    naming it, unless `force`. Even forced, a results file executed later than the archive's stays (a lease
+    naming it, unless `force`. Even forced, a results file executed later than the archive's stays, with its
+    page (a lease
     packs the results it unpacked from older archives beside its own: the lease of 2026-11-28 carried the
     theory pages' paper results of 2026-11-26 over those of 2026-11-27)."""
     archive, data = read_archive([archive] if isinstance(archive, (str, Path)) else archive)
@@ -209,13 +210,17 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
             if here == blob:
                 identical.append(name)
                 continue
-            if name.startswith("results/") and (_executed_at(blob) or "") < (_executed_at(here) or ""):
+            theirs, ours = _executed_at(blob), _executed_at(here)
+            if name.startswith("results/") and theirs and ours and theirs < ours:
                 kept_newer.append(name)
                 continue
             if not force and not name.startswith("book/"):
                 clashes.append(name)
                 continue
         written.append(name)
+    kept_pages = {f"book/{PurePosixPath(name).stem}.ipynb" for name in kept_newer}  # a page and its results are one execution
+    kept_newer += [name for name in written if name in kept_pages]
+    written = [name for name in written if name not in kept_pages]
     if clashes:
         raise ValueError(f"{len(clashes)} file(s) of {archive} differ from those in place, e.g. {clashes[:3]}; "
                          f"pass --force to overwrite them")

@@ -58,11 +58,14 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
     on the host (at d = 768 and 42 runs, seconds), the stack built, a CUDA graph captured. The lease of
     2026-11-28 timed whole calls of 10 steps and read 100 ms a step at d = 32 where the grid's groups
     ran at 9 ms. So the step is the difference of a call of WARM_STEPS + `steps` steps and one of
-    WARM_STEPS steps, divided by `steps`: the fixed cost cancels."""
+    WARM_STEPS steps, divided by `steps`: the fixed cost cancels. A first, discarded call takes the
+    costs paid once per shape (kernels chosen, the allocator grown) out of the shorter call. A
+    difference of 0 or less is returned as it is: the ratio then says nothing (NaN), and shows it."""
     with output_layer(way, device):
+        _seconds(configs, WARM_STEPS, device)
         short, _ = _seconds(configs, WARM_STEPS, device)
         long, losses = _seconds(configs, WARM_STEPS + steps, device)
-    return max(long - short, 0.0) / steps, losses
+    return (long - short) / steps, losses
 
 
 def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
@@ -70,7 +73,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     """Per (d, precision), as each is timed: ms a step each way, their ratio (written-out / kernel:
     above 1, the kernel is faster) and the largest difference of the runs' last losses between the
     two (rounding only). A short first call takes the process's one-time costs (the CUDA context,
-    the libraries' handles) out of the first row."""
+    the libraries' handles) out of the first row; each way of each row costs three calls (time_step)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     device = resolve_device(device)
@@ -81,7 +84,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
             (kernel, losses_k), (written, losses_w) = (time_step(configs, device, way, steps) for way in WAYS)
             yield {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps,
                    "ms_kernel": 1e3 * kernel, "ms_written": 1e3 * written,
-                   "ratio": written / kernel if kernel > 0 else float("nan"),
+                   "ratio": written / kernel if kernel > 0 and written > 0 else float("nan"),
                    "loss_difference": max(abs(a - b) for a, b in zip(losses_k, losses_w))}
 
 

@@ -153,11 +153,16 @@ def test_unpack_keeps_results_executed_later_than_the_archives(tmp_path):
         return json.dumps({"claims": {}, "provenance": {"executed_at": at, "device": "cpu"}})
 
     node = machine(tmp_path / "node", {"results/paper/thm-a.json": results("2026-11-26 10:17 UTC"),
-                                       "results/paper/thm-b.json": results("2026-11-28 09:00 UTC")})
+                                       "results/paper/thm-b.json": results("2026-11-28 09:00 UTC"),
+                                       "results/paper/thm-c.json": json.dumps({"claims": {}}),
+                                       "book/thm-a.ipynb": page("paper")})
     archive = pack(node, tmp_path / "p.tar.gz", "paper").paths[0]
     newer, older = results("2026-11-27 15:14 UTC"), results("2026-11-27 15:14 UTC")
-    here = machine(tmp_path / "here", {"results/paper/thm-a.json": newer, "results/paper/thm-b.json": older})
+    here = machine(tmp_path / "here", {"results/paper/thm-a.json": newer, "results/paper/thm-b.json": older,
+                                       "results/paper/thm-c.json": newer, "book/thm-a.ipynb": page("laptop")})
     got = unpack(here, archive, force=True)
-    assert got.kept_newer == ["results/paper/thm-a.json"] and got.written == ["results/paper/thm-b.json"]
+    assert sorted(got.kept_newer) == ["book/thm-a.ipynb", "results/paper/thm-a.json"]  # the page stays with its results
+    assert sorted(got.written) == ["results/paper/thm-b.json", "results/paper/thm-c.json"]  # no time to compare: forced
     assert (here.root / "results/paper/thm-a.json").read_text() == newer
+    assert (here.root / "book/thm-a.ipynb").read_text() == page("laptop")
     assert json.loads((here.root / "results/paper/thm-b.json").read_text())["provenance"]["executed_at"].startswith("2026-11-28")

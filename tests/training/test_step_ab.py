@@ -10,7 +10,8 @@ def test_both_output_layers_train_the_same_runs_and_the_setting_is_put_back():
     before = step_module.WRITTEN_OUT_SOFTMAX
     (row,) = compare("cpu", ds=(8,), runs=3, N=64, steps=4, precisions=("fp32",))
     assert step_module.WRITTEN_OUT_SOFTMAX == before
-    assert row["ms_kernel"] > 0 and row["ms_written"] > 0 and row["ratio"] > 0
+    # a difference of two short calls on a busy CPU can come out at or below 0: timed, not judged, here
+    assert all(isinstance(row[k], float) for k in ("ms_kernel", "ms_written", "ratio"))
     assert row["loss_difference"] < 1e-4  # the same arithmetic to rounding
     with pytest.raises(ValueError, match="way must be one of"):
         with output_layer("fused", __import__("torch").device("cpu")):
@@ -22,11 +23,14 @@ def test_a_step_is_timed_without_the_calls_fixed_cost(monkeypatch):
     # a call costing 7 s whatever its steps, plus 0.1 s a step: the step must read 0.1 s, not 7/steps more
     from geofact.training import step_ab
 
+    calls = []
+
     def fake_seconds(configs, steps, device):
-        return 7.0 + 0.1 * steps, [0.0] * len(configs)
+        calls.append(steps)
+        return 7.0 + 0.1 * steps + (5.0 if len(calls) == 1 else 0.0), [0.0] * len(configs)  # a first call's extra cost
 
     monkeypatch.setattr(step_ab, "_seconds", fake_seconds)
     seconds, _ = step_ab.time_step([], __import__("torch").device("cpu"), WAYS[0], steps=20)
-    assert seconds == pytest.approx(0.1)
+    assert seconds == pytest.approx(0.1) and calls == [5, 5, 25]  # the first call discarded
     with pytest.raises(ValueError, match="steps must be >= 1"):
         next(step_ab.rows("cpu", steps=0))
