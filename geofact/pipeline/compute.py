@@ -48,6 +48,15 @@ from geofact.store import record_key, write_json
 DEFAULT_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 MECHANISM_PAGES = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # what a lease runs on some of the grid's cells
 TAIL_BYTES = 8192  # of a failed page's output, kept for the error message
+
+
+def unfinished_reason(returncode: int, tail: str) -> str | None:
+    """Why a page stopped unfinished (its exit status UNFINISHED_STATUS and its UNFINISHED_MARK line), else
+    None. The mark need not start the last line: a progress bar cut by the budget leaves its line open
+    before it, and may write itself again after it (seen in the lease rehearsal, 2026-11-28)."""
+    if returncode != UNFINISHED_STATUS or UNFINISHED_MARK not in tail:
+        return None
+    return tail.rsplit(UNFINISHED_MARK, 1)[1].splitlines()[0].strip()
 PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 
 
@@ -139,9 +148,9 @@ def compute_page(project: Project, name: str, params: dict[str, Any], echo: Bina
                 proc.kill()
                 proc.wait()
         wall = time.perf_counter() - started
-        last = tail.rstrip().splitlines()[-1] if tail.strip() else ""
-        if proc.returncode == UNFINISHED_STATUS and last.startswith(UNFINISHED_MARK):
-            return wall, None, last.removeprefix(UNFINISHED_MARK).strip()
+        why = unfinished_reason(proc.returncode, tail)
+        if why is not None:
+            return wall, None, why
         if proc.returncode != 0:
             raise ComputeFailed(f"notebook {name!r} failed (exit status {proc.returncode}) after {wall:.1f} s; "
                                 f"the end of its output:\n{tail.strip()[-3000:]}")

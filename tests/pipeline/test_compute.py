@@ -143,3 +143,15 @@ def test_run_and_plan_refuse_to_build_pages_on_part_of_the_grid(project, node_en
     for command in (["run", "ok", "--profile", "smoke"], ["plan", "--profile", "smoke"]):
         done = geofact(project, {**node_env, CELLS_ENV: '{"d": [8]}'}, *command)
         assert done.returncode == 1 and f"{CELLS_ENV} is set" in done.stderr, done.stderr[-1000:]
+
+
+def test_a_page_cut_inside_a_progress_bar_is_still_read_as_unfinished():
+    from geofact.pipeline.compute import unfinished_reason
+    from geofact.pipeline.script import UNFINISHED_MARK, UNFINISHED_STATUS
+
+    # as the lease rehearsal saw it: the mark after an open bar's line, the bar written again after it
+    tail = (f"retraining 8 transfers:  50%| 240/480 [00:00<00:00, 632.82run-step/s]{UNFINISHED_MARK} BudgetSpent: "
+            "time budget spent with 1 of 2 groups not started\n\nretraining 8 transfers:  50%| 240/480\n")
+    assert unfinished_reason(UNFINISHED_STATUS, tail) == "BudgetSpent: time budget spent with 1 of 2 groups not started"
+    assert unfinished_reason(1, tail) is None  # another exit status is a failure, whatever it printed
+    assert unfinished_reason(UNFINISHED_STATUS, "Traceback ...\nValueError: x\n") is None
