@@ -48,6 +48,7 @@ from geofact.store import record_key, write_json
 DEFAULT_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 MECHANISM_PAGES = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # what a lease runs on some of the grid's cells
 TAIL_BYTES = 8192  # of a failed page's output, kept for the error message
+PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 
 
 def unfinished_reason(returncode: int, tail: str) -> str | None:
@@ -57,7 +58,6 @@ def unfinished_reason(returncode: int, tail: str) -> str | None:
     if returncode != UNFINISHED_STATUS or UNFINISHED_MARK not in tail:
         return None
     return tail.rsplit(UNFINISHED_MARK, 1)[1].splitlines()[0].strip()
-PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 
 
 class ComputeFailed(RuntimeError):

@@ -175,9 +175,8 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
     path outside the project) and put its files in place. Its pages replace those in book/ (which holds
     the pages of one profile); a record or results file already there with other contents is an error
     naming it, unless `force`. Even forced, a results file executed later than the archive's stays, with its
-    page (a lease
-    packs the results it unpacked from older archives beside its own: the lease of 2026-11-28 carried the
-    theory pages' paper results of 2026-11-26 over those of 2026-11-27)."""
+    page (a lease packs the results it unpacked from older archives beside its own: the lease of 2026-11-28
+    carried the theory pages' paper results of 2026-11-26 over those of 2026-11-27)."""
     archive, data = read_archive([archive] if isinstance(archive, (str, Path)) else archive)
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
