@@ -405,7 +405,9 @@ if readout_check is not None:  # the figure exists only where the profile runs t
 check_cells = []  # (headroom, samples per dimension, readout s, readout h, records) per d of the check
 if readout_check is not None:
     N_c, R_c, d_c = readout_check["N"], readout_check["R"], list(readout_check["d_values"])
-    c_configs = {(d, s): grid.config(R_c, d, False, s, N=N_c, batch_size=grid.batch_size * N_c // grid.N)
+    # with the second grid's tail (TrainConfig.keep_tail): where the check's runs are that grid's, they are its cached runs
+    c_tail = second_grids[0].keep_tail if second_grids else None
+    c_configs = {(d, s): grid.config(R_c, d, False, s, N=N_c, batch_size=grid.batch_size * N_c // grid.N, keep_tail=c_tail)
                  for d in d_c for s in c_seeds}
     c_records = dict(zip(c_configs, run_sweep(list(c_configs.values()), cache, device=device)))
     def unembedding_readouts(model) -> dict[str, float]:

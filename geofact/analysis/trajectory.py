@@ -163,16 +163,20 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
                  analyse: Callable[[TrainedModel], dict[str, Any]], name: str, params: dict,
                  desc: str = "analyses", checkpoints: bool = True, keys: list[Key] | None = None,
                  device: str | torch.device = "cpu") -> dict[Key, list[Point]]:
-    """`analyse` on every run's checkpoints (if `checkpoints`) and final weights, on `device`; models load
-    one at a time (a paper-scale grid does not fit in memory at once). `keys` restricts it to some runs.
+    """`analyse` on every run's checkpoints and tail states (if `checkpoints`; TrainConfig.keep_tail) and final
+    weights, on `device`; models load one at a time (a paper-scale grid does not fit in memory at once).
+    `keys` restricts it to some runs.
 
     Results are cached per state as JSON records under `name` and `params` (every parameter the
     analysis reads besides the model: they key the cache, with a hash of the analysis code), so the
     values `analyse` returns must be JSON-able (numbers, lists, dicts)."""
     configs = grid.configs()
     keys = list(configs) if keys is None else keys
-    wanted = set(grid.checkpoints) if checkpoints else set()  # a run cached with more checkpoints shows only the grid's
-    states = [(key, cp["step"], cp["loss"]) for key in keys for cp in records[key].get("checkpoints", []) if cp["step"] in wanted]
+    def wanted(key: Key) -> set[int]:  # a run cached with more checkpoints shows only the grid's, and its tail
+        return set(grid.checkpoints) | set(configs[key].tail_steps(records[key]["steps"])) if checkpoints else set()
+
+    states = [(key, cp["step"], cp["loss"]) for key in keys for cp in records[key].get("checkpoints", [])
+              if cp["step"] in wanted(key)]
     states += [(key, None, records[key]["final_loss"]) for key in keys]
     out: dict[Key, list[Point]] = {key: [] for key in keys}
     for key, step, loss in progress(states, desc=desc):

@@ -44,6 +44,10 @@ class CellCourse:
     peaks: tuple[float, ...]  # per seed: the largest value over its states
     peak_steps: tuple[int, ...]  # per seed: the step of that state
     stops: tuple[float, ...]  # per seed: the value at the stop rule (or the step budget)
+    # per seed: the metric's range (max - min) over the run's tail states and its stop; empty where the grid
+    # keeps no tail (its `keep_tail`: (every, count), TrainConfig.keep_tail)
+    tails: tuple[float, ...] = ()
+    keep_tail: tuple[int, int] | None = None
 
     @property
     def drops(self) -> np.ndarray:
@@ -83,17 +87,52 @@ def run_course(points: list, metric: str) -> tuple[float, int, float]:
     return float(values[best]), int(points[best].step), float(values[-1])
 
 
+def tail_range(points: list, metric: str, tail: tuple[int, ...]) -> float:
+    """The range (max - min) of a metric over a run's tail states (the steps `tail`) and its stop (the last point)."""
+    values = [p.get(metric) for p in points if not p.final and p.step in tail] + [points[-1].get(metric)]
+    return float(max(values) - min(values))
+
+
 def cell_courses(grid: CapacityGrid, points: dict, metric: str, headroom: np.ndarray, judged: np.ndarray) -> list[CellCourse]:
     """Every cell of `grid` (points: {(regime, R, d, seed): [Point]}); `headroom` and `judged` are (R, d)
     arrays (geofact.analysis.judging.grid_state: .headroom, .population[h])."""
-    cells = []
+    cells, configs = [], grid.configs()
     for regime in REGIMES:
         for i, R in enumerate(grid.R_values):
             for j, d in enumerate(grid.d_values):
-                courses = [run_course(points[regime, R, d, s], metric) for s in grid.seeds]
-                peaks, steps, stops = zip(*courses)
-                cells.append(CellCourse(grid.N, regime, R, d, float(headroom[i, j]), bool(judged[i, j]), peaks, steps, stops))
+                runs = [(points[regime, R, d, s], configs[regime, R, d, s]) for s in grid.seeds]
+                peaks, steps, stops = zip(*(run_course(pts, metric) for pts, _ in runs))
+                tails = tuple(tail_range(pts, metric, c.tail_steps(pts[-1].step)) for pts, c in runs) if grid.keep_tail else ()
+                cells.append(CellCourse(grid.N, regime, R, d, float(headroom[i, j]), bool(judged[i, j]), peaks, steps, stops,
+                                        tails, grid.keep_tail))
     return cells
+
+
+def tail_summary(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float) -> tuple[str, dict]:
+    """Does the stop read the end of training? Per (N, regime) with a tail: the range of the metric over each
+    judged run's tail states and its stop (median, largest) and how many runs' range reaches `tolerance`
+    (Markdown, and the numbers it reports). A range over a few noisy readings bounds the metric's movement
+    from above: it is the noise where the metric does not move."""
+    lines, reported, kept = [], {}, set()
+    for N, cells in cells_by_n.items():
+        kept |= {c.keep_tail for c in cells if c.tails}
+        for regime in REGIMES:
+            ranges = [t for c in cells if c.judged and c.regime == regime for t in c.tails]
+            if not ranges:
+                continue
+            over = sum(t >= tolerance for t in ranges)
+            reported[f"N={N} {regime}"] = {"median": float(np.median(ranges)), "max": float(max(ranges)), "n": len(ranges),
+                                           "at_least_tolerance": int(over)}
+            lines.append(f"- N = {N}, {regime}: median range {np.median(ranges):.3f}, largest {max(ranges):.3f}, over "
+                         f"{len(ranges)} judged runs; {over} of them {tolerance:g} or more.")
+    if not lines:
+        return "", reported
+    (every, count), = kept  # one tail for the grids of a page (trajectory_grid)
+    text = (f"**Does the stop read the end of training?** Each run keeps its states at the last {count} multiples of "
+            f"{every} steps before its stop (`TrainConfig.keep_tail`); the range of the {label} over those states and the "
+            f"stop says how much it moves while the run ends (a range over {count + 1} noisy readings is an upper bound on "
+            f"that movement), against the erosion tolerance {tolerance:g}:\n\n" + "\n".join(lines))
+    return text, reported
 
 
 def pooled(cells: list[CellCourse], regime: str, what: str = "drop", confidence: float = 0.95) -> Estimate:
@@ -182,7 +221,8 @@ def erosion_summary(cells_by_n: dict[int, list[CellCourse]], label: str, toleran
                     cutoff: float, cutoff_label: str) -> tuple[str, dict]:
     """The page's account of a metric along training (Markdown) and what it reports: per (N, regime) the
     erosion test, its largest judged cell, and how many judged cells meet the verdict's `cutoff` at the
-    peak and at the stop; then the tolerance table and every judged cell."""
+    peak and at the stop; then the tolerance table, every judged cell and, where the grid keeps a tail,
+    how much the metric moves over it (`tail_summary`)."""
     lines, reported = [], {}
     for N, cells in cells_by_n.items():
         for regime in REGIMES:
@@ -202,4 +242,8 @@ def erosion_summary(cells_by_n: dict[int, list[CellCourse]], label: str, toleran
             + "\n".join(lines) + "\n\nHow the call moves with the tolerance:\n\n" + tolerance_table(cells_by_n, tolerances)
             + "\n\nEvery judged cell: peak, stop and drop with their 95% Student-t intervals over seeds (the step is the "
             "median over seeds of the peak's step):\n\n" + course_table([c for cells in cells_by_n.values() for c in cells if c.judged]))
+    tail_text, tails = tail_summary(cells_by_n, label, tolerance)
+    if tails:
+        text += "\n\n" + tail_text
+        reported["tail"] = tails
     return text, reported

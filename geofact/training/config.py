@@ -56,12 +56,17 @@ class _Run:
     def as_dict(self) -> dict:
         """The config as JSON. An fp32 run leaves `precision` out: every record made before the precision
         policy (geofact.training.precision) was fp32, and keeps the key it was cached under; so does a run
-        that is not read past its stop (`TrainConfig.read_past_stop`)."""
+        that is not read past its stop (`TrainConfig.read_past_stop`) or keeps no tail (`keep_tail`)."""
         out = dataclasses.asdict(self)
         if out["precision"] == "fp32":
             del out["precision"]
         if out.get("read_past_stop") is False:
             del out["read_past_stop"]
+        if "keep_tail" in out:
+            if out["keep_tail"] is None:
+                del out["keep_tail"]
+            else:
+                out["keep_tail"] = list(out["keep_tail"])
         return out
 
     def key(self) -> str:
@@ -112,6 +117,10 @@ class TrainConfig(_Run):
     # record and weights stay those at the stop, and it keeps the best state before any loss spike and
     # the state at max_steps besides (geofact.training.trainer, `RunResult.past_stop`)
     read_past_stop: bool = False
+    # (every, count): keep the states at the last `count` multiples of `every` steps before the run's stop
+    # besides `checkpoints` (issue 46, item 1), so that the mechanism is read at the end of training, where a
+    # loss spike shows (`tail_steps`); the loss curve then has a point every 10 steps. None keeps none
+    keep_tail: tuple[int, int] | None = None
 
     schema: ClassVar[str] = "geofact.training.run/1"
     seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
@@ -123,6 +132,20 @@ class TrainConfig(_Run):
         need(isinstance(self.batch_size, int) and 1 <= self.batch_size <= self.N * self.R, "batch_size",
              f"an integer in [1, N R = {self.N * self.R}] (batches are drawn without replacement)")
         need(isinstance(self.read_past_stop, bool), "read_past_stop", "True or False")
+        if self.keep_tail is not None:  # a record's JSON holds a list
+            need(isinstance(self.keep_tail, (tuple, list)) and len(self.keep_tail) == 2
+                 and all(isinstance(x, int) and x >= 1 for x in self.keep_tail), "keep_tail", "None or (every, count), integers >= 1")
+            object.__setattr__(self, "keep_tail", tuple(self.keep_tail))
+
+    def tail_steps(self, steps: int) -> tuple[int, ...]:
+        """The steps whose states `keep_tail` keeps for a run that took `steps` steps (its stop, or
+        max_steps): the last `count` multiples of `every` below it, increasing (none without keep_tail). The
+        state at the stop itself is the run's final one, so the tail stops short of it."""
+        if self.keep_tail is None or steps < 1:
+            return ()
+        every, count = self.keep_tail
+        last = (min(steps, self.max_steps) - 1) // every * every
+        return tuple(t for t in range(last - (count - 1) * every, last + 1, every) if t >= 0)
 
     @property
     def step_logits(self) -> int:

@@ -79,6 +79,9 @@ class CapacityGrid:
     # spike and their last state beside the stop's, to read them at three points (issue 46, item 4;
     # TrainConfig.read_past_stop); a variant of a run (`config(..., **over)`) is another experiment and stops
     read_past_stop: bool = False
+    # (every, count): each run keeps its states at the last `count` multiples of `every` steps before its stop
+    # too (TrainConfig.keep_tail, issue 46 item 1: the mechanism read where training ends); not its variants
+    keep_tail: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         for name in ("R_values", "d_values", "seeds", "checkpoints"):
@@ -94,7 +97,8 @@ class CapacityGrid:
                 raise ValueError(f"checkpoints must be below max_steps={self.max_steps}, got {list(self.checkpoints)}")
         if not 0 < self.perfect <= 1:
             raise ValueError(f"perfect must be in (0, 1], got {self.perfect}")
-        self.config(self.R_values[-1], self.d_values[0], False, self.seeds[0])  # TrainConfig validates the rest
+        config = self.config(self.R_values[-1], self.d_values[0], False, self.seeds[0])  # TrainConfig validates the rest
+        object.__setattr__(self, "keep_tail", config.keep_tail)  # a profile's list, as TrainConfig holds it
 
     @classmethod
     def from_parameter(cls, value: dict | None, precision: str | None = None) -> "CapacityGrid":
@@ -136,7 +140,8 @@ class CapacityGrid:
         """One run of the grid (or, with `over`, of a variant: another lr, max_steps, ...)."""
         fields = dict(N=self.N, R=R, d=d, frozen_embeddings=frozen, seed=seed, lr=self.lr, max_steps=self.max_steps,
                       batch_size=self.batch_size, loss_threshold=self.loss_threshold, attention=self.attention,
-                      precision=self.precision, read_past_stop=self.read_past_stop and not over)
+                      precision=self.precision, read_past_stop=self.read_past_stop and not over,
+                      keep_tail=None if over else self.keep_tail)
         fields.update(over)
         fields["batch_size"] = min(fields["batch_size"], fields["N"] * R)  # the run's own N R facts, N overridden or not
         return TrainConfig(**fields)

@@ -17,6 +17,9 @@ of its step budget, its record and weights still those at the stop: besides, it 
 end of the budget, the best state before any loss spike (under `geofact.spikes`' rule, watched on the
 device step by step: the lowest batch loss until the loss first rises above `factor` x its running
 minimum once that minimum is below `floor`) and its loss curve past the stop (`RunResult.past_stop`).
+A run that keeps a tail (`TrainConfig.keep_tail`, issue 46 item 1) has its state cloned on the device at every
+multiple of the tail's step besides its checkpoints; at each block's end the host drops those that fall out
+of the last few before its stop (`TrainConfig.tail_steps`), so it holds a few states a run whenever it stops.
 `tests/training/test_trainer.py` checks the result against the plain loop of `plain_loop.py`, and
 `tests/training/test_fake_device.py` that a block makes no host read, under fake tensors.
 """
@@ -69,9 +72,9 @@ class RunResult:
 DEFAULT_BLOCK_STEPS = 64  # steps between host reads
 # Steps between the points of a run's loss curve. A loss spike after memorisation rises and falls within a
 # few hundred steps (geofact.spikes), so a curve every 100 steps sees some as one point or none (issue 46):
-# a run read past its stop, whose spikes its page reads, logs every 10; the others keep the 100 their
-# cached records were made with.
-LOG_EVERY = {False: 100, True: 10}  # TrainConfig.read_past_stop -> steps
+# a run read past its stop or keeping a tail, whose spikes its page reads, logs every 10; the others keep the
+# 100 their cached records were made with.
+LOG_EVERY = {False: 100, True: 10}  # TrainConfig.read_past_stop or keep_tail -> steps
 BATCH_BLOCK_KEYS = 2**22  # hash keys drawn at once by the batch sampler (bounds its memory)
 ACCURACY_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per chunk of an accuracy pass (runs x facts x N)
 
@@ -93,7 +96,7 @@ class RunLog:
     accuracy: float = float("nan")
     curve: list[tuple[int, float]] = field(default_factory=list)
     acc_curve: list[tuple[int, float]] = field(default_factory=list)
-    kept: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
+    kept: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)  # step -> weights: checkpoints and tail
     kept_losses: dict[int, float] = field(default_factory=dict)
     final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
     stopped: bool = False  # met the stop rule (a run read past its stop goes on training)
@@ -109,6 +112,7 @@ class FactGroup(StackedGroup):
         super().__init__(configs, device, StackedUpdates(stack_params(configs, dtype, init), configs, device, train_only))
         self.precision = configs[0].precision
         self.past_stop = configs[0].read_past_stop  # one value per stack: it is part of the shape key
+        self.tail_every = configs[0].keep_tail[0] if configs[0].keep_tail else None  # so is keep_tail
         # the backward written out (geofact.training.step), in float32 matmuls; autograd for bf16 and the rest
         self.by_hand = covers(self.update.params) and self.precision != "bf16"
         tables = [facts(c.N, c.R, c.bijection_seed) for c in configs]
@@ -235,7 +239,7 @@ class Block:
     losses: torch.Tensor  # (M', steps): each step's batch loss
     stop_at: torch.Tensor  # (M',): the step a run met the stop rule, or max_steps
     at_stop: torch.Tensor  # (M', P): the weights of a run at its stop (rows of runs that did not stop: anything)
-    kept: dict[int, torch.Tensor]  # step -> (M', P) weights at that checkpoint step
+    kept: dict[int, torch.Tensor]  # step -> (M', P) weights at that checkpoint or tail step
     correct: dict[int, torch.Tensor]  # step -> (M',) facts answered right before that step's update
 
 
@@ -250,14 +254,16 @@ def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int 
     for i, (step, batch) in enumerate(zip(steps, group.step_batches(steps))):
         if eval_every is not None and step % eval_every == 0:
             correct[step] = group.correct(group.update.params)
-        if step in keep:
+        if step in keep or (group.tail_every is not None and step % group.tail_every == 0):
             kept[step] = flat.clone()
         losses[:, i] = step_once(step, batch)
     return Block(steps, losses, step_once.stop_at, step_once.at_stop, kept, correct)
 
 
-def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: int) -> list[int]:
-    """Read a block's record on the host (one read) into the runs' logs; the stack positions of the runs that stopped."""
+def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: int, keep: set[int]) -> list[int]:
+    """Read a block's record on the host (one read) into the runs' logs; the stack positions of the runs that
+    stopped. Of the tail states (`TrainConfig.keep_tail`) a run keeps those of its tail as it stands at the
+    block's end; its checkpoints (`keep`) all."""
     max_steps = group.configs[0].max_steps
     kept_steps, eval_steps = list(block.kept), list(block.correct)
     losses, stop_at, *counts = to_host(block.losses, block.stop_at, *block.correct.values())
@@ -275,6 +281,10 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
                 log.kept[step] = run_weights_of(group, block.kept[step], i)
                 log.kept_losses[step] = float(losses[i, step - block.steps.start])
         log.acc_curve += [(step, int(c[i]) / group.n_facts[m]) for step, c in zip(eval_steps, counts) if step <= stop]
+        if group.tail_every is not None:
+            tail = set(group.configs[m].tail_steps(min(stop, block.steps.stop)))
+            for step in [t for t in log.kept if t not in keep and t not in tail]:
+                del log.kept[step], log.kept_losses[step]
         if stop < max_steps:
             log.steps, log.stopped = stop, True
             stopped.append(i)
@@ -413,7 +423,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     if not isinstance(block_steps, int) or block_steps < 1:
         raise ValueError(f"block_steps must be an integer >= 1, got {block_steps!r}")
     device = start_group(configs, device, "train_group")
-    log_every = LOG_EVERY[configs[0].read_past_stop] if log_every is None else log_every
+    log_every = LOG_EVERY[configs[0].read_past_stop or configs[0].keep_tail is not None] if log_every is None else log_every
     keep = set(check_checkpoints(checkpoints, configs[0].max_steps))
     max_steps = configs[0].max_steps
     group = FactGroup(configs, device, dtype, init, train_only)
@@ -422,7 +432,7 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
 
     def train(steps: range) -> None:
         block = train_block(group, steps, keep, eval_every)
-        stopped = read_block(block, group, logs, log_every)
+        stopped = read_block(block, group, logs, log_every, keep)
         finish(group, logs, stopped, block.at_stop, measure, eval_every is not None)
         if group.past_stop:  # every run goes on to the end of its budget
             if progress is not None:

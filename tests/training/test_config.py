@@ -52,3 +52,19 @@ def test_a_run_read_past_its_stop_is_another_run_and_stacks_only_with_its_kind()
     assert past.key() != plain.key() and past.shape_key() != plain.shape_key()
     with pytest.raises(ValueError, match="read_past_stop must be True or False"):
         TrainConfig(N=32, R=2, d=8, batch_size=16, read_past_stop=1)
+
+
+def test_a_run_keeping_a_tail_is_another_run_whose_tail_ends_below_its_stop():
+    import dataclasses
+
+    plain = TrainConfig(N=32, R=2, d=8, batch_size=16, max_steps=1000)
+    tailed = dataclasses.replace(plain, keep_tail=[300, 3])  # as a profile's YAML gives it
+    assert tailed.keep_tail == (300, 3) and tailed.as_dict()["keep_tail"] == [300, 3] and "keep_tail" not in plain.as_dict()
+    assert tailed.key() != plain.key() and tailed.shape_key() != plain.shape_key()
+    assert TrainConfig(**tailed.as_dict()) == tailed  # read back from a record
+    assert tailed.tail_steps(900) == (0, 300, 600) and tailed.tail_steps(901) == (300, 600, 900)
+    assert tailed.tail_steps(1000) == (300, 600, 900) and tailed.tail_steps(250) == (0,)
+    assert plain.tail_steps(900) == ()
+    for bad in ([300], (0, 3), (300, 2.5)):
+        with pytest.raises(ValueError, match="keep_tail must be None or"):
+            dataclasses.replace(plain, keep_tail=bad)

@@ -241,3 +241,18 @@ def test_a_group_read_past_its_stop_resumes_to_the_records_of_an_uninterrupted_o
     assert any(r["stopped_early"] and r["past_stop"]["points"]["stop"] < 4 * 64 for r in records)  # stopped before the cut
     for r in records:  # the best and last states are written beside the run's own weights
         assert set(r["past_stop"]["weights"].values()) <= set(reference["weights"])
+
+
+def test_a_group_keeping_a_tail_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    runs = [replace(c, keep_tail=(20, 2)) for c in RUNS]
+    run_sweep(runs, tmp_path / "ref", progress=False, workers=1, checkpoints=(50,), checkpoint_every=None)
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(2))
+    with pytest.raises(BudgetSpent, match="checkpointed"):
+        run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,), checkpoint_every=0)
+    monkeypatch.undo()
+    run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,))
+    reference = outcome(tmp_path / "cut")
+    assert reference == outcome(tmp_path / "ref")
+    for r in reference["records"].values():
+        tail = replace(runs[0], **{k: r["config"][k] for k in ("R", "seed")}).tail_steps(r["steps"])
+        assert [c["step"] for c in r["checkpoints"]] == sorted({50} & set(range(r["steps"] + 1)) | set(tail))

@@ -198,3 +198,23 @@ def test_a_run_read_past_its_stop_logs_its_loss_ten_times_as_often():
     (past,) = train_group([replace(PAST[0], max_steps=250, read_past_stop=True)])
     assert [t for t, _ in plain.loss_curve] == [0, 100, 200]
     assert [t for t, _ in past.loss_curve] == list(range(0, 250, 10))
+
+
+def test_a_run_keeping_a_tail_holds_the_states_of_the_same_run_at_its_last_steps_before_its_stop():
+    from dataclasses import replace
+
+    runs = [replace(c, keep_tail=(30, 3)) for c in PAST]
+    tailed = train_group(runs, checkpoints=(0, 100))
+    plain = train_group(PAST, checkpoints=(0, 100))
+    assert any(r.stopped_early for r in tailed) and any(r.steps > 120 for r in tailed)
+    for a, b in zip(plain, tailed):
+        assert (a.steps, a.accuracy) == (b.steps, b.accuracy)  # keeping states changes nothing of the run
+        tail = b.config.tail_steps(b.steps)
+        assert len(tail) == min(3, (b.steps - 1) // 30 + 1) and all(t % 30 == 0 and t < b.steps for t in tail)
+        assert tail[-1] + 30 >= b.steps  # the last multiple of 30 below the stop
+        assert set(b.checkpoints) == {t for t in (0, 100) if t <= b.steps} | set(tail)
+        assert [t for t, _ in b.loss_curve] == list(range(0, min(b.steps, 2999) + 1, 10))  # a curve every 10 steps
+        again = train_group([replace(PAST[PAST.index(a.config)], max_steps=3000)], checkpoints=tail)[0]
+        for t in tail:  # the very states of the run that goes on to its stop
+            assert all(torch.equal(again.checkpoints[t][k], b.checkpoints[t][k]) for k in b.checkpoints[t])
+            assert again.checkpoint_losses[t] == b.checkpoint_losses[t]
