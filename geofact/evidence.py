@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from statistics import NormalDist
 
 import numpy as np
 
 from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN  # the pages take these from here
-from geofact.stats import wilson_interval
+from geofact.intervals import wilson
 from geofact.store import to_jsonable
 
 
@@ -308,6 +307,20 @@ def sensitivity_table(estimate_at, ranges_at, confidences=(0.9, 0.95, 0.99), set
     return "\n".join(lines)
 
 
+def estimate_words(entry: dict) -> str:
+    """A judged claim's estimate as its page and the status page write it: "0.563 [0.387, 0.739]", "0.92 (no
+    interval)", "no estimate"; empty for an entry judged without one. Reads a report's entry in memory or
+    from its JSON, where NaN is the string "nan" (geofact.store.to_jsonable)."""
+    estimate = entry.get("estimate")
+    try:
+        value, lo, hi = (float(estimate[k]) for k in ("value", "lo", "hi"))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if not math.isfinite(value):
+        return "no estimate"
+    return f"{value:.3g} [{lo:.3g}, {hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else f"{value:.3g} (no interval)"
+
+
 def exact(value: float, quantity: str, confidence: float = 0.95, method: str = "exact count") -> Estimate:
     """A quantity with no sampling error (a count, a table's entry): its interval is the point."""
     return Estimate(quantity, float(value), float(value), float(value), confidence, method, 1)
@@ -319,8 +332,7 @@ def proportion_difference(a: tuple[int, int], b: tuple[int, int], quantity: str,
     (sa, na), (sb, nb) = a, b
     if na < 1 or nb < 1 or not (0 <= sa <= na and 0 <= sb <= nb):
         raise ValueError(f"proportion_difference needs 0 <= successes <= trials, trials >= 1; got {a}, {b}")
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    (la, ua), (lb, ub) = wilson_interval(sa, na, z), wilson_interval(sb, nb, z)
+    (la, ua), (lb, ub) = wilson(sa, na, confidence), wilson(sb, nb, confidence)
     pa, pb = sa / na, sb / nb
     lo = pa - pb - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
     hi = pa - pb + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)

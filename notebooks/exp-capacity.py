@@ -98,7 +98,7 @@ from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
 from geofact.pages.spikes import numbers as spike_numbers
 from geofact.spikes import SpikeRule, after_stop, find_spikes
-from geofact.stats import wilson_interval
+from geofact.intervals import wilson
 from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
 from geofact.training.regime import judge_in_regime, mark_not_in_regime, regime
@@ -779,8 +779,8 @@ def study_row(name: str, rule: SpikeRule) -> dict:
 
 def effect_of(row: dict, base: dict) -> str:
     """The rule above, for one recipe against the paper's, paired by seed."""
-    lo, hi = wilson_interval(int(row["spiked"].sum()), n)
-    base_lo, base_hi = wilson_interval(int(base["spiked"].sum()), n)
+    lo, hi = wilson(int(row["spiked"].sum()), n)
+    base_lo, base_hi = wilson(int(base["spiked"].sum()), n)
     diff = t_interval(row["spikes"] - base["spikes"], "paired difference in spikes per seed", unit="seeds")
     both = ~np.isnan(row["latency"]) & ~np.isnan(base["latency"])
     delay = t_interval(row["latency"][both] - base["latency"][both], "paired delay", unit="seeds") if both.sum() >= 2 else None
@@ -816,7 +816,7 @@ def median_text(values) -> str:
 for recipe in recipes:
     row, base = main_rows[recipe.name], main_rows["paper"]
     k = int(row["spiked"].sum())
-    lo, hi = wilson_interval(k, n)
+    lo, hi = wilson(k, n)
     diff = t_interval(row["spikes"] - base["spikes"], "paired difference in spikes per seed", unit="seeds")
     stopped = [x for x in row["stops"] if x is not None]
     below = [x for x in row["below"] if x is not None]

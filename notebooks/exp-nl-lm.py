@@ -78,7 +78,7 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
-from geofact.stats import wilson_interval
+from geofact.intervals import wilson
 from geofact.training.regime import mark_not_in_regime
 
 page = Page("exp-nl-lm", cache_dir)
@@ -235,7 +235,7 @@ plt.show()
 # Each verdict but the parameter count (an exact number) is a test against an alternative
 # (geofact.evidence): memorisation with a Wilson interval over the sampled sentences, the readouts with
 # Student-t intervals over the (category, relation) probes, layer 0 against layer 1 paired by probe.
-lo, hi = wilson_interval(int(hits.sum()), len(hits))
+lo, hi = wilson(int(hits.sum()), len(hits))
 judge(report, "exp-nl-lm-memorizes",
     Contrast(Estimate("greedy Hits@1 over sampled training sentences", float(hits.mean()), lo, hi, 0.95, f"Wilson over {len(hits)} sentences", len(hits)),
              Range(memorized, 1.0, "memorized"), Range(0.0, memorized, "not memorized")),

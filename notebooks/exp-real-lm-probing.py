@@ -87,7 +87,7 @@ from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
 from geofact.evidence import FAILS, Contrast, Estimate, Range, judge, proportion_difference, t_interval, universal
-from geofact.stats import wilson_interval
+from geofact.intervals import wilson
 from geofact.nl.corpus import corpus_table, load_corpus, render_corpus
 from geofact.nl.lm import TINY, ModelUnavailable, load_lm
 from geofact.nl.cosine_probe import ProbeConfig
@@ -414,7 +414,7 @@ report.number("paper_table_in_range", table_counts["in_range"])
 report.number("paper_table_n", table_counts["n"])
 print(f"the paper's table: of {table_counts['n']} (model, category) best layers, {table_counts['above_half']} above half the depth, "
       f"{table_counts['at_half']} at half, {table_counts['below_half']} below; {table_counts['in_range']} within {low:.0%}-{high:.0%}")
-table_lo, table_hi = wilson_interval(table_counts["in_range"], table_counts["n"])
+table_lo, table_hi = wilson(table_counts["in_range"], table_counts["n"])
 judge(report, "exp-real-lm-depth-table",
       Contrast(Estimate(f"fraction of the table's best layers within {low:.0%}-{high:.0%}", table_counts["in_range"] / table_counts["n"],
                         table_lo, table_hi, 0.95, f"Wilson score interval over {table_counts['n']} (model, category) rows", table_counts["n"]),

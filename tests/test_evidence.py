@@ -213,3 +213,12 @@ def test_an_estimate_that_could_not_be_made_says_why_instead_of_nan():
     assert missing.text() == "curvature: no estimate (only 3 values of N; a curvature and its error need four)"
     no_interval = Estimate("slope", 0.5, float("nan"), float("nan"), 0.95, "one point", 1)
     assert "nan" not in no_interval.text() and "no interval" in no_interval.text()
+
+
+def test_an_estimate_is_written_one_way_on_every_page():
+    from geofact.evidence import estimate_words
+
+    assert estimate_words({"estimate": {"value": 0.5634, "lo": 0.3871, "hi": 0.7392}}) == "0.563 [0.387, 0.739]"
+    assert estimate_words({"estimate": {"value": 0.92, "lo": "nan", "hi": "nan"}}) == "0.92 (no interval)"  # from JSON
+    assert estimate_words({"estimate": {"value": math.nan, "lo": 0.0, "hi": 1.0}}) == "no estimate"
+    assert estimate_words({}) == "" and estimate_words({"estimate": None}) == "" and estimate_words({"estimate": {"value": 1}}) == ""

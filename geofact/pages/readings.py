@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 from typing import Any, Callable
 
 from geofact.analysis.trajectory import READINGS
+from geofact.evidence import estimate_words
 from geofact.pages.display import silenced
 from geofact.pages.report import Report
 from geofact.store import to_jsonable
@@ -35,17 +35,6 @@ class UngluedReport(Report):
 
 
 READING_WORDS = {"stop": "at the stop rule", "best": "best state before any spike", "last": "end of the budget"}
-
-
-def estimate_words(entry: dict) -> str:
-    """A judged claim's headline estimate, "0.563 [0.387, 0.739]" (empty for a claim judged without one)."""
-    estimate = entry.get("estimate")
-    if not isinstance(estimate, dict) or not all(isinstance(estimate.get(k), (int, float)) for k in ("value", "lo", "hi")):
-        return ""
-    value, lo, hi = (float(estimate[k]) for k in ("value", "lo", "hi"))
-    if math.isnan(value):
-        return "no estimate"
-    return f"{value:.3g}" if math.isnan(lo) or math.isnan(hi) else f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
 def read_at_points(report: Report, judge: Callable[[Report, Any], None], values_at: dict[str, Any]) -> str:

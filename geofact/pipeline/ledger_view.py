@@ -8,11 +8,11 @@ generated pages cannot count the same verdicts differently.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from geofact.evidence import estimate_words
 from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN
 from geofact.pipeline.ledger import GROUPS, Claim, group, load_ledger
 from geofact.pipeline.profiles import profile_rank
@@ -70,9 +70,9 @@ def readings_text(entry: dict) -> str:
         if other is None:
             parts.append(f"{words}: not read")
         elif other["verdict"] == entry["verdict"]:
-            parts.append(f"{words}: the same" + (f" ({e})" if (e := effect(other)) else ""))
+            parts.append(f"{words}: the same" + (f" ({e})" if (e := estimate_words(other)) else ""))
         else:
-            parts.append(f"{words}: {other['verdict']}" + (f", {e}" if (e := effect(other)) else ""))
+            parts.append(f"{words}: {other['verdict']}" + (f", {e}" if (e := estimate_words(other)) else ""))
     return "; ".join(parts)
 
 
@@ -84,18 +84,6 @@ def count_badge(state: str, n: int) -> str:
 def plain_markdown(text: str) -> str:
     """A page's measured string or note as literal text in MyST (no emphasis, math or roles from its symbols)."""
     return re.sub(r"([\\`*_$\[\]<>{}|])", r"\\\1", " ".join(str(text).split()))
-
-
-def effect(entry: dict) -> str:
-    """A verdict's measured value and interval ("0.999 [0.98, 1]"; empty where the page gave none)."""
-    e = entry.get("estimate")
-    if not e:
-        return ""
-    value, lo, hi = (float(e[k]) for k in ("value", "lo", "hi"))  # NaN is stored as "nan" (geofact.store.to_jsonable)
-    if not math.isfinite(value):
-        return "(no estimate)"
-    interval = f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else "(no interval)"
-    return f"{value:.3g} {interval}"
 
 
 def load_results(project: Project) -> dict[str, dict[str, dict[str, Any]]]:

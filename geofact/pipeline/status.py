@@ -13,9 +13,10 @@ from pathlib import Path
 from geofact.outcomes import NOT_RUN
 from geofact.pipeline.claim_cards import render_claims
 from geofact.pipeline.intro import render_intro
+from geofact.evidence import estimate_words
 from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor, load_not_checkable, verdict_label
 from geofact.pipeline.ledger_figure import FIGURE_NAME, render_ledger_svg
-from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge, effect,
+from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, LedgerView, badge, count_badge,
                                          READINGS_SHOWN, fragile_badge, reading_badge)
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.project import Project
@@ -34,7 +35,7 @@ def verdict_cell(view: LedgerView, claim: Claim, profile: str) -> str:
         return badge(NOT_RUN)
     moved = view.fragile(claim, profile)
     read = {r: v["verdict"] for r, v in (entry.get("readings") or {}).items() if v is not None and v["verdict"] != entry["verdict"]}
-    return " ".join(filter(None, [badge(entry["verdict"]), effect(entry),
+    return " ".join(filter(None, [badge(entry["verdict"]), estimate_words(entry),
                                   f"{FRAGILE_BADGE} (under rounding: {moved.perturbed})" if moved else "",
                                   f"{reading_badge()} ({', '.join(f'at the {READINGS_SHOWN[r]}: {v}' for r, v in read.items())})" if read else ""]))
 

@@ -8,7 +8,8 @@ from typing import Any
 import nbformat
 
 from geofact.pipeline.ledger import Claim, load_ledger, population_mismatches, verdict_label
-from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, effect, plain_markdown, reading_badge, readings_text
+from geofact.evidence import estimate_words
+from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, plain_markdown, reading_badge, readings_text
 from geofact.pipeline.project import Project
 from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, Stability, page_stability, trains
 
@@ -38,7 +39,7 @@ def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: di
     for claim in claims:
         entry = reported[claim.id]
         cells = [f"{{ref}}`{claim.id} <{verdict_label(claim.id)}>`",
-                 badge(entry["verdict"]) + (f" {reading_badge()}" if entry.get("reading_sensitive") else ""), effect(entry) or "–"]
+                 badge(entry["verdict"]) + (f" {reading_badge()}" if entry.get("reading_sensitive") else ""), estimate_words(entry) or "–"]
         if stability is not None:
             cells.append(_rounding_cell(stability.get(claim.id)))
         lines.append("| " + " | ".join(cells) + " |")
