@@ -176,7 +176,7 @@ def _unpack(project: Project, args) -> int:
 
 
 def _plan(project: Project, args) -> int:
-    from geofact.pipeline.plan import plan
+    from geofact.pipeline.page_plan import plan
 
     try:
         print(plan(project, args.profile, args.device, args.precision, args.minutes, args.check), end="")

@@ -178,8 +178,8 @@ class HopLog:
     weights: dict[str, torch.Tensor] | None = None  # at its stop (or at max_steps)
 
 
-def check(group: QueryGroup, logs: list[HopLog], step: int, accuracy: torch.Tensor, losses: torch.Tensor | None,
-          previous: torch.Tensor) -> list[int]:
+def read_check(group: QueryGroup, logs: list[HopLog], step: int, accuracy: torch.Tensor, losses: torch.Tensor | None,
+               previous: torch.Tensor) -> list[int]:
     """The check at `step`, on the host (one read): eval accuracy, the loss rule, each run's last loss.
     `losses` are this step's (None at max_steps, where no step follows), `previous` the step before's.
     Returns the stack positions of the runs that stop, after keeping their weights."""
@@ -238,7 +238,7 @@ def train_block(group: QueryGroup, logs: list[HopLog], steps: range) -> None:
     leave the stack."""
     accuracy, previous = group.accuracy(), group.previous
     losses, grads = group.losses_and_grads(group.sample(range(steps.start, steps.start + 1))[:, 0])
-    stopped = check(group, logs, steps.start, accuracy, losses, previous)
+    stopped = read_check(group, logs, steps.start, accuracy, losses, previous)
     going = [i for i in range(len(group.alive)) if i not in stopped]
     if not going:
         group.alive = []  # every run has stopped: nothing reads the stack again
@@ -278,7 +278,7 @@ def train_multihop(configs: list[MultiHopConfig], device: str | torch.device = "
                               lambda step, seconds: hop_state(group, logs, step, seconds),
                               lambda state: resume_hops(group, logs, state))
     if group.alive:  # the last check, at max_steps: no step follows it
-        check(group, logs, first.max_steps, group.accuracy(), None, group.previous)
+        read_check(group, logs, first.max_steps, group.accuracy(), None, group.previous)
     for i, m in enumerate(group.alive):
         if logs[m].weights is None:  # trained to max_steps
             logs[m].weights = run_weights(group.update.params, i, configs[m])
