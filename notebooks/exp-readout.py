@@ -296,7 +296,7 @@ spike_records, spike_runs = spike_tables(report, spike_grids, [records, *train_g
 # ({glue:text}`spike_above_1000` more than 1000-fold) and {glue:text}`spike_met_stop_rule` of those went on
 # to meet the stop rule, which is where the readouts above are read. Shown in {numref}`fig-readout-spikes`.
 
-# %% mystnb={"figure": {"caption": "Loss curves (every 100th step's batch loss, log scale) of the runs with the highest spikes at the largest N this page reads (the capacity grid's are on exp-capacity), beside a memorised run without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-readout-spikes"}}
+# %% mystnb={"figure": {"caption": "Loss curves (the recorded batch loss, log scale: every 10th step where a run keeps a tail, every 100th where not) of the runs with the highest spikes at the largest N this page reads (the capacity grid's are on exp-capacity), beside a memorised run without one (grey); dotted: the rule's floor, dashed: the stop rule.", "name": "fig-readout-spikes"}}
 shown_N = max(g.N for g in spike_grids)  # the capacity grid's curves are on exp-capacity
 fig, axes = subplots(1, 1, width=5.0, height=3.6)
 curves_panel(axes[0][0], spike_records, {k: run for k, run in spike_runs.items() if k[0] == shown_N}, SpikeRule(),

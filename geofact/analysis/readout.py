@@ -21,6 +21,7 @@ and a readout's accuracy is read back once, when asked for (`Readout.mean`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -142,6 +143,18 @@ def cv_alpha(features: torch.Tensor, answers: torch.Tensor, vectors: torch.Tenso
         return float(alphas[best]), scores.tolist()
 
 
+@lru_cache(maxsize=4)  # a grid's states come run by run, seed after seed of one (R, d): they share one draw
+def baseline_draws(seed: int, R: int, N: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two baselines' randomness: Gaussian features (R, N, d) in place of s_x and a permutation (N,) of
+    the subjects, drawn on the host from `seed` in this order, whatever the device. They depend on these
+    four numbers alone, so every state of a grid with the same (R, N, d) draws them once (on a GPU lease
+    the host's draw was most of a readout: 0.38 s a state on the H200 at the paper's shapes; issue 47,
+    item 3). Real CPU tensors even under the tests' fake tensors (geofact.host.on_host); callers copy them."""
+    with on_host():
+        g = torch.Generator().manual_seed(seed)
+        return torch.randn((R, N, d), generator=g), torch.randperm(N, generator=g)
+
+
 def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e-3, seed: int = 0,
                    target: Target = "unembedding") -> dict[str, Readout]:
     """The readouts of READOUTS on one trained run, all on the same held-out subjects.
@@ -153,9 +166,7 @@ def model_readouts(model: TrainedModel, held_out: float = 0.2, alpha: float = 1e
     R, N = model.config.R, model.config.N
     train = split_subjects(N, held_out, seed)
     s = model.subject_embeddings.expand(R, -1, -1)  # (R, N, d): the same s_x for every relation
-    with on_host():  # drawn on the host from the seed, in this order, whatever the device
-        g = torch.Generator().manual_seed(seed)
-        noise, permutation = torch.randn(s.shape, generator=g), torch.randperm(N, generator=g)
+    noise, permutation = baseline_draws(seed, *s.shape)
     answers, vectors = model.answers, model.attribute_vectors(target)
     features = {"s": s, "h": model.hidden_states(), "random": noise.to(s), "shuffled": s}
     targets = {**dict.fromkeys(features, answers), "shuffled": answers[:, permutation.to(answers.device)]}

@@ -101,7 +101,10 @@ def cell_courses(grid: CapacityGrid, points: dict, metric: str, headroom: np.nda
         for i, R in enumerate(grid.R_values):
             for j, d in enumerate(grid.d_values):
                 runs = [(points[regime, R, d, s], configs[regime, R, d, s]) for s in grid.seeds]
-                peaks, steps, stops = zip(*(run_course(pts, metric) for pts, _ in runs))
+                # the peak over the grid's checkpoints and the stop alone: a maximum over the tail's readings too
+                # would sit higher by their noise, and drops at two N with and without a tail would not compare
+                peaks, steps, stops = zip(*(run_course([p for p in pts if p.final or p.step in grid.checkpoints], metric)
+                                            for pts, _ in runs))
                 tails = tuple(tail_range(pts, metric, c.tail_steps(pts[-1].step)) for pts, c in runs) if grid.keep_tail else ()
                 cells.append(CellCourse(grid.N, regime, R, d, float(headroom[i, j]), bool(judged[i, j]), peaks, steps, stops,
                                         tails, grid.keep_tail))
@@ -130,8 +133,8 @@ def tail_summary(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance:
     (every, count), = kept  # one tail for the grids of a page (trajectory_grid)
     text = (f"**Does the stop read the end of training?** Each run keeps its states at the last {count} multiples of "
             f"{every} steps before its stop (`TrainConfig.keep_tail`); the range of the {label} over those states and the "
-            f"stop says how much it moves while the run ends (a range over {count + 1} noisy readings is an upper bound on "
-            f"that movement), against the erosion tolerance {tolerance:g}:\n\n" + "\n".join(lines))
+            f"stop says how much it moves while the run ends (a range over up to {count + 1} noisy readings is an upper bound "
+            f"on that movement), against the erosion tolerance {tolerance:g}:\n\n" + "\n".join(lines))
     return text, reported
 
 

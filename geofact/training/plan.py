@@ -159,13 +159,14 @@ def _with_second(params: dict) -> list[CapacityGrid]:
 def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], tuple[float, float]],
                final_only: bool = False, final_extra: float = 0.0) -> Analysis:
     """An analysis of every run's kept states (or its final state alone) over `grids`, `cost(config)` =
-    (FLOPs, ops) a state; the final state costs `final_extra` times more besides."""
+    (FLOPs, ops) a state; the final state costs `final_extra` times more besides. A run keeping a tail
+    (TrainConfig.keep_tail) is priced with all of it, as if it stopped at its step budget."""
     states, flops, ops = 0, 0.0, 0.0
     for grid in grids:
         for config in grid.configs().values():
-            n = (1 if final_only else len(grid.checkpoints) + 1) + final_extra
+            kept = 1 if final_only else len(grid.checkpoints) + len(config.tail_steps(config.max_steps)) + 1
             f, o = cost(config)
-            states, flops, ops = states + (1 if final_only else len(grid.checkpoints) + 1), flops + n * f, ops + n * o
+            states, flops, ops = states + kept, flops + (kept + final_extra) * f, ops + (kept + final_extra) * o
     return Analysis(page, what, states, flops, ops)
 
 
@@ -232,11 +233,13 @@ def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analys
     grid = _grid(params)
     groups = []
     check = params.get("readout_check")
-    if check is not None:
-        configs = [grid.config(check["R"], d, False, s, N=check["N"], batch_size=grid.batch_size * check["N"] // grid.N)
-                   for d in check["d_values"] for s in grid.seeds]
-        groups = groups_of("exp-readout", "readout check at a larger N", configs, size)
     second = [c for g in _with_second(params)[1:] for c in g.configs().values()]  # trained by the first mechanism page
+    if check is not None:  # as the page builds it: the check's runs that are the second grid's are priced with that grid
+        tail = second[0].keep_tail if second else None
+        configs = [grid.config(check["R"], d, False, s, N=check["N"], batch_size=grid.batch_size * check["N"] // grid.N,
+                               keep_tail=tail) for d in check["d_values"] for s in check.get("seeds", grid.seeds)]
+        second_keys = {c.key() for c in second}
+        groups = groups_of("exp-readout", "readout check at a larger N", [c for c in configs if c.key() not in second_keys], size)
     groups += groups_of("exp-readout", "second grid (trajectory_grid)", second, size) if second else []
     for grid, R, d, seeds in _studies(params)[1:]:  # the spike study at the second N, trained with the second grid
         study = [job[0] for job in kept_jobs(grid, R, d, seeds, params["spike_steps"], params["spike_keep_every"])]

@@ -315,57 +315,90 @@ def variant_runs(jobs: Sequence[Job], cache_dir: Path, device: str | torch.devic
     return [read_record(p, SCHEMA, _content(*job)) for job, p in zip(jobs, paths)]
 
 
+class RecipeUpdates:
+    """Each stacked run's clipping and AdamW under its own recipe, on one flat stack (M, P): the clipping
+    norm over what the run trains (frozen entity embeddings get no gradient in their run, so they do not
+    count), then torch's fused AdamW kernel on each run's trained columns, one call per set of
+    hyperparameters (lr, beta2, eps, weight decay)."""
+
+    def __init__(self, stack: FlatStack, configs: list[TrainConfig], recipes: list[Recipe], dtype: torch.dtype,
+                 device: torch.device) -> None:
+        M = len(configs)
+        self.stack = stack
+        self.entity_mask = torch.tensor([0.0 if c.frozen_embeddings else 1.0 for c in configs], dtype=dtype,
+                                        device=device)[:, None, None]  # (M, 1, 1)
+        self.ranges = [stack.column_ranges([k for k in stack.shapes if k != "E_ent" or not c.frozen_embeddings])
+                       for c in configs]  # the columns each run trains
+        self.base_lr = [c.lr for c in configs]
+        self.lr_now = list(self.base_lr)
+        self.hyper = [(r.beta2, r.eps, c.weight_decay if r.weight_decay is None else r.weight_decay)
+                      for c, r in zip(configs, recipes)]
+        self.clip = torch.tensor([c.grad_clip if r.grad_clip is None else r.grad_clip for c, r in zip(configs, recipes)],
+                                 dtype=dtype, device=device)[:, None]  # (M, 1)
+        self.m, self.v, self.grad = (torch.zeros_like(stack.flat) for _ in range(3))  # (M, P) each
+        self.t = torch.zeros(M, dtype=torch.float32, device=device)  # each run's step count, as the fused kernel reads it
+        self.groups = self._kernel_groups()
+
+    def _kernel_groups(self) -> dict[tuple, tuple[list[torch.Tensor], ...]]:
+        """{(lr, beta2, eps, weight decay): the fused AdamW kernel's tensor lists}: runs that step alike."""
+        groups: dict[tuple, tuple[list[torch.Tensor], ...]] = {}
+        for k, ranges in enumerate(self.ranges):
+            lists = groups.setdefault((self.lr_now[k], *self.hyper[k]), ([], [], [], [], []))
+            for a, b in ranges:
+                for out, buffer in zip(lists, (self.stack.flat, self.grad, self.m, self.v)):
+                    out.append(buffer[k, a:b])
+                lists[4].append(self.t[k])
+        return groups
+
+    def scale_rate(self, k: int, factor: float) -> None:
+        """Run k's learning rate from now on: its config's times `factor`."""
+        self.lr_now[k] = self.base_lr[k] * factor
+        self.groups = self._kernel_groups()
+
+    @torch.no_grad()
+    def __call__(self, grads: dict[str, torch.Tensor]) -> None:
+        grad = self.grad  # (M, P)
+        self.stack.columns({**grads, "E_ent": grads["E_ent"] * self.entity_mask}, out=grad)
+        norms = torch.linalg.vector_norm(grad, dim=1, keepdim=True)  # clip_grad_norm_ over what each run trains
+        grad.mul_(torch.where(torch.isinf(self.clip), 1.0, self.clip / (norms + 1e-6)).clamp(max=1.0))
+        self.t += 1
+        for (lr, beta2, eps, weight_decay), (params, grads_, exp_avgs, exp_avg_sqs, steps) in self.groups.items():
+            torch._fused_adamw_(params, grads_, exp_avgs, exp_avg_sqs, [], steps, lr=lr, beta1=BETAS[0], beta2=beta2,
+                                weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=False)
+
+
+def _check_variant_stack(configs: list[TrainConfig], recipes: list[Recipe], keep: list) -> None:
+    if len(configs) != len(recipes) or len(keep) != len(configs) or not configs:
+        raise ValueError(f"configs, recipes and keep must pair up one to one, got {len(configs)}, {len(recipes)} "
+                         f"and {len(keep)}")
+    if len({c.shape_key() for c in configs}) != 1 or len({c.R for c in configs}) != 1:
+        raise ValueError("train_variants stacks runs of one cell: equal TrainConfig.shape_key() and R")
+
+
 def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], device: str | torch.device = "cpu",
                    dtype: torch.dtype = torch.float32, desc: str = "recipe variants", show_progress: bool = True,
                    keep: Sequence[Keep | None] | None = None) -> list[dict]:
     """`train_variant(config, recipe, stop_rule=False)` of every (config, recipe) pair, all stacked into
     one batched computation (runs of one cell: equal `shape_key()`, uniform attention): every step is
     one pass of geofact.training.step's loss and gradients for all runs, then per run the clipping and
-    AdamW of its recipe (torch's fused AdamW kernel on each run's trained columns, one call per set of
-    hyperparameters; tests/training/test_variants.py checks every pair against `train_variant` in float64). A variant run then costs a fraction of a
-    plain-loop one: the small model's step is mostly per-operation costs, paid once for the stack.
-    With no stop rule every run takes `max_steps` steps; the stop rule's run is the prefix of its curve
-    up to the first loss below the threshold (`stop_at`).
+    AdamW of its recipe (`RecipeUpdates`; tests/training/test_variants.py checks every pair against
+    `train_variant` in float64). A variant run then costs a fraction of a plain-loop one: the small
+    model's step is mostly per-operation costs, paid once for the stack. With no stop rule every run
+    takes `max_steps` steps; the stop rule's run is the prefix of its curve up to the first loss below
+    the threshold (`stop_at`).
 
     `keep` (one `Keep` or None per run) keeps a run's states as weights: its record then has `states`
     ({step: weights dict, on the CPU}), `points` ({reading point: step or None}) and `state_losses`
     ({step: batch loss}), the weights read on the host one state at a time (a CPU study's runs)."""
     configs, recipes = list(configs), list(recipes)
     keep = [None] * len(configs) if keep is None else list(keep)
-    if len(configs) != len(recipes) or len(keep) != len(configs) or not configs:
-        raise ValueError(f"configs, recipes and keep must pair up one to one, got {len(configs)}, {len(recipes)} "
-                         f"and {len(keep)}")
-    if len({c.shape_key() for c in configs}) != 1 or len({c.R for c in configs}) != 1:
-        raise ValueError("train_variants stacks runs of one cell: equal TrainConfig.shape_key() and R")
+    _check_variant_stack(configs, recipes, keep)
     device = resolve_device(device)
     M, steps_total = len(configs), configs[0].max_steps
     stack = FlatStack({k: v.to(device) for k, v in stack_params(configs, dtype).items()})
     if not covers(stack.views):
         raise ValueError("train_variants covers uniform attention without learned positions")
-    # frozen entity embeddings get no gradient in their run, so its clipping norm counts only what it trains
-    entity_mask = torch.tensor([0.0 if c.frozen_embeddings else 1.0 for c in configs], dtype=dtype, device=device)[:, None, None]
-    trained_names = [[k for k in stack.shapes if k != "E_ent" or not c.frozen_embeddings] for c in configs]
-    ranges = [stack.column_ranges(names) for names in trained_names]  # the columns each run trains
-    base_lr = [c.lr for c in configs]
-    hyper = [(r.beta2, r.eps, c.weight_decay if r.weight_decay is None else r.weight_decay) for c, r in zip(configs, recipes)]
-    clip = torch.tensor([c.grad_clip if r.grad_clip is None else r.grad_clip for c, r in zip(configs, recipes)],
-                        dtype=dtype, device=device)[:, None]  # (M, 1)
-    m, v, grad = torch.zeros_like(stack.flat), torch.zeros_like(stack.flat), torch.zeros_like(stack.flat)
-    t = torch.zeros(M, dtype=torch.float32, device=device)  # each run's step count, as torch's fused kernel reads it
-    lr_now = list(base_lr)
-
-    def kernel_groups() -> dict[tuple, tuple[list[torch.Tensor], ...]]:
-        """{(lr, beta2, eps, weight decay): the fused AdamW kernel's tensor lists}: runs that step alike."""
-        groups: dict[tuple, tuple[list[torch.Tensor], ...]] = {}
-        for k in range(M):
-            lists = groups.setdefault((lr_now[k], *hyper[k]), ([], [], [], [], []))
-            for a, b in ranges[k]:
-                for out, buffer in zip(lists, (stack.flat, grad, m, v)):
-                    out.append(buffer[k, a:b])
-                lists[4].append(t[k])
-        return groups
-
-    groups = kernel_groups()
+    update = RecipeUpdates(stack, configs, recipes, dtype, device)
     tables = torch.stack([facts(c.N, c.R, c.bijection_seed) for c in configs]).to(device)  # (M, N R, 3)
     sampler = FactSampler([c.seed for c in configs], [tables.shape[1]] * M, configs[0].batch_size, tables.shape[1], device)
     run = torch.arange(M, device=device)[:, None, None]
@@ -384,27 +417,26 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
                 curves[k].append((step, loss))
                 if memorised_at[k] is None and loss < recipes[k].memorised_below:
                     memorised_at[k] = step
-                    lr_now[k] = base_lr[k] * recipes[k].lr_after_memorised
-                    groups = kernel_groups()
+                    update.scale_rate(k, recipes[k].lr_after_memorised)
                 if k in kept:
                     kept[k].see(step, loss, stack.flat[k])
-            with torch.no_grad():
-                stack.columns({**grads, "E_ent": grads["E_ent"] * entity_mask}, out=grad)  # (M, P)
-                norms = torch.linalg.vector_norm(grad, dim=1, keepdim=True)  # clip_grad_norm_ over what each run trains
-                grad.mul_(torch.where(torch.isinf(clip), 1.0, clip / (norms + 1e-6)).clamp(max=1.0))
-                t += 1
-                for (lr, beta2, eps, weight_decay), (params, grads_, exp_avgs, exp_avg_sqs, steps) in groups.items():
-                    torch._fused_adamw_(params, grads_, exp_avgs, exp_avg_sqs, [], steps, lr=lr, beta1=BETAS[0], beta2=beta2,
-                                        weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=False)
+            update(grads)
             bar.update(1)
     bar.close()
-    flat = stack.flat
     for k, states in kept.items():
-        states.finish(steps_total, flat[k])
-    views = stack.unflatten(flat)
+        states.finish(steps_total, stack.flat[k])
+    return _variant_records(stack, configs, recipes, tables, curves, memorised_at, kept)
+
+
+def _variant_records(stack: FlatStack, configs: list[TrainConfig], recipes: list[Recipe], tables: torch.Tensor,
+                     curves: list[list[tuple[int, float]]], memorised_at: list[int | None],
+                     kept: dict[int, KeptStates]) -> list[dict]:
+    """The records of a stack of variant runs at the end of their budget: accuracy over every fact, the
+    curves, and the kept states of the runs that keep them."""
     with torch.no_grad():
         queries = torch.stack([tables[..., 0], configs[0].N + tables[..., 1]], -1)  # (M, N R, 2)
-        accuracy = (forward(views, queries).argmax(-1) == tables[..., 2]).float().mean(1).tolist()  # (M,)
+        accuracy = (forward(stack.unflatten(stack.flat), queries).argmax(-1) == tables[..., 2]).float().mean(1).tolist()  # (M,)
+    steps_total = configs[0].max_steps
     records = [{"config": c.as_dict(), "recipe": r.as_dict(), "stop_rule": False, "steps": steps_total,
                 "stopped_early": False, "final_loss": curve[-1][1], "accuracy": acc, "memorised_at": at, "loss_curve": curve}
                for c, r, curve, acc, at in zip(configs, recipes, curves, accuracy, memorised_at)]

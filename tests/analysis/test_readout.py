@@ -111,3 +111,14 @@ def test_a_readout_fitted_on_every_subject_gives_its_maps_and_scores_nothing():
     assert len(out.maps) == 2 and torch.isnan(out.accuracy).all()
     with pytest.raises(ValueError, match="test must name no training subject"):
         linear_readout(s.expand(2, -1, -1), answers, vectors, every, test=every)
+
+
+def test_the_baselines_are_drawn_once_per_shape_and_seed_and_are_those_of_a_fresh_draw():
+    from geofact.analysis.readout import baseline_draws
+
+    baseline_draws.cache_clear()
+    noise, permutation = baseline_draws(3, 2, 10, 4)
+    g = torch.Generator().manual_seed(3)
+    assert torch.equal(noise, torch.randn((2, 10, 4), generator=g)) and torch.equal(permutation, torch.randperm(10, generator=g))
+    assert baseline_draws(3, 2, 10, 4)[0] is noise and baseline_draws(4, 2, 10, 4)[0] is not noise
+    assert baseline_draws.cache_info().hits == 1

@@ -100,12 +100,13 @@ def test_the_drop_figure_draws_grids_without_a_threshold():
 
 def test_a_grid_keeping_a_tail_reports_the_range_over_its_tail_and_stop():
     tailed = replace(GRID, keep_tail=(10, 2))  # a run stopping at step 80 keeps steps 60 and 70
-    points = {(regime, R, d, s): states([0.1, 0.9, 0.8 + 0.01 * s, 0.9, 0.85], steps=(0, 50, 60, 70, 80))
+    points = {(regime, R, d, s): states([0.1, 0.9, 0.8 + 0.01 * s, 0.95, 0.85], steps=(0, 50, 60, 70, 80))
               for regime in REGIMES for R in GRID.R_values for d in GRID.d_values for s in GRID.seeds}
     cells = cell_courses(tailed, points, "m", np.array([[1.0, 2.0], [3.0, 6.0]]), np.array([[False, False], [True, True]]))
-    assert np.allclose(cells[0].tails, [0.1, 0.09, 0.08]) and cells[0].keep_tail == (10, 2)  # step 50 is no tail state
-    text, reported = erosion_summary({16: cells}, "metric", 0.085, [0.05], 0.8, "high")
-    assert reported["tail"]["N=16 learned"] == {"median": pytest.approx(0.09), "max": pytest.approx(0.1), "n": 6,
+    assert np.allclose(cells[0].tails, [0.15, 0.14, 0.13]) and cells[0].keep_tail == (10, 2)  # step 50 is no tail state
+    assert cells[0].peaks == (0.9, 0.9, 0.9)  # the tail's 0.95 is no peak: peaks are read at the checkpoints and the stop
+    text, reported = erosion_summary({16: cells}, "metric", 0.135, [0.05], 0.8, "high")
+    assert reported["tail"]["N=16 learned"] == {"median": pytest.approx(0.14), "max": pytest.approx(0.15), "n": 6,
                                                "at_least_tolerance": 4}
     assert "last 2 multiples of 10 steps" in text
     untailed = cell_courses(GRID, points, "m", np.ones((2, 2)), np.ones((2, 2), dtype=bool))
