@@ -44,9 +44,9 @@ PROBE_SOURCE = (  # the geofact modules the kernel imported, and where the cache
     "                   'records': {k: sorted(v) for k, v in _seen.items()}}))"
 )
 HIDDEN_TAGS = ("parameters", "injected-parameters")
-# Experiment pages lead with their results, so their code starts folded (one click shows it); theory
-# pages keep the code open beside the proof it implements.
-FOLDED_CODE_PREFIX = "exp-"
+# Every page's code starts folded (one click shows it): experiment pages lead with their results, theory
+# pages with the proof, and the construction a theory page implements is printed open by its show_source
+# cells (their output), beside the statement it proves (issue 48, item 5).
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 KERNEL_NAME = "geofact-runner"
 PAGE_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}  # what readers' Jupyter has
@@ -138,7 +138,7 @@ def _finish_page(nb: nbformat.NotebookNode, meta: dict[str, Any]) -> list[str]:
         tags = cell.metadata.setdefault("tags", [])
         if any(t in tags for t in HIDDEN_TAGS) and "remove-cell" not in tags:
             tags.append("remove-cell")
-        elif cell.cell_type == "code" and meta["notebook"].startswith(FOLDED_CODE_PREFIX) and "hide-input" not in tags:
+        elif cell.cell_type == "code" and "hide-input" not in tags:
             tags.append("hide-input")
     first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
     nb.cells.insert(first_md + 1, nbformat.v4.new_markdown_cell(_provenance_markdown(meta)))
