@@ -49,4 +49,6 @@ def wilson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float
     denom = 1 + z**2 / trials
     centre = (p + z**2 / (2 * trials)) / denom
     half = z * math.sqrt(p * (1 - p) / trials + z**2 / (4 * trials**2)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval holds p; at p = 0 or 1 its end equals p only up to rounding, which a plot's error bar
+    # (p - lo, hi - p) would turn into a negative length
+    return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))

@@ -31,3 +31,11 @@ def test_all_successes_keep_an_interval_below_one():
 def test_bad_input_names_what_is_wrong(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_the_wilson_interval_holds_the_proportion_exactly_at_its_ends():
+    for n in range(1, 400):
+        for k in (0, n // 3, n):
+            lo, hi = wilson(k, n)
+            assert lo <= k / n <= hi  # never short of p by a rounding error (an error bar of negative length)
+    assert wilson(0, 7)[0] == 0.0 and wilson(7, 7)[1] == 1.0
