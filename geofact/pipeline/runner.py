@@ -16,9 +16,12 @@ For each notebook the runner
 
 With `--jobs` > 1 the mechanism pages' second grid (`trajectory_grid`, geofact.training.grid.ladder_grids)
 trains as a unit of its own from the start, beside exp-capacity, instead of inside the first mechanism
-page after it: that page waits for it (so no run trains twice), and the pages that follow no longer
-queue behind its 37 minutes of training (measured from a fresh clone: with the grid inside the page,
-the last 14 minutes of make book ran one unit on one core).
+page after it: the pages that follow no longer queue behind its 37 minutes of training (measured from a
+fresh clone: with the grid inside the page, the last 14 minutes of make book ran one unit on one core).
+The mechanism pages form a unit that starts once exp-capacity (which trains the capacity grid they also
+read) and the second grid are done (`split_for_second_grid`); until then a worker done with one of them
+takes other units instead of waiting (on 2026-11-28 exp-capacity ended 15 minutes before the second grid,
+and its worker waited).
 
 The reproduction-status page is regenerated after every run. The steps are in their own modules:
 executing one page (`execute`), its verdicts section and ledger check (`verdicts`), which pages may
@@ -38,7 +41,7 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,6 +261,28 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     return records
 
 
+def split_for_second_grid(units: list[list[str]], page: str | None) -> tuple[list[list[str]], dict[int, set[int]]]:
+    """The units of `geofact run --jobs` and which units each must wait for ({index: indices}). With a second
+    grid (`page`, the first page that reads it, in the capacity grid's unit), its unit comes first and the
+    capacity grid's unit is cut before `page`: the pages from `page` on are a unit of their own, right after
+    the pages before it, started once those and the second grid are done."""
+    if page is None:
+        return units, {}
+    shared = next(i for i, unit in enumerate(units) if page in unit)
+    cut = units[shared].index(page)
+    before, after = units[shared][:cut], units[shared][cut:]
+    if not before:
+        out = [[SECOND_GRID_UNIT], *units]
+        return out, {shared + 1: {0}}
+    out = [[SECOND_GRID_UNIT], *units[:shared], before, after, *units[shared + 1:]]
+    return out, {shared + 2: {0, shared + 1}}
+
+
+def ready_units(pending: list[int], deps: dict[int, set[int]], finished: set[int], free: int) -> list[int]:
+    """Up to `free` of the `pending` units (in their order) whose units to wait for are all `finished`."""
+    return [i for i in pending if deps.get(i, set()) <= finished][:max(0, free)]
+
+
 def _execute(project: Project, names: list[str], settings: RunSettings, jobs: int
              ) -> tuple[list[RunRecord], list[tuple[str, str]]]:
     """The pages executed in this process (jobs = 1) or in `jobs` worker processes, unit by unit."""
@@ -269,20 +294,27 @@ def _execute(project: Project, names: list[str], settings: RunSettings, jobs: in
     else:
         units = plan_units(project, names, settings.profile.name)
         page = None if os.environ.get(RECORDS_ONLY_ENV) else second_grid_page(project, units, settings)
-        if page:
-            units = [[SECOND_GRID_UNIT], *units]  # first: it starts beside the longest unit
+        units, deps = split_for_second_grid(units, page)  # the second grid first: it starts beside the longest unit
         at_once = min(jobs, len(units))
         context = multiprocessing.get_context("spawn")
         with context.Manager() as manager, ProcessPoolExecutor(max_workers=at_once, mp_context=context,
                                                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             sharing = Sharing(usable_cores(), at_once, len(units), manager.dict(), manager.dict(),
                               (page, manager.Event(), 0) if page else None)
-            futures = [pool.submit(_run_unit, str(project.root), i, u, settings, sharing) for i, u in enumerate(units)]
+            pending, finished, futures = list(range(len(units))), set(), {}
             try:
-                for future in as_completed(futures):
-                    done, left = future.result()
-                    records, unfinished = records + done, unfinished + left
-                    bar.update(len(records) + len(unfinished) - bar.n)
+                while pending or futures:
+                    for i in ready_units(pending, deps, finished, at_once - len(futures)):
+                        pending.remove(i)
+                        futures[pool.submit(_run_unit, str(project.root), i, units[i], settings, sharing)] = i
+                    if not futures:  # (split_for_second_grid's waits always end: a unit it waits for has none)
+                        raise NotebookError(f"units {pending} wait for units that never run")
+                    completed, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for future in completed:
+                        finished.add(futures.pop(future))
+                        done, left = future.result()
+                        records, unfinished = records + done, unfinished + left
+                        bar.update(len(records) + len(unfinished) - bar.n)
             except BrokenProcessPool as exc:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise NotebookError("a worker process of `geofact run` died (killed, or out of memory) before its pages were "

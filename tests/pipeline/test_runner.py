@@ -131,3 +131,22 @@ def test_a_page_waiting_on_the_second_grid_fails_clearly_when_its_worker_is_kill
         worker.join()
         sharing.second_grid[1].set()
         wait_for_second_grid(sharing, poll_s=0.2)  # set: returns at once, whoever ran it
+
+
+def test_the_mechanism_pages_wait_for_exp_capacity_and_the_second_grid_and_no_worker_waits_meanwhile():
+    from geofact.pipeline.runner import SECOND_GRID_UNIT, ready_units, split_for_second_grid
+
+    shared = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer"]
+    units, deps = split_for_second_grid([shared, ["exp-multihop"], ["thm-khop-cot"]], "exp-readout")
+    assert units == [[SECOND_GRID_UNIT], ["exp-capacity"], shared[1:], ["exp-multihop"], ["thm-khop-cot"]]
+    assert deps == {2: {0, 1}}
+    # two workers: the second grid and exp-capacity start; exp-capacity ends first, and its worker takes
+    # exp-multihop, not the mechanism pages, which start once the second grid is done too
+    assert ready_units([0, 1, 2, 3, 4], deps, set(), 2) == [0, 1]
+    assert ready_units([2, 3, 4], deps, {1}, 1) == [3]
+    assert ready_units([2, 4], deps, {0, 1}, 1) == [2]
+    assert ready_units([2, 4], deps, {0, 1}, 0) == []
+    # no second grid: the units as planned, none waiting; the page first in its unit: the unit waits for the grid
+    assert split_for_second_grid([shared], None) == ([shared], {})
+    assert split_for_second_grid([["exp-multihop"], shared[1:]], "exp-readout") == (
+        [[SECOND_GRID_UNIT], ["exp-multihop"], shared[1:]], {2: {0}})
