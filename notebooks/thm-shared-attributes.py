@@ -337,10 +337,8 @@ for N, R in [(64, 1), (64, 2), (64, 4), (100, 8), (1000, 13)]:
     follows_2j = float((pred[has_block] == wrong_block_answer[has_block]).float().mean()) if has_block.any() else float("nan")
     literal_rows.append(dict(N=N, R=R, literal=lit.evaluate(q).accuracy, follows_2j=follows_2j,
                              repaired=shared_attribute_mlp(task, seed=seed, device=device).evaluate(q).accuracy))
-    follows = (f"where block 2j exists the answer is g_2j(i) in {follows_2j:.4f} of queries" if has_block.any()
-               else f"no query opens a block 2j <= R = {R}")
-    print(f"N={N:>5} R={R:>3}: literal W_V = 2I accuracy {literal_rows[-1]['literal']:.4f}; {follows}; "
-          f"repaired {literal_rows[-1]['repaired']:.4f}")
+    print(f"N={N:>5} R={R:>3}: literal W_V = 2I accuracy {literal_rows[-1]['literal']:.4f}; where block 2j exists the "
+          f"answer is g_2j(i) in {follows_2j:.4f} of queries; repaired {literal_rows[-1]['repaired']:.4f}")
 report.number("literal_mlp_best", max(r["literal"] for r in literal_rows))
 
 # %% [markdown]
