@@ -227,16 +227,21 @@ def test_a_state_written_under_the_old_24_digit_name_is_found_and_cleared(tmp_pa
 
 
 
-def test_a_group_read_past_its_stop_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
-    runs = [replace(c, read_past_stop=True) for c in RUNS]
+def cut_and_resumed(runs: list, tmp_path: Path, monkeypatch, blocks: int) -> tuple[dict, dict]:
+    """The outcome of `runs` swept uninterrupted, and of the same sweep cut by its budget after `blocks`
+    blocks and run again (checkpoint step 50 kept)."""
     run_sweep(runs, tmp_path / "ref", progress=False, workers=1, checkpoints=(50,), checkpoint_every=None)
-    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(4))
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(blocks))
     with pytest.raises(BudgetSpent, match="checkpointed"):
         run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,), checkpoint_every=0)
     monkeypatch.undo()
     run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,))
-    reference = outcome(tmp_path / "ref")
-    assert outcome(tmp_path / "cut") == reference
+    return outcome(tmp_path / "ref"), outcome(tmp_path / "cut")
+
+
+def test_a_group_read_past_its_stop_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    reference, resumed = cut_and_resumed([replace(c, read_past_stop=True) for c in RUNS], tmp_path, monkeypatch, 4)
+    assert resumed == reference
     records = list(reference["records"].values())
     assert any(r["stopped_early"] and r["past_stop"]["points"]["stop"] < 4 * 64 for r in records)  # stopped before the cut
     for r in records:  # the best and last states are written beside the run's own weights
@@ -244,15 +249,8 @@ def test_a_group_read_past_its_stop_resumes_to_the_records_of_an_uninterrupted_o
 
 
 def test_a_group_keeping_a_tail_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
-    runs = [replace(c, keep_tail=(20, 2)) for c in RUNS]
-    run_sweep(runs, tmp_path / "ref", progress=False, workers=1, checkpoints=(50,), checkpoint_every=None)
-    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(2))
-    with pytest.raises(BudgetSpent, match="checkpointed"):
-        run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,), checkpoint_every=0)
-    monkeypatch.undo()
-    run_sweep(runs, tmp_path / "cut", progress=False, workers=1, checkpoints=(50,))
-    reference = outcome(tmp_path / "cut")
-    assert reference == outcome(tmp_path / "ref")
+    reference, resumed = cut_and_resumed([replace(c, keep_tail=(20, 2)) for c in RUNS], tmp_path, monkeypatch, 2)
+    assert resumed == reference
     for r in reference["records"].values():
-        tail = replace(runs[0], **{k: r["config"][k] for k in ("R", "seed")}).tail_steps(r["steps"])
+        tail = TrainConfig(**r["config"]).tail_steps(r["steps"])
         assert [c["step"] for c in r["checkpoints"]] == sorted({50} & set(range(r["steps"] + 1)) | set(tail))
