@@ -100,6 +100,15 @@ def test_a_run_read_past_its_stop_stays_in_the_stack_and_its_best_state_is_kept_
     assert all(set(r.past_weights) == {"best", "last"} for r in results)
 
 
+def test_a_run_keeping_a_tail_keeps_its_states_on_the_device_without_a_host_read():
+    reads = Reads(fill=10**6, stops={0: (1, 3)})  # the run at stack position 1 stops at step 3
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(12, keep_tail=(2, 2)), device="meta", block_steps=5, checkpoints=(4,))
+    assert [r.steps for r in results] == [12, 3, 12]
+    assert set(results[0].checkpoints) == {4, 8, 10} and set(results[1].checkpoints) == {0, 2}  # tails below the stop
+    assert len([call for call in reads.calls if len(call) >= 2]) == 3  # one read a block, as without a tail
+
+
 @pytest.mark.parametrize("queries", [dict(), dict(train_queries=200), dict(eval_seen=False)])
 def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(queries, monkeypatch):
     hops = [MultiHopConfig(N=16, R=R, k=2, d=16, batch_size=32, max_steps=25, check_every=10, eval_queries=40,
