@@ -20,6 +20,11 @@ Attention = Literal["uniform", "learned"]
 MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.training.data)
 
 
+def _integer(x: object) -> bool:
+    """An int and not a bool (which Python counts as one: `d=True` would train at d = 1)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _need(config: object, ok: bool, name: str, allowed: str) -> None:
     if not ok:
         raise ValueError(f"{name} must be {allowed}, got {getattr(config, name)!r}")
@@ -76,15 +81,15 @@ class _Run:
     def _check_model_and_optimiser(self) -> None:
         """The fields both kinds of run have: entities, relations, model and optimiser."""
         need = partial(_need, self)
-        need(isinstance(self.N, int) and self.N >= 2, "N", "an integer >= 2")
-        need(isinstance(self.R, int) and 1 <= self.R <= self.N, "R", f"an integer in [1, N={self.N}]")
-        need(isinstance(self.d, int) and self.d >= 1, "d", "an integer >= 1")
-        need(self.mlp_width is None or (isinstance(self.mlp_width, int) and self.mlp_width >= 1), "mlp_width", "None or an integer >= 1")
+        need(_integer(self.N) and self.N >= 2, "N", "an integer >= 2")
+        need(_integer(self.R) and 1 <= self.R <= self.N, "R", f"an integer in [1, N={self.N}]")
+        need(_integer(self.d) and self.d >= 1, "d", "an integer >= 1")
+        need(self.mlp_width is None or (_integer(self.mlp_width) and self.mlp_width >= 1), "mlp_width", "None or an integer >= 1")
         need(self.attention in ("uniform", "learned"), "attention", "'uniform' or 'learned'")
         need(self.lr > 0, "lr", "> 0")
         need(self.weight_decay >= 0, "weight_decay", ">= 0")
         need(self.grad_clip > 0, "grad_clip", "> 0")
-        need(isinstance(self.max_steps, int) and self.max_steps >= 1, "max_steps", "an integer >= 1")
+        need(_integer(self.max_steps) and self.max_steps >= 1, "max_steps", "an integer >= 1")
         need(self.loss_threshold >= 0, "loss_threshold", ">= 0")
         need(self.precision in PRECISIONS, "precision", f"one of {sorted(PRECISIONS)}")
 
@@ -129,12 +134,12 @@ class TrainConfig(_Run):
         self._check_model_and_optimiser()
         need = partial(_need, self)
         need(self.N * self.R <= MAX_FACTS, "R", f"such that N R <= {MAX_FACTS}")
-        need(isinstance(self.batch_size, int) and 1 <= self.batch_size <= self.N * self.R, "batch_size",
+        need(_integer(self.batch_size) and 1 <= self.batch_size <= self.N * self.R, "batch_size",
              f"an integer in [1, N R = {self.N * self.R}] (batches are drawn without replacement)")
         need(isinstance(self.read_past_stop, bool), "read_past_stop", "True or False")
         if self.keep_tail is not None:  # a record's JSON holds a list
             need(isinstance(self.keep_tail, (tuple, list)) and len(self.keep_tail) == 2
-                 and all(isinstance(x, int) and x >= 1 for x in self.keep_tail), "keep_tail", "None or (every, count), integers >= 1")
+                 and all(_integer(x) and x >= 1 for x in self.keep_tail), "keep_tail", "None or (every, count), integers >= 1")
             object.__setattr__(self, "keep_tail", tuple(self.keep_tail))
 
     def tail_steps(self, steps: int) -> tuple[int, ...]:
@@ -204,16 +209,16 @@ class MultiHopConfig(_Run):
     def __post_init__(self) -> None:
         self._check_model_and_optimiser()
         need = partial(_need, self)
-        need(isinstance(self.k, int) and self.k >= 1, "k", "an integer >= 1")
+        need(_integer(self.k) and self.k >= 1, "k", "an integer >= 1")
         need(self.n_queries <= MAX_QUERY_SPACE, "k", "such that N R^k <= 2^62 (query ids are int64)")
         need(isinstance(self.cot, bool), "cot", "True or False")
-        need(isinstance(self.batch_size, int) and self.batch_size >= 1, "batch_size", "an integer >= 1")
+        need(_integer(self.batch_size) and self.batch_size >= 1, "batch_size", "an integer >= 1")
         need(0 < self.target_accuracy <= 1, "target_accuracy", "in (0, 1]")
-        need(isinstance(self.check_every, int) and self.check_every >= 1, "check_every", "an integer >= 1")
-        need(isinstance(self.patience, int) and self.patience >= 1, "patience", "an integer >= 1")
-        need(self.train_queries is None or (isinstance(self.train_queries, int) and 1 <= self.train_queries <= MAX_POOL),
+        need(_integer(self.check_every) and self.check_every >= 1, "check_every", "an integer >= 1")
+        need(_integer(self.patience) and self.patience >= 1, "patience", "an integer >= 1")
+        need(self.train_queries is None or (_integer(self.train_queries) and 1 <= self.train_queries <= MAX_POOL),
              "train_queries", f"None (fresh queries every step) or an integer in [1, {MAX_POOL}] (a pool is held in memory)")
-        need(isinstance(self.eval_queries, int) and self.eval_queries >= 1, "eval_queries", "an integer >= 1")
+        need(_integer(self.eval_queries) and self.eval_queries >= 1, "eval_queries", "an integer >= 1")
         if not self.eval_seen:
             need(self.train_queries is None or self.train_queries < self.n_queries, "train_queries",
                  f"below N R^k = {self.n_queries} when eval_seen=False (a pool of every query leaves none held out)")

@@ -6,7 +6,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 @pytest.mark.parametrize("kwargs,name", [
     (dict(d=0), "d"), (dict(N=8, R=9), "R"), (dict(N=8, R=2, batch_size=17), "batch_size"),
     (dict(lr=0), "lr"), (dict(attention="sparse"), "attention"), (dict(max_steps=0), "max_steps"),
-    (dict(N=1), "N"), (dict(mlp_width=0), "mlp_width"),
+    (dict(N=1), "N"), (dict(mlp_width=0), "mlp_width"), (dict(d=True), "d"), (dict(max_steps=True), "max_steps"),
 ])
 def test_invalid_configs_name_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name} must be"):
@@ -65,6 +65,6 @@ def test_a_run_keeping_a_tail_is_another_run_whose_tail_ends_below_its_stop():
     assert tailed.tail_steps(900) == (0, 300, 600) and tailed.tail_steps(901) == (300, 600, 900)
     assert tailed.tail_steps(1000) == (300, 600, 900) and tailed.tail_steps(250) == (0,)
     assert plain.tail_steps(900) == ()
-    for bad in ([300], (0, 3), (300, 2.5)):
+    for bad in ([300], (0, 3), (300, 2.5), (True, 3)):  # a bool is an int to Python, and refused
         with pytest.raises(ValueError, match="keep_tail must be None or"):
             dataclasses.replace(plain, keep_tail=bad)
