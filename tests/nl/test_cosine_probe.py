@@ -99,6 +99,7 @@ def test_gold_ranks_match_a_full_sort_over_the_vocabulary():
     order = scores.argsort(dim=1, descending=True)
     expected = (order == gold[:, None]).float().argmax(1) + 1
     assert torch.equal(ranks, expected)
+    assert torch.equal(gold_ranks(pred, gold, unit_rows(D), chunk=128, rows=7), expected)  # in blocks of rows
     assert gold_ranks(D[gold], gold, unit_rows(D)).eq(1).all()  # predicting the row itself ranks it first
 
 
