@@ -42,6 +42,14 @@
 # stacked, and no worker waits for the slowest run of a round. Every run is cached (`.geofact/runs/`),
 # so a rerun or a resumed one trains only new $d$.
 #
+# **When a trial is decided.** The paper's $d_{\min}$ is where trained accuracy *crosses* 0.95. A trial
+# stops at the first multiple of `decide_every` steps at which it answers at least `level` of its $N R$
+# facts by argmax (`TrainConfig.stop_accuracy`, counted on the device), or at the stop rule (loss below
+# $10^{-4}$), or at `max_steps`; it passes when its accuracy there reaches `level`. A trial that has
+# crossed is decided, so it trains no further; one that never crosses runs its whole budget, so no
+# trial is called failing early. A run that crosses at a check and would have fallen back below the level
+# by the end of its budget (a loss spike) passes here where reading it at the end would fail it.
+#
 # **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
 # $N$ gets fewer passes over its $N R$ facts (at $N = 2^{15}$, $R = 8$: 59 epochs; at $N = 2^7$:
 # 15,000). Part of any growth of $d_{\min}$ with $N$ can then be the budget, not the capacity. Where
@@ -59,6 +67,7 @@ seeds = [0, 1]  # each seed is its own search: d_min(N) per seed
 lr = 1e-3  # the capacity grid's rate (exp-capacity checks it by a sweep)
 batch_size = 1024  # fixed steps: at every N; fixed epochs: at the largest N, in proportion to N below
 max_steps = 15000
+decide_every = 500  # a trial stops at the first multiple of this many steps where its accuracy crosses `level` (None: never)
 budgets = ["fixed steps", "fixed epochs"]  # the verdicts use "fixed steps" (the paper's)
 epoch_widths = [64, "4d"]  # the widths that run the fixed-epochs budget too (it judges nothing)
 d_start = 8  # the search at the smallest N doubles d from here (each next N starts from a guess)
@@ -97,7 +106,8 @@ from geofact.training.sweep import SweepPool, training_seconds
 page = Page("exp-scaling", cache_dir)
 report = page.report
 report.scale(f"N {min(N_values)}-{max(N_values)} (the paper's 128-32768), R = {R}, {len(seeds)} seeds, up to {max_steps:,} steps "
-             f"at batch {batch_size}, d_min to {rel_tol:.0%}")
+             f"at batch {batch_size}" + (f", a trial decided at its first check (every {decide_every}) past the level" if decide_every else "")
+             + f", d_min to {rel_tol:.0%}")
 cache = page.cache()
 BUDGETS = ("fixed steps", "fixed epochs")
 for w in widths:
@@ -111,6 +121,8 @@ if not 0 < ci_level < 1 or alpha_tolerance not in alpha_tolerances:
     raise ValueError(f"ci_level must be in (0, 1) (got {ci_level}) and alpha_tolerances must include alpha_tolerance")
 if not set(epoch_widths) <= set(widths):
     raise ValueError(f"epoch_widths must be among widths {widths}, got {epoch_widths}")
+if decide_every is not None and not (type(decide_every) is int and 1 <= decide_every <= max_steps):
+    raise ValueError(f"decide_every must be None or an integer in [1, max_steps={max_steps}], got {decide_every!r}")
 REGIMES = {"learned": False, "frozen": True}
 N_values = sorted(N_values)
 curve_budgets = {w: [b for b in budgets if b == "fixed steps" or w in epoch_widths] for w in widths}
@@ -124,7 +136,8 @@ def batch(N: int, budget: str) -> int:
 
 def config(N: int, d: int, width, frozen: bool, seed: int, budget: str) -> TrainConfig:
     return TrainConfig(N=N, R=R, d=d, mlp_width=None if width == "4d" else width, frozen_embeddings=frozen,
-                       seed=seed, lr=lr, max_steps=max_steps, batch_size=batch(N, budget), precision=precision)
+                       seed=seed, lr=lr, max_steps=max_steps, batch_size=batch(N, budget), precision=precision,
+                       stop_accuracy=(level, decide_every) if decide_every is not None else None)
 
 
 records: dict[tuple, dict] = {}  # (regime, width, budget, N, seed, d) -> run record
@@ -163,6 +176,8 @@ def d_min(name: str, w, budget: str, N: int) -> list[int]:
     return [searches[name, w, budget, N, s].d_min for s in seeds if searches[name, w, budget, N, s].d_min is not None]
 
 
+report.number("d_min_per_seed", {f"{name} {w} {budget} {N}": [searches[name, w, budget, N, s].d_min for s in seeds]
+                                 for name in REGIMES for w in widths for budget in curve_budgets[w] for N in N_values}, glue=False)
 print(f"\n{'regime':>8} {'width':>5} {'budget':>12} {'N':>6} {'d_min per seed':>16}  (d: accuracy) of seed {seeds[0]}")
 for name in REGIMES:
     for w in widths:
@@ -282,6 +297,8 @@ display(Markdown(
 # seeds' $d_{\min}$ at that $N$ (their geometric mean): {glue:text}`spike_spiking:d` of the
 # {glue:text}`spike_memorised:d` trials that memorised spiked, {glue:text}`spike_met_stop_rule:d` of
 # them before meeting the stop rule. A spike in a trial near $d_{\min}$ can decide whether it passes.
+# A trial stopped once its accuracy crossed the level (`decide_every`) is not followed further, so a spike
+# after that crossing is not seen here.
 # The curves are in {numref}`fig-scaling-spikes`.
 
 # %%

@@ -61,17 +61,19 @@ class _Run:
     def as_dict(self) -> dict:
         """The config as JSON. An fp32 run leaves `precision` out: every record made before the precision
         policy (geofact.training.precision) was fp32, and keeps the key it was cached under; so does a run
-        that is not read past its stop (`TrainConfig.read_past_stop`) or keeps no tail (`keep_tail`)."""
+        that is not read past its stop (`TrainConfig.read_past_stop`), keeps no tail (`keep_tail`) or has no
+        accuracy stop (`stop_accuracy`)."""
         out = dataclasses.asdict(self)
         if out["precision"] == "fp32":
             del out["precision"]
         if out.get("read_past_stop") is False:
             del out["read_past_stop"]
-        if "keep_tail" in out:
-            if out["keep_tail"] is None:
-                del out["keep_tail"]
-            else:
-                out["keep_tail"] = list(out["keep_tail"])
+        for pair in ("keep_tail", "stop_accuracy"):
+            if pair in out:
+                if out[pair] is None:
+                    del out[pair]
+                else:
+                    out[pair] = list(out[pair])
         return out
 
     def key(self) -> str:
@@ -126,6 +128,11 @@ class TrainConfig(_Run):
     # besides `checkpoints` (issue 46, item 1), so that the mechanism is read at the end of training, where a
     # loss spike shows (`tail_steps`); the loss curve then has a point every 10 steps. None keeps none
     keep_tail: tuple[int, int] | None = None
+    # (level, every): stop, too, at the first multiple of `every` steps where the run answers at least a
+    # fraction `level` of its facts by argmax (its weights and record those before that step's update). A
+    # d_min trial is decided once it crosses its level (Section 5.1: "the smallest embedding dimension at
+    # which trained accuracy crosses 0.95"; issue 47, item 4). None: the loss rule alone
+    stop_accuracy: tuple[float, int] | None = None
 
     schema: ClassVar[str] = "geofact.training.run/1"
     seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
@@ -141,6 +148,13 @@ class TrainConfig(_Run):
             need(isinstance(self.keep_tail, (tuple, list)) and len(self.keep_tail) == 2
                  and all(_integer(x) and x >= 1 for x in self.keep_tail), "keep_tail", "None or (every, count), integers >= 1")
             object.__setattr__(self, "keep_tail", tuple(self.keep_tail))
+        if self.stop_accuracy is not None:
+            need(isinstance(self.stop_accuracy, (tuple, list)) and len(self.stop_accuracy) == 2
+                 and isinstance(self.stop_accuracy[0], (int, float)) and not isinstance(self.stop_accuracy[0], bool)
+                 and 0 < self.stop_accuracy[0] <= 1 and _integer(self.stop_accuracy[1]) and self.stop_accuracy[1] >= 1,
+                 "stop_accuracy", "None or (level, every): a level in (0, 1] and an integer every >= 1")
+            need(not self.read_past_stop, "stop_accuracy", "None for a run read past its stop (read_past_stop)")
+            object.__setattr__(self, "stop_accuracy", (float(self.stop_accuracy[0]), self.stop_accuracy[1]))
 
     def tail_steps(self, steps: int) -> tuple[int, ...]:
         """The steps whose states `keep_tail` keeps for a run that took `steps` steps (its stop, or

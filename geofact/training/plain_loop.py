@@ -52,6 +52,15 @@ class SingleRunModel(nn.Module):
         return F.rms_norm(h, (h.shape[-1],), self.g_final, eps=RMS_EPS) @ self.E_out
 
 
+def decided(model: SingleRunModel, table: torch.Tensor, config: TrainConfig, step: int) -> bool:
+    """`TrainConfig.stop_accuracy`: at a check, the run answers its level of all its facts (before this step's update)."""
+    if config.stop_accuracy is None or step == 0 or step % config.stop_accuracy[1]:
+        return False
+    with torch.no_grad():
+        right = model(torch.stack([table[:, 0], config.N + table[:, 1]], 1)).argmax(-1) == table[:, 2]
+    return int(right.sum()) / len(table) >= config.stop_accuracy[0]
+
+
 def train_single(config: TrainConfig, device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32) -> tuple[SingleRunModel, int, float]:
     """Train one run the plain way. Returns the model, the steps taken and the last training loss."""
@@ -64,7 +73,7 @@ def train_single(config: TrainConfig, device: str | torch.device = "cpu",
         batch = table[batch_indices([config.seed], step, [len(table)], config.batch_size, len(table), device)[0]]
         loss = F.cross_entropy(model(torch.stack([batch[:, 0], config.N + batch[:, 1]], 1)), batch[:, 2])
         loss_value = float(loss.detach())
-        if loss_value < config.loss_threshold:
+        if loss_value < config.loss_threshold or decided(model, table, config, step):
             return model, step, loss_value
         opt.zero_grad()
         loss.backward()

@@ -20,12 +20,15 @@ minimum once that minimum is below `floor`) and its loss curve past the stop (`R
 A run that keeps a tail (`TrainConfig.keep_tail`, issue 46 item 1) has its state cloned on the device at every
 multiple of the tail's step besides its checkpoints; at each block's end the host drops those that fall out
 of the last few before its stop (`TrainConfig.tail_steps`), so it holds a few states a run whenever it stops.
+A run with an accuracy stop (`TrainConfig.stop_accuracy`, issue 47 item 4) has its facts counted on the
+device at every multiple of its check and stops, as at the loss rule, at the first that reaches its level.
 `tests/training/test_trainer.py` checks the result against the plain loop of `plain_loop.py`, and
 `tests/training/test_fake_device.py` that a block makes no host read, under fake tensors.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -113,6 +116,7 @@ class FactGroup(StackedGroup):
         self.precision = configs[0].precision
         self.past_stop = configs[0].read_past_stop  # one value per stack: it is part of the shape key
         self.tail_every = configs[0].keep_tail[0] if configs[0].keep_tail else None  # so is keep_tail
+        self.accuracy_stop = configs[0].stop_accuracy  # and stop_accuracy
         # the backward written out (geofact.training.step), in float32 matmuls; autograd for bf16 and the rest
         self.by_hand = covers(self.update.params) and self.precision != "bf16"
         tables = [facts(c.N, c.R, c.bijection_seed) for c in configs]
@@ -124,6 +128,9 @@ class FactGroup(StackedGroup):
 
     def _counts(self) -> None:
         self.n_alive = torch.tensor([self.n_facts[m] for m in self.alive], device=self.device)  # (M',)
+        if self.accuracy_stop is not None:  # facts a run must answer to stop on accuracy: (M',), on the device
+            self.needed = torch.tensor([facts_for(self.accuracy_stop[0], self.n_facts[m]) for m in self.alive],
+                                       device=self.device)
         self.rows = torch.arange(len(self.alive), device=self.device)[:, None]
 
     def _keep_rows(self, rows: torch.Tensor, positions: list[int]) -> None:
@@ -160,6 +167,16 @@ class FactGroup(StackedGroup):
             logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
             losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
             return losses.detach(), self.update.gradients(losses)
+
+
+def facts_for(level: float, n: int) -> int:
+    """The fewest of n facts answered that make an accuracy (count / n, as the record computes it) of at
+    least `level`: the accuracy stop compares integer counts on the device, so no rounding of a device
+    division can stop a run the record would show below its level."""
+    c = min(n, max(0, math.ceil(level * n) - 1))
+    while c / n < level:
+        c += 1
+    return c
 
 
 @torch.no_grad()
@@ -223,6 +240,15 @@ class StopRuleStep:
             torch.where(better[:, None], self.flat, self.best, out=self.best)
         self.group.update(grads)
 
+    def stop_on_accuracy(self, step: int, correct: torch.Tensor) -> None:
+        """`TrainConfig.stop_accuracy`: the runs still running that answer (`correct`, (M',)) at least their
+        level of facts stop at step `step`, before its update (as at the loss rule). Outside the step's
+        graph, on its buffers, with no host read."""
+        now = self.running & (correct >= self.group.needed)
+        self.stop_at.masked_fill_(now, step)
+        torch.where(now[:, None], self.flat, self.at_stop, out=self.at_stop)
+        self.running &= ~now
+
     def __call__(self, step: int, batch: torch.Tensor) -> torch.Tensor:
         """Take step number `step` on `batch` (M', B, 3); its losses (M',) (a buffer the next step overwrites)."""
         self.batch.copy_(batch)
@@ -251,9 +277,12 @@ def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int 
     flat = group.update.stack.flat
     losses = torch.empty(len(group.alive), len(steps), dtype=flat.dtype, device=flat.device)
     kept, correct = {}, {}
+    decide_every = group.accuracy_stop[1] if group.accuracy_stop is not None else None
     for i, (step, batch) in enumerate(zip(steps, group.step_batches(steps))):
         if eval_every is not None and step % eval_every == 0:
             correct[step] = group.correct(group.update.params)
+        if decide_every is not None and step > 0 and step % decide_every == 0:
+            step_once.stop_on_accuracy(step, correct[step] if step in correct else group.correct(group.update.params))
         if step in keep or (group.tail_every is not None and step % group.tail_every == 0):
             kept[step] = flat.clone()
         losses[:, i] = step_once(step, batch)

@@ -373,6 +373,8 @@ def _check_variant_stack(configs: list[TrainConfig], recipes: list[Recipe], keep
                          f"and {len(keep)}")
     if len({c.shape_key() for c in configs}) != 1 or len({c.R for c in configs}) != 1:
         raise ValueError("train_variants stacks runs of one cell: equal TrainConfig.shape_key() and R")
+    if configs[0].stop_accuracy is not None:
+        raise ValueError(f"train_variants has no accuracy stop: stop_accuracy must be None, got {configs[0].stop_accuracy}")
 
 
 def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], device: str | torch.device = "cpu",

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from geofact.training.config import MultiHopConfig, TrainConfig
@@ -55,8 +57,6 @@ def test_a_run_read_past_its_stop_is_another_run_and_stacks_only_with_its_kind()
 
 
 def test_a_run_keeping_a_tail_is_another_run_whose_tail_ends_below_its_stop():
-    import dataclasses
-
     plain = TrainConfig(N=32, R=2, d=8, batch_size=16, max_steps=1000)
     tailed = dataclasses.replace(plain, keep_tail=[300, 3])  # as a profile's YAML gives it
     assert tailed.keep_tail == (300, 3) and tailed.as_dict()["keep_tail"] == [300, 3] and "keep_tail" not in plain.as_dict()
@@ -68,3 +68,15 @@ def test_a_run_keeping_a_tail_is_another_run_whose_tail_ends_below_its_stop():
     for bad in ([300], (0, 3), (300, 2.5), (True, 3)):  # a bool is an int to Python, and refused
         with pytest.raises(ValueError, match="keep_tail must be None or"):
             dataclasses.replace(plain, keep_tail=bad)
+
+
+def test_a_run_with_an_accuracy_stop_is_another_run_whose_record_reads_back():
+    plain = TrainConfig(N=16, R=2, d=8, batch_size=16)
+    decided = dataclasses.replace(plain, stop_accuracy=[0.95, 250])  # as a profile's YAML gives it
+    assert decided.stop_accuracy == (0.95, 250) and decided.as_dict()["stop_accuracy"] == [0.95, 250]
+    assert "stop_accuracy" not in plain.as_dict() and decided.key() != plain.key()
+    assert decided.shape_key() != plain.shape_key()  # one rule per stack
+    assert TrainConfig(**decided.as_dict()) == decided
+    for bad in ([0.95], (0, 250), (0.95, 0), (True, 250), (0.95, 2.5)):
+        with pytest.raises(ValueError, match="stop_accuracy must be None or"):
+            dataclasses.replace(plain, stop_accuracy=bad)

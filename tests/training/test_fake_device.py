@@ -109,6 +109,15 @@ def test_a_run_keeping_a_tail_keeps_its_states_on_the_device_without_a_host_read
     assert len([call for call in reads.calls if len(call) >= 2]) == 3  # one read a block, as without a tail
 
 
+def test_a_run_with_an_accuracy_stop_is_decided_on_the_device_without_a_host_read():
+    reads = Reads(fill=10**6, stops={0: (1, 4)})  # the device says: the run at stack position 1 stopped at check 4
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(12, stop_accuracy=(0.95, 2)), device="meta", block_steps=5)
+    assert [r.steps for r in results] == [12, 4, 12] and results[1].stopped_early
+    blocks = [call for call in reads.calls if len(call) >= 2]
+    assert len(blocks) == 3 and blocks[0] == [(3, 5), (3,)]  # its checks stay on the device: one read a block
+
+
 @pytest.mark.parametrize("queries", [dict(), dict(train_queries=200), dict(eval_seen=False)])
 def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(queries, monkeypatch):
     hops = [MultiHopConfig(N=16, R=R, k=2, d=16, batch_size=32, max_steps=25, check_every=10, eval_queries=40,

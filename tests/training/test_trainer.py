@@ -218,3 +218,36 @@ def test_a_run_keeping_a_tail_holds_the_states_of_the_same_run_at_its_last_steps
         for t in tail:  # the very states of the run that goes on to its stop
             assert all(torch.equal(again.checkpoints[t][k], b.checkpoints[t][k]) for k in b.checkpoints[t])
             assert again.checkpoint_losses[t] == b.checkpoint_losses[t]
+
+
+def test_a_run_with_an_accuracy_stop_stops_at_its_first_check_at_the_level_as_the_same_run_read_there():
+    """`stop_accuracy=(level, every)` ends a run at the first multiple of `every` (after step 0) where it
+    answers `level` of its facts: the same weights, loss curve and accuracy as the run without that stop
+    read at that step; a run that never gets there goes on to its loss rule or budget, unchanged."""
+    from dataclasses import replace
+
+    from geofact.training.trainer import facts_for
+
+    plain = [TrainConfig(N=16, R=2, d=16, lr=lr, batch_size=16, max_steps=300, seed=s) for lr, s in ((1e-2, 0), (1e-2, 1), (1e-4, 2))]
+    runs = {r.config.seed: r for r in train_group(plain, eval_every=20, dtype=torch.float64)}
+    decided = train_group([replace(c, stop_accuracy=(0.9, 20)) for c in plain], dtype=torch.float64)
+    crossed = 0
+    for r in decided:
+        full = runs[r.config.seed]
+        first = next((t for t, a in full.accuracy_curve if 0 < t < full.steps and a >= 0.9), None)
+        if first is None:  # never reached the level at a check: the run is the plain one
+            assert (r.steps, r.accuracy, r.final_loss) == (full.steps, full.accuracy, full.final_loss)
+            continue
+        crossed += 1
+        model, steps, loss = train_single(r.config, dtype=torch.float64)  # the reference loop stops there too
+        assert steps == first and r.final_loss == pytest.approx(loss, rel=1e-10)
+        assert r.steps == first and r.stopped_early and r.accuracy == dict(full.accuracy_curve)[first] >= 0.9
+        assert r.loss_curve == [(t, x) for t, x in full.loss_curve if t <= first]
+        (read,) = train_group([replace(full.config, max_steps=first)], dtype=torch.float64)  # the state before that step's update
+        assert all(torch.equal(r.params[k], read.params[k]) for k in r.params)
+    assert 0 < crossed < len(decided)  # both cases of the test
+    assert [facts_for(0.95, n) for n in (20, 21, 4096)] == [19, 20, 3892] and facts_for(1.0, 7) == 7
+    with pytest.raises(ValueError, match="stop_accuracy must be None or"):
+        replace(plain[0], stop_accuracy=(1.5, 20))
+    with pytest.raises(ValueError, match="stop_accuracy must be None for a run read past its stop"):
+        replace(plain[0], stop_accuracy=(0.9, 20), read_past_stop=True)
