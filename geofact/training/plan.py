@@ -11,7 +11,8 @@ their time from the step's counted work and a device `Calibration`:
 FLOPs are the matmuls of a step (`step_flops`), bytes its passes over the logits and the optimiser's
 over the weights (`step_bytes`), ops its dispatched operations (counted by bench/bench_trainer.py
 --ops, `geofact.training.benchmark.step_ops`). A run is priced at its step budget (`max_steps`): a run
-that meets the stop rule earlier costs less, so the plan is an upper bound on training. Where a page's
+that meets the stop rule earlier costs less, so the plan is an upper bound on training; except the d_min
+trials that stop at their crossing, priced at what they are expected to train (`expected_steps`). Where a page's
 runs depend on what earlier runs measured (the bisection of exp-scaling, the threshold cells that
 exp-capacity retrains under another precision), the plan prices a stated guess and says so.
 
@@ -40,6 +41,24 @@ from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 LEASE_MINUTES = 12.0  # usable minutes of one lease: 15 of device time, less the machine's start (~1.5) and packing
 MULTIHOP_OPS_FACTOR = 2.5  # a multi-hop step (autograd, learned attention, L positions) against a single-hop one
+# A d_min trial with an accuracy stop (`TrainConfig.stop_accuracy`) is decided at its crossing: a bisection passes
+# about half its trials, and in the GPU leases' records runs above their threshold reached 99% batch accuracy at a
+# median step of 2,600 (d = 256) to 6,100 (d = 64) of 15,000 (issue 47), so a passing trial is priced at the larger
+# share of its budget and a failing one at all of it; each check is a forward pass over its N R facts (a third of a
+# step's work per batch of them)
+DECIDED_PASS_FRACTION = 0.5
+DECIDED_STEP_FRACTION = 6100 / 15000
+FORWARD_SHARE = 1 / 3
+
+
+def expected_steps(config: TrainConfig | MultiHopConfig) -> float:
+    """Steps a run is priced at: its budget, or for a run with an accuracy stop what it is expected to
+    train (DECIDED_PASS_FRACTION of them stop at DECIDED_STEP_FRACTION of it) plus its checks, in steps."""
+    if not isinstance(config, TrainConfig) or config.stop_accuracy is None:
+        return float(config.max_steps)
+    trained = config.max_steps * (1 - DECIDED_PASS_FRACTION + DECIDED_PASS_FRACTION * DECIDED_STEP_FRACTION)
+    checks = trained // config.stop_accuracy[1]
+    return trained + checks * FORWARD_SHARE * config.N * config.R / config.batch_size
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,7 @@ class Group:
         return max(self.configs, key=lambda c: c.R)
 
     def seconds(self, calibration: Calibration) -> float:
-        return self.config.max_steps * calibration.step_seconds(self.config, self.runs)
+        return expected_steps(self.config) * calibration.step_seconds(self.config, self.runs)
 
     def shape(self) -> str:
         c, Rs = self.config, sorted({c.R for c in self.configs})
@@ -315,6 +334,7 @@ def plan_scaling(params: dict, size: Callable) -> tuple[list[Group], list[Analys
     learned, 512 frozen, at N = 4096, scaled by log N)."""
     p = params
     trials = math.ceil(math.log2(1 / p["rel_tol"])) + 3
+    decided = (p["level"], p["decide_every"]) if p.get("decide_every") else None  # priced by `expected_steps`
     configs = []
     for frozen in (False, True):
         for width in p["widths"]:
@@ -329,7 +349,7 @@ def plan_scaling(params: dict, size: Callable) -> tuple[list[Group], list[Analys
                         configs += [TrainConfig(N=N, R=p["R"], d=d, mlp_width=None if width == "4d" else width,
                                                 frozen_embeddings=frozen, seed=s, lr=p["lr"], max_steps=p["max_steps"],
                                                 batch_size=min(batch, N * p["R"]), task_seed=t,
-                                                precision=p.get("precision", "fp32")) for t in range(trials)]
+                                                precision=p.get("precision", "fp32"), stop_accuracy=decided) for t in range(trials)]
     return groups_of("exp-scaling", f"d_min searches ({trials} trials each, d guessed)", configs, size, guess=True), []
 
 

@@ -120,3 +120,17 @@ def test_the_spike_study_at_the_second_n_is_priced_with_the_second_grid_and_its_
                       "readouts of the spike study's states (N = 48)": 3 * 3 * per_run}
     params["exp-readout"]["spike_second"] = None
     assert not [g for g in plan_pages(params, H100_SPEC, lambda c: 64)[0].groups if "N = 48" in g.what]
+
+
+def test_d_min_trials_decided_at_their_crossing_are_priced_below_their_budget_with_their_checks():
+    from geofact.training.plan import DECIDED_PASS_FRACTION, DECIDED_STEP_FRACTION, expected_steps
+
+    scaling = dict(N_values=[128, 256], R=8, widths=[64], budgets=["fixed steps"], epoch_widths=[], seeds=[0],
+                   lr=1e-3, batch_size=64, max_steps=15000, d_start=8, rel_tol=0.1, level=0.95)
+    whole, decided = (plan_pages({"exp-scaling": {**scaling, "decide_every": every}}, H100_SPEC, lambda c: 64)[0]
+                      for every in (None, 500))
+    assert 0.6 * whole.seconds < decided.seconds < whole.seconds
+    c = TrainConfig(N=256, R=8, d=32, batch_size=64, stop_accuracy=(0.95, 500))
+    trained = 15000 * (1 - DECIDED_PASS_FRACTION * (1 - DECIDED_STEP_FRACTION))
+    assert expected_steps(c) == pytest.approx(trained + (trained // 500) * 256 * 8 / 64 / 3)
+    assert expected_steps(dataclasses.replace(c, stop_accuracy=None)) == 15000
