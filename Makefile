@@ -61,7 +61,7 @@ paper:
 	$(MAKE) run PROFILE=paper JOBS=1
 
 bundle: install
-	$(BIN)/python -m geofact.pipeline.bundle $(BUNDLE) --python $(PY)
+	$(BIN)/python -m geofact.ops.bundle $(BUNDLE) --python $(PY)
 
 # order-only: an installed environment is enough, `make lab` never reinstalls one
 $(LAB_SETTINGS): | $(STAMP)

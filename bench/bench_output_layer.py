@@ -2,7 +2,7 @@
 
 Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 20]
                                         [--precision tf32 bf16] [--json]
-The next GPU lease runs it first (book/leases.md): see geofact.training.step_ab. Each row is the difference of
+The next GPU lease runs it first (book/leases.md): see geofact.ops.step_ab. Each row is the difference of
 two calls (5 and 5 + --steps steps), so fixed costs cancel; --json prints one JSON object a line.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from geofact.training.step_ab import rows
+from geofact.ops.step_ab import rows
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Run: python bench/bench_trainer.py [--device cpu] [--runs 4] [--steps 20] [--d 32 128 512] [--ops] [--json] [--out FILE]
                                   [--calibrate]
-At the paper's shapes (N = 4096, batch 1024, R = 8); see geofact.training.benchmark for what is timed.
+At the paper's shapes (N = 4096, batch 1024, R = 8); see geofact.ops.benchmark for what is timed.
 `--ops` also counts a single-hop step's dispatcher ops (views apart) and host reads (N = 512, R = 4,
 d = 32, 4 runs: `step_ops`), and at the paper's shapes (geofact.training.traffic.PAPER_SHAPES) the bytes
 each step's ops read and write and its FLOPs, counted on fake `meta` tensors (no GPU needed), with the
@@ -10,7 +10,7 @@ H100's roofline time for them and what `geofact plan` assumes (its bytes and cal
 `--json` prints the whole result as JSON, with `ratio` (stacked / plain at the first d), `ops_per_step`,
 `syncs_per_step` and, per shape ("N=4096 d=32 runs=42"), `bytes_per_step`, `flops_per_step` and
 `predicted_ms` at its top level. `--calibrate` (implies --ops) fits
-the plan's cost model to the result (geofact.training.plan.fit) and stores it, with the result, as
+the plan's cost model to the result (geofact.ops.plan.fit) and stores it, with the result, as
 bench/calibration/<device kind>.json, which `geofact plan` reads.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from geofact.provenance import git_commit
 from geofact.store import write_json
-from geofact.training.benchmark import benchmark, format_rows, step_ops, step_timings
-from geofact.training.plan import calibration_path, fit, load_calibration
-from geofact.training.traffic import traffic_rows
+from geofact.ops.benchmark import benchmark, format_rows, step_ops, step_timings
+from geofact.ops.plan import calibration_path, fit, load_calibration
+from geofact.ops.plan import traffic_rows
 
 
 def main() -> None:
@@ -70,7 +70,7 @@ def main() -> None:
         timings = step_timings(args.device)
         result["small_steps"] = [{"config": c.as_dict(), "runs": runs, "seconds": t} for c, runs, t in timings]
         # On an accelerator the benchmark's rows (20 steps, a CUDA graph captured in each) are mostly first-call
-        # costs: the fit takes the warmed-up timings alone there (geofact.training.plan.fit, bench_rows)
+        # costs: the fit takes the warmed-up timings alone there (geofact.ops.plan.fit, bench_rows)
         accelerator = not args.device.startswith("cpu")
         calibration = fit(result, result["ops_per_step"], timings, precision=timings[0][0].precision, bench_rows=not accelerator)
         path = calibration_path(root, args.device)

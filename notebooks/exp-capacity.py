@@ -45,7 +45,7 @@
 # steps), meant for a GPU. The `laptop` profile keeps the paper's recipe and stop rule (loss below
 # $10^{-4}$, at most 15,000 steps) and shrinks $N$, so that the runs behind every verdict meet the stop
 # rule and the grid reaches $d$ at least 6 times the capacity threshold for $R \leq 8$ (the paper's grid
-# reaches 768 / 128). Each verdict below states the regime of its runs (`geofact.training.regime`); a
+# reaches 768 / 128). Each verdict below states the regime of its runs (`geofact.regime`); a
 # verdict taken outside it is recorded as *not in regime*, never as "does not hold".
 
 # %% tags=["parameters"]
@@ -99,10 +99,10 @@ from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensit
 from geofact.pages.spikes import numbers as spike_numbers
 from geofact.spikes import SpikeRule, after_stop, find_spikes
 from geofact.intervals import wilson
-from geofact.training.benchmark import format_rows, peak_fraction, recorded_benchmark
+from geofact.ops.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
-from geofact.training.regime import judge_in_regime, mark_not_in_regime, regime
-from geofact.training.search import fit_power
+from geofact.regime import judge_in_regime, mark_not_in_regime, regime
+from geofact.d_min_search import fit_power
 from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
 from geofact.training.variants import stop_at, study_jobs, study_recipes, variant_runs
@@ -251,7 +251,7 @@ plt.show()
 # those with $d$ at least {glue:text}`min_headroom:g` times the largest of their own regime's seed
 # thresholds at that $R$ (learned runs against the learned seeds, frozen runs against the frozen ones), the
 # runs the claims about capacity rest on beyond the threshold itself, {glue:text}`converged_fraction:.2f`
-# did. Each verdict's regime (`geofact.training.regime`) is taken on the latter; the table printed below
+# did. Each verdict's regime (`geofact.regime`) is taken on the latter; the table printed below
 # gives the fraction by headroom, the evidence for where that cut lies (the mechanism pages judge learned
 # runs at the same headroom, against the smallest $d$ whose mean accuracy over seeds is perfect, which is
 # the largest seed's threshold wherever a seed's accuracy does not dip back below perfect above it).
@@ -458,7 +458,7 @@ display(Markdown(
 # %% [markdown]
 # ## Speed: the stacked trainer against a plain loop
 #
-# `geofact.training.benchmark` on the device that trained the page's runs (executed from records alone,
+# `geofact.ops.benchmark` on the device that trained the page's runs (executed from records alone,
 # `geofact run --records-only`, the page shows the benchmark recorded there), at $N$ = {glue:text}`bench_N:d`, batch
 # {glue:text}`bench_batch:d`, $R$ = 8 (the paper's shapes): model-steps per second of the plain one-run-at-a-time PyTorch loop
 # (`geofact.training.plain_loop`: `nn.Module`, `torch.optim.AdamW`, `clip_grad_norm_`) and of the
@@ -499,7 +499,7 @@ display(Markdown(
 # %%
 from geofact.settings import checkout_root
 from geofact.training.config import TrainConfig
-from geofact.training.plan import H100_SPEC, Calibration, calibration_path, step_flops
+from geofact.ops.plan import H100_SPEC, Calibration, calibration_path, step_flops
 
 gpu_path = calibration_path(checkout_root(), "cuda")
 if not gpu_path.exists():

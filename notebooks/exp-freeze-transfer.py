@@ -100,7 +100,7 @@ from geofact.pages.readings import read_at_points
 from geofact.pages.spike_mechanism import second_spike_section, spike_section, study_panels
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
-from geofact.training.regime import claim_in_regime, judge_in_regime
+from geofact.regime import claim_in_regime, judge_in_regime
 
 page = Page("exp-freeze-transfer", cache_dir)
 report = page.report

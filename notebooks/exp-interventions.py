@@ -97,7 +97,7 @@ from geofact.pages.spike_mechanism import effect_words, second_spike_section, sp
 from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restriction
 from geofact.training.sweep import run_sweep
-from geofact.training.regime import judge_in_regime
+from geofact.regime import judge_in_regime
 
 page = Page("exp-interventions", cache_dir)
 report = page.report

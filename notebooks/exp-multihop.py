@@ -107,7 +107,7 @@ from geofact.spikes import RunSpikes, SpikeRule
 from geofact.task import KHopTask
 from geofact.training.config import MultiHopConfig
 from geofact.training.model import n_params
-from geofact.training.regime import mark_not_in_regime
+from geofact.regime import mark_not_in_regime
 from geofact.training.sweep import run_sweep, training_seconds
 
 page = Page("exp-multihop", cache_dir)

@@ -79,7 +79,7 @@ from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.intervals import wilson
-from geofact.training.regime import mark_not_in_regime
+from geofact.regime import mark_not_in_regime
 
 page = Page("exp-nl-lm", cache_dir)
 report = page.report

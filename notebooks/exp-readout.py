@@ -117,7 +117,7 @@ from geofact.pages.spike_section import spike_tables
 from geofact.pages.spikes import curves_panel
 from geofact.spikes import SpikeRule
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
-from geofact.training.regime import claim_in_regime, judge_in_regime, regime
+from geofact.regime import claim_in_regime, judge_in_regime, regime
 from geofact.training.sweep import run_sweep
 
 page = Page("exp-readout", cache_dir)

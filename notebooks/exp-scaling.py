@@ -29,7 +29,7 @@
 # than the MLP), so $\alpha \approx 1$ can only show where the frozen curve passes 64.
 #
 # **Search.** For each curve and each seed, $d$ is bracketed, then bisected between the last failing
-# and first passing $d$ until they are within `rel_tol` of each other (`geofact.training.search`).
+# and first passing $d$ until they are within `rel_tol` of each other (`geofact.d_min_search`).
 # At the smallest $N$ the bracket comes from doubling $d$ from `d_start`; at each next $N$ the search
 # starts from a guess, the previous $N$'s $d_{\min}$ times its growth over the $N$ before
 # (`chain_guess`), and gallops up or down from there in steps that double from `rel_tol` of the
@@ -98,9 +98,9 @@ from geofact.pages.spikes import cells_markdown, curves_panel, sensitivity_markd
 from geofact.pages.spikes import numbers as spike_numbers
 from geofact.spikes import RunSpikes, SpikeRule
 from geofact.training.config import TrainConfig
-from geofact.training.regime import mark_not_in_regime
+from geofact.regime import mark_not_in_regime
 from geofact.thresholds import LinearStatistic, box_estimate
-from geofact.training.search import find_d_min_streaming, fit_log, fit_power
+from geofact.d_min_search import find_d_min_streaming, fit_log, fit_power
 from geofact.training.sweep import SweepPool, training_seconds
 
 page = Page("exp-scaling", cache_dir)

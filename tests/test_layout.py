@@ -1,16 +1,16 @@
-"""The package's import rules (README, "Import rules"), three groups: the science (everything but the two
-below) imports neither the page tools (geofact.pages) nor the publisher (geofact.pipeline); the page
-tools may import the science but not the publisher; the publisher never reaches a model, directly or
-through another module, and does not import the page tools."""
+"""The package's import rules (README, "Import rules"), four groups, each a set of packages: the science
+(everything but the three below) imports neither the page tools (geofact.pages) nor the publisher
+(geofact.pipeline), and of the operations (geofact.ops) only the executor its sweeps hand groups to; the page
+tools may import the science but not the publisher; the publisher never reaches a model, directly or through
+another module (the operations included), and does not import the page tools. Every rule is checked for every
+module of a package, and "a model" is computed from the imports, not listed."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "geofact"
-# Modules that build or train networks: what the book toolchain must never pull in.
-MODELS = ("geofact.transformer", "geofact.constructions", "geofact.training.model", "geofact.training.hop_queries",
-          "geofact.training.trainer", "geofact.training.hop_trainer", "geofact.training.sweep",
-          "geofact.analysis", "geofact.nl.lm", "geofact.nl.corpus_lm", "geofact.nl.states", "geofact.nl.relation_probing")
+NOT_SCIENCE = ("geofact.pages", "geofact.pipeline", "geofact.ops")
+SWEEP_EXECUTOR = "geofact.ops.cluster"  # the one operations module the science imports
 
 
 def module_name(path: Path) -> str:
@@ -50,9 +50,36 @@ def is_under(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-def test_nothing_outside_the_pipeline_imports_it():
+def science() -> list[str]:
+    return [name for name in MODULES if not any(is_under(name, p) for p in NOT_SCIENCE)]
+
+
+def defines_a_network(name: str) -> bool:
+    """A module that defines a network (an nn.Module, a class with a `forward` or `logits`, or the stacked
+    model's parameters: `init_params`) or loads one (transformers)."""
+    tree = ast.parse(MODULES[name].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and (any(ast.unparse(b).endswith("Module") for b in node.bases) or any(
+                isinstance(f, ast.FunctionDef) and f.name in ("forward", "logits") for f in node.body)):
+            return True
+        if isinstance(node, ast.FunctionDef) and node.name == "init_params":
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n.split(".")[0] == "transformers" for n in names):
+                return True
+    return False
+
+
+NETWORKS = {name for name in MODULES if defines_a_network(name)}
+# Modules that build or train networks, what the book toolchain must never pull in: those that define one
+# and every module that reaches one of them (the constructions, the trainers, the analyses, the LMs, ...).
+MODELS = tuple(sorted(name for name in MODULES if name in NETWORKS or closure(name) & NETWORKS))
+
+
+def test_nothing_outside_the_pipeline_imports_it_but_the_operations():
     offenders = {name: sorted(m for m in imports(name) if is_under(m, "geofact.pipeline"))
-                 for name in MODULES if not is_under(name, "geofact.pipeline")}
+                 for name in MODULES if not any(is_under(name, p) for p in ("geofact.pipeline", "geofact.ops"))}
     assert {name: ms for name, ms in offenders.items() if ms} == {}
 
 
@@ -68,6 +95,20 @@ def test_the_page_tools_reach_the_science_and_not_the_publisher():
     reached = {name: sorted(m for m in closure(name) if is_under(m, "geofact.pipeline")) for name in pages}
     assert {name: ms for name, ms in reached.items() if ms} == {}
     assert "geofact.training.grid" in imports("geofact.pages.curves")  # the science is theirs to use
+
+
+def test_the_science_imports_of_the_operations_only_the_sweep_executor():
+    offenders = {name: sorted(m for m in imports(name) if is_under(m, "geofact.ops") and m != SWEEP_EXECUTOR)
+                 for name in science()}
+    assert {name: ms for name, ms in offenders.items() if ms} == {}
+    assert imports(SWEEP_EXECUTOR) <= {"geofact.settings"}  # and that one reaches nothing of the science
+
+
+def test_models_are_found_from_the_imports():
+    assert {"geofact.transformer", "geofact.training.model", "geofact.nl.lm"} <= NETWORKS
+    assert {"geofact.training.trainer", "geofact.training.sweep", "geofact.analysis.readout", "geofact.nl.lm",
+            "geofact.constructions.disjoint", "geofact.ops.plan", "geofact.ops.benchmark"} <= set(MODELS)
+    assert not {"geofact.training.config", "geofact.training.precision", "geofact.evidence", "geofact.ops.pack"} & set(MODELS)
 
 
 def test_the_pipeline_never_reaches_a_model():

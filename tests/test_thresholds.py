@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from geofact.evidence import t_interval, t_quantile
-from geofact.training.search import log_log_curvature
+from geofact.d_min_search import log_log_curvature
 from geofact.thresholds import (LinearStatistic, Threshold, box_estimate, box_of, half_crossing, rungs, seed_box,
                                 seed_thresholds)
 
@@ -71,7 +71,7 @@ def test_linear_statistics_give_the_textbook_intervals():
     slope, intercept = np.polyfit(x, y, 1)
     se = math.sqrt(((y - slope * x - intercept) ** 2).sum() / 2 / ((x - x.mean()) ** 2).sum())
     assert (a + b) / 2 == pytest.approx(slope) and (b - a) / 2 == pytest.approx(4.302652729911275 * se, rel=1e-6)
-    # a quadratic's curvature (exp-scaling's test of a + b log N against a power law) as geofact.training.search fits it
+    # a quadratic's curvature (exp-scaling's test of a + b log N against a power law) as geofact.d_min_search fits it
     u = np.log([128.0, 128.0, 256.0, 256.0, 512.0, 512.0])
     y = np.log([16.0, 17.0, 23.0, 25.0, 39.0, 36.0])
     gamma, se, df = log_log_curvature(np.exp(u), np.exp(y))

@@ -10,7 +10,7 @@ capacity" without saying where that begins. The rule used here:
 A run at the threshold memorises without meeting the stop rule (its loss creeps down for the whole
 budget), so a verdict on threshold cells is not taken where the paper takes it. The selection does not
 look at the stop rule itself: whether the judged runs met it is the regime check of the verdict
-(`GridState.judged_regime`, geofact.training.regime). `cutoff_table` shows the verdict at every
+(`GridState.judged_regime`, geofact.regime). `cutoff_table` shows the verdict at every
 (metric cutoff, headroom cutoff) pair so that a reader can see how much it depends on them.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geofact.training.grid import CapacityGrid
-from geofact.training.regime import Regime, regime
+from geofact.regime import Regime, regime
 
 
 def sufficient_capacity(grid: CapacityGrid, accuracy: np.ndarray, headroom: np.ndarray, min_headroom: float = 1.0) -> np.ndarray:

@@ -13,8 +13,8 @@ from geofact.pipeline import standins
 standins.install()  # a GPU lease has no Jupyter packages: `geofact compute`, `pack` and `unpack` run without them
 
 from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR  # noqa: E402
-from geofact.pipeline.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
-from geofact.pipeline.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
+from geofact.ops.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
+from geofact.ops.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
 from geofact.pipeline.project import Project  # noqa: E402
 from geofact.pipeline.stability import PERTURBATIONS  # noqa: E402
 from geofact.training.precision import PRECISIONS  # noqa: E402
@@ -119,7 +119,7 @@ def _run(project: Project, args) -> int:
     from geofact.pipeline.verdicts import NotebookError
 
     try:
-        from geofact.training.cluster import parse_options
+        from geofact.ops.cluster import parse_options
 
         run(project, args.notebooks, args.profile, args.device, jobs=args.jobs, budget=args.budget,
             records_only=args.records_only, executor=args.executor, executor_options=parse_options(args.executor_option),
@@ -176,7 +176,7 @@ def _unpack(project: Project, args) -> int:
 
 
 def _plan(project: Project, args) -> int:
-    from geofact.pipeline.page_plan import plan
+    from geofact.ops.page_plan import plan
 
     try:
         print(plan(project, args.profile, args.device, args.precision, args.minutes, args.check), end="")

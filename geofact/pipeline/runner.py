@@ -59,7 +59,7 @@ from geofact.pipeline.units import plan_units
 from geofact.pipeline.verdicts import NotebookError
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
 from geofact.settings import DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, past_deadline
-from geofact.training.cluster import make_executor
+from geofact.ops.cluster import make_executor
 
 THREAD_ENVS = (THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -225,9 +225,9 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     `budget` (seconds) sets the deadline of a time budget for this run and everything it starts (see
     the module docstring); pages left unfinished raise `RunUnfinished` after the status page is
     regenerated from the pages that did execute. `records_only` executes the pages from the cached
-    records alone (geofact.pipeline.pack): a page that would train or read weights is left unfinished instead.
+    records alone (geofact.ops.pack): a page that would train or read weights is left unfinished instead.
     `executor` ("local" or "slurm", with submitit `executor_options`) trains every sweep's groups as
-    submitit jobs (geofact.training.cluster). `precision` is the policy passed to pages that declare it
+    submitit jobs (geofact.ops.cluster). `precision` is the policy passed to pages that declare it
     (geofact.training.precision; None: the device's default). `rounding` names a perturbation of the matmul
     kernels (geofact.pipeline.stability.PERTURBATIONS): the pages train into a cache of their own and write
     their results beside the book's, whose verdicts they test; the book's pages are left as they are.

@@ -21,7 +21,7 @@ def read_run_records(source: Path) -> list[dict]:
     if source.is_dir():
         texts = [p.read_text() for p in sorted(source.glob("*.json"))]
     else:
-        from geofact.pipeline.pack import read_archive
+        from geofact.ops.pack import read_archive
 
         _, data = read_archive([source])
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:

@@ -44,7 +44,7 @@ HOW_A_VERDICT_IS_REACHED = """\
 Every verdict is computed by the notebook named with the claim, from its own run; nothing on this page is
 typed by hand. A verdict is *not in regime* when the runs behind it are outside the regime the paper
 describes (runs that did not meet its stop rule, or only cells at the capacity threshold;
-`geofact.training.regime`): such runs can neither confirm nor refute the claim.
+`geofact.regime`): such runs can neither confirm nor refute the claim.
 An experiment claim whose ledger entry names an alternative is a test against it (`geofact.evidence.separate`):
 the measured quantity's interval (beside the verdict: value [interval]) against the range the claim predicts
 and the range the alternative predicts. It *holds* where the whole interval lies in the claim's range,

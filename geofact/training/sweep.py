@@ -39,7 +39,7 @@ from geofact.store import (
     write_arrays,
     write_json,
 )
-from geofact.training.cluster import executor_from_env
+from geofact.ops.cluster import executor_from_env
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import restricted_run
 from geofact.training.model import n_params
@@ -251,7 +251,7 @@ class SweepPool:
     half-way loses only the steps since; a group found checkpointed is formed again and resumed first.
     Past the deadline of a time budget no chunk starts, and `completed()` raises `BudgetSpent`.
 
-    With a submitit `executor` (geofact.training.cluster; by default the one $GEOFACT_EXECUTOR names)
+    With a submitit `executor` (geofact.ops.cluster; by default the one $GEOFACT_EXECUTOR names)
     every chunk is a job instead, all submitted at once, and the pool polls them every `poll_s` seconds.
     """
 
@@ -465,7 +465,7 @@ def run_sweep(configs: list[Config], cache_dir: Path, device: str | torch.device
     cached run that lacks one it should have is trained again (the same run: batches are a function
     of seed and step). `checkpoint_every` (seconds; None: never) is how often a group in flight
     writes its state, so that a killed sweep resumes it (geofact.training.resume). `executor` (a
-    submitit executor, geofact.training.cluster) trains each stacked group as a job.
+    submitit executor, geofact.ops.cluster) trains each stacked group as a job.
     """
     records: dict[int, dict] = {}
     with SweepPool(cache_dir, device, group_size, save_weights, progress, checkpoints, workers, checkpoint_every,

@@ -18,7 +18,7 @@ on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels la
 
 Counts are differences between two and one blocks of steps, so set-up and final bookkeeping cancel.
 `roofline_ms` turns them into the shortest time a device could take: the bytes at its memory bandwidth
-or the FLOPs at its matmul peak, whichever is longer (the step can do no better; geofact.training.plan
+or the FLOPs at its matmul peak, whichever is longer (the step can do no better; geofact.ops.plan
 prices what it does do).
 """
 
@@ -69,7 +69,7 @@ class TrafficCounter(TorchDispatchMode):
         out = func(*args, **kwargs)
         if func.is_view:
             return out
-        self.ops += 1  # as geofact.training.benchmark.OpCounter counts them
+        self.ops += 1  # as geofact.ops.benchmark.OpCounter counts them
         if func.namespace == "prim":  # metadata queries (a tensor's device): no kernel reads anything
             return out
         name = func.overloadpacket.__name__
@@ -162,25 +162,6 @@ def paper_shape(N: int, d: int, runs: int, precision: str = "fp32") -> list[Trai
         return grid_column(d, precision=precision)
     return [TrainConfig(N=N, R=8, d=d, batch_size=min(1024, 8 * N), frozen_embeddings=bool(i % 2), seed=i // 2, lr=1e-3,
                         max_steps=15000, precision=precision) for i in range(runs)]
-
-
-def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32") -> list[dict]:
-    """`step_traffic` at each (N, d, runs), with what geofact.training.plan assumes for the same stack: its
-    bytes (`plan_bytes`, the analytic `step_bytes`) and its calibrated milliseconds (`predicted_ms`), at
-    `precision` (the paper profile's on CUDA: tf32; the count itself is of the float32 step's tensors)."""
-    from geofact.training.plan import H100_SPEC, step_bytes
-
-    calibration = H100_SPEC if calibration is None else calibration
-    rows = []
-    for N, d, runs in shapes:
-        configs = paper_shape(N, d, runs, precision)
-        traffic = step_traffic([TrainConfig(**{**c.as_dict(), "precision": "fp32"}) for c in configs])
-        traffic = StepTraffic(**{**asdict(traffic), "precision": precision})
-        shape = max(configs, key=lambda c: c.R)
-        rows.append({**traffic.as_dict(), "bytes_per_step": traffic.bytes, "flops_per_step": traffic.flops,
-                     "ops_per_step": traffic.ops, "plan_bytes": runs * step_bytes(shape),
-                     "predicted_ms": 1e3 * calibration.step_seconds(shape, runs)})
-    return rows
 
 
 def grid_column(d: int, precision: str = "fp32") -> list[TrainConfig]:

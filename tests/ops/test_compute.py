@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from geofact.pipeline.compute import ComputeUnfinished, compute, marker_path
+from geofact.ops.compute import ComputeUnfinished, compute, marker_path
 from geofact.pipeline.project import Project
 from geofact.settings import DEADLINE_ENV
 
@@ -146,7 +146,7 @@ def test_run_and_plan_refuse_to_build_pages_on_part_of_the_grid(project, node_en
 
 
 def test_a_page_cut_inside_a_progress_bar_is_still_read_as_unfinished():
-    from geofact.pipeline.compute import unfinished_reason
+    from geofact.ops.compute import unfinished_reason
     from geofact.pipeline.script import UNFINISHED_MARK, UNFINISHED_STATUS
 
     # as the lease rehearsal saw it: the mark after an open bar's line, the bar written again after it

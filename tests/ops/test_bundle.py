@@ -1,4 +1,4 @@
-"""`make bundle` (geofact.pipeline.bundle): the wheels install into a clean virtual environment with no package
+"""`make bundle` (geofact.ops.bundle): the wheels install into a clean virtual environment with no package
 index, beside a torch the environment already has (as a GPU node keeps its own), and run pages."""
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from geofact.pipeline.bundle import node_requirements
+from geofact.ops.bundle import node_requirements
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ def test_the_node_requirements_leave_torch_to_the_node():
 
 def test_the_bundle_installs_with_no_index_and_runs_the_smoke_profile(tmp_path):
     python = f"{sys.version_info.major}.{sys.version_info.minor}"  # this machine stands in for the node
-    done = subprocess.run([sys.executable, "-m", "geofact.pipeline.bundle", str(tmp_path / "bundle"), "--python", python],
+    done = subprocess.run([sys.executable, "-m", "geofact.ops.bundle", str(tmp_path / "bundle"), "--python", python],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     wheels = {p.name.split("-")[0].lower() for p in (tmp_path / "bundle").glob("*.whl")}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from geofact.pipeline.compute import compute_page
+from geofact.ops.compute import compute_page
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import page_parameters
-from geofact.training.plan import H100_SPEC, plan_pages
+from geofact.ops.plan import H100_SPEC, plan_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,14 +38,14 @@ def test_the_command_prints_every_page_and_the_lease_order():
     assert done.returncode == 0, done.stderr
     for page in ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"):
         assert f"\n{page}: " in done.stdout
-    from geofact.training.plan import LEASE_MINUTES  # the publisher's default (it imports no model) is the plan's own
+    from geofact.ops.plan import LEASE_MINUTES  # the publisher's default (it imports no model) is the plan's own
 
     assert f"order in leases of {LEASE_MINUTES:.0f} min" in done.stdout and "total: " in done.stdout
     assert done.stdout.index("  exp-capacity ") < done.stdout.index("  exp-multihop ") < done.stdout.index("  exp-scaling ")
 
 
 def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
-    from geofact.training.plan import load_calibration
+    from geofact.ops.plan import load_calibration
 
     with pytest.raises(ValueError, match="--calibrate"):
         load_calibration(tmp_path, "mps")

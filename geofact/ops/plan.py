@@ -10,7 +10,7 @@ their time from the step's counted work and a device `Calibration`:
 
 FLOPs are the matmuls of a step (`step_flops`), bytes its passes over the logits and the optimiser's
 over the weights (`step_bytes`), ops its dispatched operations (counted by bench/bench_trainer.py
---ops, `geofact.training.benchmark.step_ops`). A run is priced at its step budget (`max_steps`): a run
+--ops, `geofact.ops.benchmark.step_ops`). A run is priced at its step budget (`max_steps`): a run
 that meets the stop rule earlier costs less, so the plan is an upper bound on training; except the d_min
 trials that stop at their crossing, priced at what they are expected to train (`expected_steps`). Where a page's
 runs depend on what earlier runs measured (the bisection of exp-scaling, the threshold cells that
@@ -36,6 +36,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.model import n_params
 from geofact.training.precision import check_precision
+from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
 
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
@@ -428,7 +429,7 @@ def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> li
 
 def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
         bench_rows: bool = True) -> Calibration:
-    """A Calibration from a benchmark (geofact.training.benchmark.benchmark's result, its stacked rates) and
+    """A Calibration from a benchmark (geofact.ops.benchmark.benchmark's result, its stacked rates) and
     further `timings` (config, runs stacked, seconds a step: benchmark.step_timings, small shapes where the
     fixed cost of a step shows; `group_timings`, whole trained groups): the matmul rate, bandwidth and
     fixed seconds a step that best explain every timing (non-negative least squares in 1/rate,
@@ -525,8 +526,25 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
     return lines
 
 
+def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32") -> list[dict]:
+    """`step_traffic` at each (N, d, runs), with what geofact.ops.plan assumes for the same stack: its
+    bytes (`plan_bytes`, the analytic `step_bytes`) and its calibrated milliseconds (`predicted_ms`), at
+    `precision` (the paper profile's on CUDA: tf32; the count itself is of the float32 step's tensors)."""
+    calibration = H100_SPEC if calibration is None else calibration
+    rows = []
+    for N, d, runs in shapes:
+        configs = paper_shape(N, d, runs, precision)
+        traffic = step_traffic([TrainConfig(**{**c.as_dict(), "precision": "fp32"}) for c in configs])
+        traffic = StepTraffic(**{**asdict(traffic), "precision": precision})
+        shape = max(configs, key=lambda c: c.R)
+        rows.append({**traffic.as_dict(), "bytes_per_step": traffic.bytes, "flops_per_step": traffic.flops,
+                     "ops_per_step": traffic.ops, "plan_bytes": runs * step_bytes(shape),
+                     "predicted_ms": 1e3 * calibration.step_seconds(shape, runs)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m geofact.training.plan --root ROOT --device cuda < parameters.json`: the plan of the pages
+    """`python -m geofact.ops.plan --root ROOT --device cuda < parameters.json`: the plan of the pages
     whose parameters arrive on standard input (`geofact plan` sends them: the publisher reads notebooks,
     this side knows the runs); with `--check`, the plan's error on every group the run cache says was trained."""
     import argparse

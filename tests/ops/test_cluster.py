@@ -1,4 +1,4 @@
-"""Sweeps as submitit jobs (geofact.training.cluster), with submitit's local executor: real processes."""
+"""Sweeps as submitit jobs (geofact.ops.cluster), with submitit's local executor: real processes."""
 
 import json
 import signal
@@ -8,11 +8,11 @@ import time
 import pytest
 
 from geofact.settings import EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV
-from geofact.training.cluster import executor_from_env, make_executor, parse_options
+from geofact.ops.cluster import executor_from_env, make_executor, parse_options
 from geofact.training.config import TrainConfig
 from geofact.training.sweep import groups_dir, run_sweep
 
-from .test_resume import outcome
+from tests.training.test_resume import outcome
 
 pytest.importorskip("submitit")
 RUNS = [TrainConfig(N=32, R=R, d=8, batch_size=32, max_steps=60, lr=1e-2, seed=s) for R in (1, 2) for s in (0, 1)]

@@ -134,7 +134,7 @@ ACCELERATOR_SHAPES = ((4096, 1024, 64, 42), (4096, 1024, 256, 16))
 def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=None) -> list[tuple[TrainConfig, int, float]]:
     """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one: where a
     step's fixed cost shows) and, on an accelerator, at the paper grid's, each timed after a warm-up
-    call, in the device's default precision: for geofact plan's calibration (geofact.training.plan.fit).
+    call, in the device's default precision: for geofact plan's calibration (geofact.ops.plan.fit).
     On CUDA each timed call captures its step as a graph again; its `steps` amortise that."""
     device = resolve_device(device)
     if shapes is None:
@@ -222,7 +222,7 @@ def format_rows(result: dict) -> list[str]:
     return lines
 
 
-RECORD_SCHEMA = "geofact.training.benchmark/1"
+RECORD_SCHEMA = "geofact.ops.benchmark/1"
 
 
 def recorded_benchmark(cache_dir: Path, device: str | torch.device = "cpu", **shapes) -> dict:

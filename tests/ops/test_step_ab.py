@@ -1,9 +1,9 @@
-"""geofact.training.step_ab: both output layers train the same runs, timed side by side."""
+"""geofact.ops.step_ab: both output layers train the same runs, timed side by side."""
 
 import pytest
 
 from geofact.training import step as step_module
-from geofact.training.step_ab import WAYS, compare, output_layer
+from geofact.ops.step_ab import WAYS, compare, output_layer
 
 
 def test_both_output_layers_train_the_same_runs_and_the_setting_is_put_back():
@@ -21,7 +21,7 @@ def test_both_output_layers_train_the_same_runs_and_the_setting_is_put_back():
 
 def test_a_step_is_timed_without_the_calls_fixed_cost(monkeypatch):
     # a call costing 7 s whatever its steps, plus 0.1 s a step: the step must read 0.1 s, not 7/steps more
-    from geofact.training import step_ab
+    from geofact.ops import step_ab
 
     calls = []
 

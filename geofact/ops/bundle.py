@@ -1,6 +1,6 @@
 """`make bundle`: every wheel a GPU node without a package index needs to run `geofact run`, in one folder.
 
-A node that only computes records needs none of it: `geofact compute` (geofact.pipeline.compute) runs
+A node that only computes records needs none of it: `geofact compute` (geofact.ops.compute) runs
 the pages as scripts with the node's own torch, numpy, scipy, scikit-learn, matplotlib, pyyaml and
 tqdm. The bundle is for a node that executes whole pages, or sweeps as SLURM jobs (submitit).
 
@@ -10,12 +10,12 @@ version and platform (default CPython 3.12, manylinux x86_64): geofact itself, i
 torch (the node keeps its own CUDA build), and the `node` extra (the notebook runner: papermill,
 jupytext, ipykernel, myst-nb for the pages' glued numbers; submitit for clusters). Versions follow
 constraints.txt. The book toolchain (jupyter-book, Sphinx themes) stays off the node: pages are
-built where the records are unpacked (geofact.pipeline.pack). On the node (book/paper-scale.md):
+built where the records are unpacked (geofact.ops.pack). On the node (book/paper-scale.md):
 
     python3 -m venv --system-site-packages .venv      # sees the node's own torch
     .venv/bin/pip install --no-index --find-links bundle "geofact[node]"
 
-    python -m geofact.pipeline.bundle bundle --python 3.12 [--platform manylinux_2_28_x86_64]
+    python -m geofact.ops.bundle bundle --python 3.12 [--platform manylinux_2_28_x86_64]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def make_bundle(out: Path, python: str = "3.12", platforms: tuple[str, ...] = DE
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m geofact.pipeline.bundle", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m geofact.ops.bundle", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the folder to fill with wheels")
     parser.add_argument("--python", default="3.12", help="the node's Python version (default: 3.12)")
     parser.add_argument("--platform", action="append", default=None,

@@ -1,6 +1,6 @@
 import pytest
 
-from geofact.training.benchmark import benchmark, format_rows, step_flops, step_ops
+from geofact.ops.benchmark import benchmark, format_rows, step_flops, step_ops
 from geofact.training.config import TrainConfig
 
 

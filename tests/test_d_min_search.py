@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from geofact.training.search import (LOG_FORM, POWER_FORM, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
+from geofact.d_min_search import (LOG_FORM, POWER_FORM, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
                                      fit_log, fit_power)
 
 
@@ -165,7 +165,7 @@ def test_chained_searches_refuse_unknown_curves_and_cycles():
 
 
 def test_log_log_curvature_is_zero_for_a_power_law_and_negative_for_a_logarithm():
-    from geofact.training.search import log_log_curvature
+    from geofact.d_min_search import log_log_curvature
 
     N = np.repeat(2.0 ** np.arange(3, 12), 2)
     rng = np.random.default_rng(0)

@@ -5,7 +5,7 @@ import pytest
 
 from geofact.evidence import FAILS, HOLDS, NOT_IN_REGIME
 from geofact.pages.report import Report
-from geofact.training.regime import claim_in_regime, mark_not_in_regime, regime
+from geofact.regime import claim_in_regime, mark_not_in_regime, regime
 
 
 def rec(accuracy: float, stopped: bool, steps: int = 100, loss: float = 1e-5) -> dict:
@@ -45,7 +45,7 @@ def test_a_test_against_an_alternative_out_of_regime_is_not_in_regime():
     import math
 
     from geofact.evidence import Contrast, Estimate, Range
-    from geofact.training.regime import judge_in_regime
+    from geofact.regime import judge_in_regime
 
     contrast = Contrast(Estimate("beta", 1.0, 0.8, 1.2, 0.95, "t", 4), Range(0.75, 1.25, "linear"), Range(-math.inf, 0.25, "flat"))
     report = Report("nb")

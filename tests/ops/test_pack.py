@@ -8,7 +8,7 @@ import tarfile
 import nbformat
 import pytest
 
-from geofact.pipeline.pack import MANIFEST, pack, pack_members, unpack
+from geofact.ops.pack import MANIFEST, pack, pack_members, unpack
 from geofact.pipeline.project import Project
 
 
