@@ -111,6 +111,17 @@ def find_spikes(curve: Iterable[Sequence[float]], rule: SpikeRule = SpikeRule())
     return spikes
 
 
+def met_loss_rule(record: Mapping) -> bool:
+    """Whether a run record stopped at the loss rule: a run with an accuracy stop (`TrainConfig.stop_accuracy`)
+    also stops early once decided, with its loss at or above the threshold."""
+    if not record.get("stopped_early", False):
+        return False
+    config = record.get("config") or {}
+    if not config.get("stop_accuracy"):
+        return True
+    return record.get("final_loss", math.inf) < config["loss_threshold"]
+
+
 @dataclass(frozen=True)
 class RunSpikes:
     """A run's loss curve read by a rule: whether it memorised (its minimum fell below the floor), its
@@ -120,7 +131,7 @@ class RunSpikes:
     min_step: int
     memorised: bool
     spikes: tuple[Spike, ...]
-    stopped_early: bool
+    stopped_early: bool  # met the loss rule (not an accuracy stop: `met_loss_rule`)
     steps: int  # steps it took
     last_loss: float  # the curve's last logged loss
 
@@ -135,7 +146,7 @@ class RunSpikes:
         finite = [(loss, step) for step, loss in points if math.isfinite(loss)]
         min_loss, min_step = min(finite) if finite else (math.inf, points[0][0])
         return cls(min_loss=min_loss, min_step=min_step, memorised=min_loss < rule.floor,
-                   spikes=tuple(find_spikes(points, rule)), stopped_early=bool(record.get("stopped_early", False)),
+                   spikes=tuple(find_spikes(points, rule)), stopped_early=met_loss_rule(record),
                    steps=int(record.get("steps", points[-1][0])), last_loss=points[-1][1])
 
     @property

@@ -46,8 +46,8 @@
 # stops at the first multiple of `decide_every` steps at which it answers at least `level` of its $N R$
 # facts by argmax (`TrainConfig.stop_accuracy`, counted on the device), or at the stop rule (loss below
 # $10^{-4}$), or at `max_steps`; it passes when its accuracy there reaches `level`. A trial that has
-# crossed is decided, so it trains no further; one that never crosses runs its whole budget, so no
-# trial is called failing early. A run that crosses at a check and would have fallen back below the level
+# crossed is decided, so it trains no further; one that never crosses runs on to its loss rule or its whole
+# budget, so no trial is called failing early. A run that crosses at a check and would have fallen back below the level
 # by the end of its budget (a loss spike) passes here where reading it at the end would fail it.
 #
 # **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
@@ -121,8 +121,8 @@ if not 0 < ci_level < 1 or alpha_tolerance not in alpha_tolerances:
     raise ValueError(f"ci_level must be in (0, 1) (got {ci_level}) and alpha_tolerances must include alpha_tolerance")
 if not set(epoch_widths) <= set(widths):
     raise ValueError(f"epoch_widths must be among widths {widths}, got {epoch_widths}")
-if decide_every is not None and not (type(decide_every) is int and 1 <= decide_every <= max_steps):
-    raise ValueError(f"decide_every must be None or an integer in [1, max_steps={max_steps}], got {decide_every!r}")
+if decide_every is not None and not (type(decide_every) is int and 1 <= decide_every < max_steps):
+    raise ValueError(f"decide_every must be None or an integer in [1, max_steps={max_steps}), got {decide_every!r}")
 REGIMES = {"learned": False, "frozen": True}
 N_values = sorted(N_values)
 curve_budgets = {w: [b for b in budgets if b == "fixed steps" or w in epoch_widths] for w in widths}

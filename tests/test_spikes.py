@@ -147,3 +147,14 @@ def test_spikes_after_the_stop_are_counted_on_the_curve_past_it():
     counted = after_stop(records)
     assert (counted.stopped, counted.spiked, counted.over_1000, counted.not_back) == (4, 3, 2, 1)
     assert counted.text().startswith("3 of the 4 runs that met the stop rule spiked after it")
+
+
+def test_a_run_decided_by_its_accuracy_has_not_met_the_loss_rule():
+    from geofact.spikes import met_loss_rule
+
+    config = {"loss_threshold": 1e-4, "stop_accuracy": [0.95, 250]}
+    assert met_loss_rule({"stopped_early": True, "final_loss": 5e-5, "config": config})
+    assert not met_loss_rule({"stopped_early": True, "final_loss": 0.2, "config": config})  # stopped at its crossing
+    assert not met_loss_rule({"stopped_early": False, "final_loss": 5e-5, "config": config})
+    assert met_loss_rule({"stopped_early": True, "final_loss": 0.2, "config": {"loss_threshold": 1e-4}})  # no accuracy stop
+    assert met_loss_rule({"stopped_early": True})  # a record without its config

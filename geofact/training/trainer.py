@@ -103,6 +103,7 @@ class RunLog:
     kept_losses: dict[int, float] = field(default_factory=dict)
     final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
     stopped: bool = False  # met the stop rule (a run read past its stop goes on training)
+    decided: bool = False  # stopped at its accuracy level (`TrainConfig.stop_accuracy`): its accuracy is the count that stopped it
     past_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, batch loss) after the stop
 
 
@@ -211,6 +212,8 @@ class StopRuleStep:
         self.stop_at = torch.full((M,), self.max_steps, dtype=torch.long, device=device)  # (M',)
         self.running = torch.ones(M, dtype=torch.bool, device=device)  # (M',)
         self.at_stop = torch.zeros_like(flat)  # (M', P)
+        if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it, -1 if none did
+            self.decided = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',)
         self.past_stop = group.past_stop
         if self.past_stop:  # the best state before any spike (module docstring), for runs read past their stop
             self.min_loss = torch.full((M,), float("inf"), dtype=flat.dtype, device=device)  # (M',): the running minimum
@@ -223,6 +226,8 @@ class StopRuleStep:
         """No run has met the stop rule in this block yet. `running` needs no reset: a run that stopped
         has left the stack by now, unless it is read past its stop, when it must not stop again."""
         self.stop_at.fill_(self.max_steps)
+        if self.group.accuracy_stop is not None:
+            self.decided.fill_(-1)
 
     def _body(self) -> None:
         loss, grads = self.group.losses_and_grads(self.batch)
@@ -246,6 +251,7 @@ class StopRuleStep:
         graph, on its buffers, with no host read."""
         now = self.running & (correct >= self.group.needed)
         self.stop_at.masked_fill_(now, step)
+        torch.where(now, correct, self.decided, out=self.decided)  # the record's accuracy: this very count
         torch.where(now[:, None], self.flat, self.at_stop, out=self.at_stop)
         self.running &= ~now
 
@@ -267,6 +273,7 @@ class Block:
     at_stop: torch.Tensor  # (M', P): the weights of a run at its stop (rows of runs that did not stop: anything)
     kept: dict[int, torch.Tensor]  # step -> (M', P) weights at that checkpoint or tail step
     correct: dict[int, torch.Tensor]  # step -> (M',) facts answered right before that step's update
+    decided: torch.Tensor | None = None  # (M',): facts answered at an accuracy stop, -1 for a run not stopped by one
 
 
 def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int | None) -> Block:
@@ -286,7 +293,8 @@ def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int 
         if step in keep or (group.tail_every is not None and step % group.tail_every == 0):
             kept[step] = flat.clone()
         losses[:, i] = step_once(step, batch)
-    return Block(steps, losses, step_once.stop_at, step_once.at_stop, kept, correct)
+    return Block(steps, losses, step_once.stop_at, step_once.at_stop, kept, correct,
+                 step_once.decided if decide_every is not None else None)
 
 
 def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: int, keep: set[int]) -> list[int]:
@@ -295,7 +303,9 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
     block's end; its checkpoints (`keep`) all."""
     max_steps = group.configs[0].max_steps
     kept_steps, eval_steps = list(block.kept), list(block.correct)
-    losses, stop_at, *counts = to_host(block.losses, block.stop_at, *block.correct.values())
+    decided_at = [block.decided] if block.decided is not None else []
+    losses, stop_at, *counts = to_host(block.losses, block.stop_at, *block.correct.values(), *decided_at)
+    decided = counts.pop() if decided_at else None
     stopped = []
     for i, m in enumerate(group.alive):
         log, stop = logs[m], int(stop_at[i])
@@ -316,6 +326,8 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
                 del log.kept[step], log.kept_losses[step]
         if stop < max_steps:
             log.steps, log.stopped = stop, True
+            if decided is not None and decided[i] >= 0:  # the count that stopped it, not a recount in other chunks
+                log.decided, log.accuracy = True, int(decided[i]) / group.n_facts[m]
             stopped.append(i)
             if group.past_stop:
                 log.past_curve += [(step, float(losses[i, j])) for j, step in enumerate(block.steps)
@@ -337,14 +349,17 @@ def finish(group: FactGroup, logs: list[RunLog], positions: list[int], buffer: t
         logs[group.alive[i]].final = run_weights_of(group, buffer, i)
     if not (positions and accuracy):
         return
-    rows = torch.tensor(positions, dtype=torch.long, device=group.device)
-    weights = {k: v[rows] for k, v in group.update.stack.unflatten(buffer).items()}
-    with computing_in(group.precision, group.device):
-        counts = correct_counts(weights, group.padded[rows], group.n_alive[rows], group.configs[0].N)
-    (counts,) = to_host(counts)
-    for i, c in zip(positions, counts):
+    counted = [i for i in positions if not logs[group.alive[i]].decided]  # a decided run has its count already
+    if counted:
+        rows = torch.tensor(counted, dtype=torch.long, device=group.device)
+        weights = {k: v[rows] for k, v in group.update.stack.unflatten(buffer).items()}
+        with computing_in(group.precision, group.device):
+            counts = correct_counts(weights, group.padded[rows], group.n_alive[rows], group.configs[0].N)
+        (counts,) = to_host(counts)
+        for i, c in zip(counted, counts):
+            logs[group.alive[i]].accuracy = int(c) / group.n_facts[group.alive[i]]
+    for i in positions:
         log = logs[group.alive[i]]
-        log.accuracy = int(c) / group.n_facts[group.alive[i]]
         if curve and (not log.acc_curve or log.acc_curve[-1][0] != log.steps):
             log.acc_curve.append((log.steps, log.accuracy))
 

@@ -115,7 +115,8 @@ def test_a_run_with_an_accuracy_stop_is_decided_on_the_device_without_a_host_rea
         results = train_group(configs(12, stop_accuracy=(0.95, 2)), device="meta", block_steps=5)
     assert [r.steps for r in results] == [12, 4, 12] and results[1].stopped_early
     blocks = [call for call in reads.calls if len(call) >= 2]
-    assert len(blocks) == 3 and blocks[0] == [(3, 5), (3,)]  # its checks stay on the device: one read a block
+    # its checks stay on the device: one read a block, with the count that stopped a run (its recorded accuracy)
+    assert len(blocks) == 3 and blocks[0] == [(3, 5), (3,), (3,)]
 
 
 @pytest.mark.parametrize("queries", [dict(), dict(train_queries=200), dict(eval_seen=False)])
