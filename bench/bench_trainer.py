@@ -23,7 +23,7 @@ from pathlib import Path
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.ops.benchmark import benchmark, format_rows, step_ops, step_timings
-from geofact.ops.plan import calibration_path, fit, load_calibration
+from geofact.ops.plan import calibration_path, card_of, fit, load_calibration, stored_cards
 from geofact.ops.plan import traffic_rows
 
 
@@ -46,7 +46,10 @@ def main() -> None:
     if args.ops:
         result["ops"] = step_ops(args.device)
         result["ops_per_step"], result["syncs_per_step"] = result["ops"]["ops_per_step"], result["ops"]["syncs_per_step"]
-        result["traffic"] = traffic_rows(calibration=load_calibration(Path(__file__).resolve().parents[1], "cuda"))
+        root, here = Path(__file__).resolve().parents[1], card_of(result["device"])
+        cards = stored_cards(root, "cuda")  # this card's calibration where it has one, else the H100's
+        result["traffic"] = traffic_rows(calibration=load_calibration(root, "cuda", here if here in cards else
+                                                                      ("h100" if "h100" in cards else None)))
         for key in ("bytes_per_step", "flops_per_step", "predicted_ms"):
             result[key] = {f"N={r['N']} d={r['d']} runs={r['runs']}": r[key] for r in result["traffic"]}
     if args.json:
@@ -73,7 +76,7 @@ def main() -> None:
         # costs: the fit takes the warmed-up timings alone there (geofact.ops.plan.fit, bench_rows)
         accelerator = not args.device.startswith("cpu")
         calibration = fit(result, result["ops_per_step"], timings, precision=timings[0][0].precision, bench_rows=not accelerator)
-        path = calibration_path(root, args.device)
+        path = calibration_path(root, args.device, card_of(result["device"]))  # one file per card: an H100's and an H200's apart
         write_json(path, {"schema": "geofact.training.calibration/1", "calibration": calibration.as_dict(), "bench": result,
                           "git_commit": git_commit(root)})
         print(f"calibration: {max(calibration.matmul_flops.values()) / 1e9:.0f} GFLOP/s, {calibration.bandwidth / 1e9:.1f} GB/s, "

@@ -9,7 +9,7 @@ runs at d = 32 in the benchmark, 8.8 ms for forty-two in the grid, and the fit t
 at 4.8x its measured time). The run cache's records say how long each group really took
 (`group_seconds`, `group_size`, the runs' steps): this script refits the calibration to those groups and
 to the benchmark's steady small-shape timings (`small_steps`), leaving its short stacked rates out, and
-stores it in place of the old one (`bench/calibration/<device>.json`, the groups it was fitted to beside
+stores it in place of the old one (`bench/calibration/<device>-<card>.json`, the groups it was fitted to beside
 it). It prints each group's measured and refitted minutes.
 """
 
@@ -24,16 +24,20 @@ from pathlib import Path
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.training.config import TrainConfig
-from geofact.ops.plan import calibration_path, fit, group_timings
+from geofact.ops.plan import calibration_path, fit, group_timings, stored_cards
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="the device kind whose calibration to refit (default: cuda)")
     parser.add_argument("--runs-dir", type=Path, default=None, help="the run cache (default: .geofact/runs of this checkout)")
+    parser.add_argument("--card", default=None, help="the card whose calibration to refit (e.g. h100; default: the only one stored)")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
-    path = calibration_path(root, args.device)
+    cards = stored_cards(root, args.device)
+    if args.card is None and len(cards) > 1:
+        raise SystemExit(f"calibrations of several cards are stored ({', '.join(cards)}): name one with --card")
+    path = calibration_path(root, args.device, args.card if args.card is not None else (cards[0] if cards else ""))
     if not path.exists():
         raise SystemExit(f"no calibration at {path}: run bench/bench_trainer.py --device {args.device} --calibrate on it first")
     stored = json.loads(path.read_text())

@@ -490,8 +490,8 @@ display(Markdown(
 # %% [markdown]
 # ### On a GPU
 #
-# `geofact plan` prices a GPU lease from the calibration stored for `cuda` (`bench/calibration/cuda.json`):
-# the benchmark above run on a lent H100, and the groups of the paper's grid that lease trained, to whose
+# `geofact plan` prices a GPU lease from the calibration stored for its card (`bench/calibration/cuda-<card>.json`,
+# one per card, `geofact plan --card`; this section shows the first stored): the benchmark above run on a lent H100, and the groups of the paper's grid that lease trained, to whose
 # timings the calibration was refitted (`bench/calibrate_from_records.py`; the benchmark's own 20-step rows
 # carry each stack's CUDA graph capture, and a fit to them priced the grid at several times its time).
 # The table sets each trained group's measured seconds a step beside the data sheet's guess and the refitted model.
@@ -499,10 +499,11 @@ display(Markdown(
 # %%
 from geofact.settings import checkout_root
 from geofact.training.config import TrainConfig
-from geofact.ops.plan import H100_SPEC, Calibration, calibration_path, step_flops
+from geofact.ops.plan import H100_SPEC, Calibration, calibration_path, step_flops, stored_cards
 
-gpu_path = calibration_path(checkout_root(), "cuda")
-if not gpu_path.exists():
+gpu_cards = stored_cards(checkout_root(), "cuda")
+gpu_path = calibration_path(checkout_root(), "cuda", gpu_cards[0]) if gpu_cards else None
+if gpu_path is None:
     display(Markdown("No calibration for `cuda` is stored: no GPU lease has run the benchmark yet."))
 else:
     gpu = json.loads(gpu_path.read_text())

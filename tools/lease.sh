@@ -5,7 +5,7 @@
 #
 # In order, each step logged under $OUT: the CUDA tests (once per machine; a failure stops here, before
 # any time goes on scale); the records of earlier leases (results/<profile>/records/*.tar.gz) unpacked into the run cache;
-# with --calibrate, the benchmark's calibration (bench/calibration/<device>.json, copied to $OUT); the
+# with --calibrate, the benchmark's calibration (bench/calibration/<device>-<card>.json, copied to $OUT); the
 # pages' compute side (`geofact compute`, all training pages unless PAGEs are named; with --grid-d /
 # --grid-R, the mechanism pages on those cells of the capacity grid) under what is left of LIMIT_SECONDS
 # less a margin for packing (past which compute is stopped); and the run cache's records packed into $OUT.
@@ -69,7 +69,9 @@ if [ $calibrate -eq 1 ]; then
     step "calibration"
     $python bench/bench_trainer.py --device "$device" --calibrate --json --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1 || exit 1
     tail -1 "$OUT/bench.log"
-    cp "bench/calibration/${device%%:*}.json" "$OUT/"
+    for f in bench/calibration/"${device%%:*}".json bench/calibration/"${device%%:*}"-*.json; do  # one file a card
+        if [ -e "$f" ]; then cp "$f" "$OUT/"; fi
+    done
 fi
 
 budget=$((limit - (SECONDS - start) - margin))

@@ -20,12 +20,12 @@ PLANNED_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze
 
 
 def plan(project: Project, profile: str, device: str, precision: str | None = None, minutes: float = 12.0,
-         check: bool = False) -> str:
+         check: bool = False, card: str | None = None) -> str:
     """The plan as text (raises ValueError with the planner's message when it cannot be made); with `check`,
     its error on every group the run cache says was trained on that kind of device."""
     parameters = {name: page_parameters(project, name, profile, device, precision) for name in PLANNED_PAGES}
     done = subprocess.run([sys.executable, "-m", "geofact.ops.plan", "--root", str(project.root), "--device", device,
-                           "--minutes", str(minutes), *(["--check"] if check else [])], input=json.dumps(parameters),
+                           "--minutes", str(minutes), *(["--check"] if check else []), *(["--card", card] if card else [])], input=json.dumps(parameters),
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise ValueError(done.stderr.strip().removeprefix("geofact plan: error: ") or f"the planner exited with {done.returncode}")

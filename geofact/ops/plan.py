@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -463,19 +464,40 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
                                  "identify it, matmuls being a small share of these steps" if rate >= cap * (1 - 1e-9) else ""))
 
 
-def calibration_path(root: Path, device: str) -> Path:
-    return Path(root) / "bench" / "calibration" / f"{device.split(':')[0]}.json"
+def card_of(description: str) -> str:
+    """The card a calibration belongs to, from `geofact.device.describe_device`'s words: 'cuda (NVIDIA H100 80GB
+    HBM3)' -> 'h100', 'cuda (NVIDIA H200)' -> 'h200'; '' where it names none (a CPU). Cards are calibrated apart."""
+    match = re.search(r"\b([A-Z]\d{2,4}[A-Za-z]?)\b", description.partition("(")[2])
+    return match.group(1).lower() if match else ""
 
 
-def load_calibration(root: Path, device: str) -> Calibration:
-    """The stored calibration of this kind of device, or H100_SPEC for cuda when none is stored."""
-    path = calibration_path(root, device)
-    if path.exists():
-        return Calibration(**json.loads(path.read_text())["calibration"])
+def calibration_path(root: Path, device: str, card: str = "") -> Path:
+    """Where the calibration of a kind of device (and, for a GPU, of one card) is stored."""
+    kind = device.split(":")[0]
+    return Path(root) / "bench" / "calibration" / (f"{kind}-{card}.json" if card else f"{kind}.json")
+
+
+def stored_cards(root: Path, device: str) -> list[str]:
+    """The cards of this kind of device with a stored calibration ('' for one stored without a card)."""
+    kind = device.split(":")[0]
+    return sorted(p.stem[len(kind) + 1:] if p.stem != kind else "" for p in (Path(root) / "bench" / "calibration").glob(f"{kind}*.json")
+                  if p.stem == kind or p.stem.startswith(kind + "-"))
+
+
+def load_calibration(root: Path, device: str, card: str | None = None) -> Calibration:
+    """The stored calibration of this kind of device, of `card` where several cards are calibrated (one of
+    `stored_cards`; None: the only one stored); H100_SPEC for cuda when none is stored."""
+    cards = stored_cards(root, device)
+    if card is None and len(cards) > 1:
+        raise ValueError(f"calibrations of several {device} cards are stored ({', '.join(cards)}): name one (--card)")
+    if card is not None and card not in cards:
+        raise ValueError(f"card must be one of the calibrated {device} cards {cards}, got {card!r}")
+    if cards:
+        return Calibration(**json.loads(calibration_path(root, device, cards[0] if card is None else card).read_text())["calibration"])
     if device.startswith("cuda"):
         return H100_SPEC
-    raise ValueError(f"no calibration for device {device!r} at {path}: run `python bench/bench_trainer.py --device "
-                     f"{device} --calibrate` first")
+    raise ValueError(f"no calibration for device {device!r} at {calibration_path(root, device)}: run `python "
+                     f"bench/bench_trainer.py --device {device} --calibrate` first")
 
 
 def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> str:
@@ -484,7 +506,8 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
              "  matmul " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in calibration.matmul_flops.items())
              + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
                f"{calibration.ops_per_step:.0f} ops/step",
-             "training is priced at each run's step budget (an upper bound); '~' marks runs that are a guess", ""]
+             "training is priced at each run's step budget (an upper bound; d_min trials with an accuracy stop at what "
+             "they are expected to train); '~' marks runs that are a guess", ""]
     for plan in plans:
         lines.append(f"{plan.page}: {plan.seconds / 60:.1f} min (training {plan.training_seconds / 60:.1f}, "
                      f"analyses {plan.analysis_seconds / 60:.1f})")
@@ -559,10 +582,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--minutes", type=float, default=LEASE_MINUTES)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--card", default=None)
     args = parser.parse_args(argv)
     parameters = json.loads(sys.stdin.read())
     try:
-        calibration = load_calibration(args.root, args.device)
+        calibration = load_calibration(args.root, args.device, args.card)
         device = torch.device(args.device)  # the stacking policy of that kind of device, whether or not it is here
         plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device))
     except ValueError as exc:

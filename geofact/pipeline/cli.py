@@ -88,6 +88,8 @@ def _add_other_commands(sub) -> None:
     p_plan.add_argument("--minutes", type=float, default=12.0, help="usable minutes of one lease: 15 of device time less its start and packing (default: 12)")
     p_plan.add_argument("--check", action="store_true",
                         help="also the plan's error on every stacked group the run cache says was trained on that kind of device")
+    p_plan.add_argument("--card", default=None, help="the card whose calibration prices the plan (e.g. h100, h200), "
+                                                    "where several are stored under bench/calibration/")
     sub.add_parser("check", help="fail when a page or result is stale, broken, or the status page is out of date")
     sub.add_parser("status", help="regenerate the status page, the claims page, the front page and its figure from claims.yaml and results/")
     sub.add_parser("list", help="list notebooks and profiles")
@@ -179,7 +181,7 @@ def _plan(project: Project, args) -> int:
     from geofact.ops.page_plan import plan
 
     try:
-        print(plan(project, args.profile, args.device, args.precision, args.minutes, args.check), end="")
+        print(plan(project, args.profile, args.device, args.precision, args.minutes, args.check, args.card), end="")
     except ValueError as exc:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1

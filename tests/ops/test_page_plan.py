@@ -50,3 +50,24 @@ def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="--calibrate"):
         load_calibration(tmp_path, "mps")
     assert load_calibration(tmp_path, "cuda") is H100_SPEC
+
+
+def test_calibrations_are_kept_per_card_and_a_plan_names_one_when_several_are_stored(tmp_path):
+    import json
+
+    from geofact.ops.plan import H100_SPEC, calibration_path, card_of, load_calibration, stored_cards
+
+    assert card_of("cuda (NVIDIA H100 80GB HBM3)") == "h100" and card_of("cuda (NVIDIA H200)") == "h200"
+    assert card_of("cpu") == ""
+    h200 = {"calibration": {**H100_SPEC.as_dict(), "device": "cuda (NVIDIA H200)", "bandwidth": 4.8e12}}
+    path = calibration_path(tmp_path, "cuda", "h200")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(h200))
+    assert stored_cards(tmp_path, "cuda") == ["h200"] and load_calibration(tmp_path, "cuda").bandwidth == 4.8e12
+    calibration_path(tmp_path, "cuda", "h100").write_text(json.dumps({"calibration": H100_SPEC.as_dict()}))
+    with pytest.raises(ValueError, match="several cuda cards are stored"):
+        load_calibration(tmp_path, "cuda")
+    assert load_calibration(tmp_path, "cuda", "h100") == H100_SPEC
+    assert load_calibration(tmp_path, "cuda", "h200").device == "cuda (NVIDIA H200)"
+    with pytest.raises(ValueError, match="card must be one of the calibrated cuda cards"):
+        load_calibration(tmp_path, "cuda", "a100")
