@@ -11,6 +11,11 @@ Timed on `--threads` threads (a sweep worker has one):
     sampler     the batches of one step (drawn a block of DEFAULT_BLOCK_STEPS steps at a time, as the trainer does)
     optimiser   StackedAdamW.step (torch's fused kernel on each run's trained columns) against the
                 same update as a loop of one torch.optim.AdamW per run (the plain loop's optimiser)
+    keep        the stop rule's bookkeeping a step takes twice in a stack read past its stop (a run's state
+                at its stop, its best state): torch.where over the whole (runs, weights) buffer, as
+                StopRuleStep does, against copying only the rows that change (one run here)
+
+The grid reads its runs past their stop (`read_past_stop`), and so does the stack timed here.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ SEEDS = (0, 1, 2)
 
 def grid_stack(d: int, steps: int) -> list[TrainConfig]:
     return [TrainConfig(N=128, R=R, d=d, frozen_embeddings=frozen, seed=s, lr=1e-3, batch_size=128,
-                        max_steps=steps, loss_threshold=0.0)
+                        max_steps=steps, loss_threshold=0.0, read_past_stop=True)
             for R in R_VALUES for frozen in (False, True) for s in SEEDS]
 
 
@@ -73,6 +78,20 @@ def optimiser_seconds(configs: list[TrainConfig]) -> tuple[float, float]:
     return stacked, loop
 
 
+def keep_seconds(configs: list[TrainConfig]) -> tuple[float, float]:
+    """(torch.where, row copy) seconds of keeping one run's row of the stack's (M, P) buffer in another."""
+    flat = StackedUpdates(stack_params(configs, torch.float32), configs, torch.device("cpu")).stack.flat
+    kept = torch.zeros_like(flat)
+    rows = torch.zeros(len(configs), dtype=torch.bool)
+    rows[0] = True
+    where = seconds(lambda: torch.where(rows[:, None], flat, kept, out=kept), 50)
+
+    def copy_rows() -> None:
+        changed = rows.nonzero()[:, 0]
+        kept.index_copy_(0, changed, flat.index_select(0, changed))
+    return where, seconds(copy_rows, 50)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--d", type=int, nargs="+", default=[8, 24, 96])
@@ -90,17 +109,19 @@ def main() -> None:
         step = seconds(lambda: train_group(configs, evaluate=False, log_every=10**9), 1) / args.steps
         model_steps = len(configs) / step
         stacked, loop = optimiser_seconds(configs)
+        where, copy = keep_seconds(configs)
         rows.append({"d": d, "runs": len(configs), "step_ms": 1e3 * step, "model_steps_per_s": model_steps,
                      "peak_fraction": model_steps * step_flops(configs[0]) / peak,
                      "sampler_ms": 1e3 * sampler_seconds(configs), "optimiser_ms": 1e3 * stacked,
-                     "optimiser_loop_ms": 1e3 * loop})
+                     "optimiser_loop_ms": 1e3 * loop, "keep_where_ms": 1e3 * where, "keep_copy_ms": 1e3 * copy})
     result = {"device": cpu_model(), "threads": torch.get_num_threads(),
               "matmul_peak_flops": peak, "rows": rows}
     print(f"{result['device']}, {result['threads']} thread(s), matmul peak {peak / 1e9:.1f} GFLOP/s (float32)")
     for r in rows:
         print(f"d={r['d']:>3} x{r['runs']}: step {r['step_ms']:6.1f} ms = {r['model_steps_per_s']:7.0f} model-steps/s "
               f"({r['peak_fraction']:5.1%} of peak); sampler {r['sampler_ms']:.2f} ms; optimiser {r['optimiser_ms']:.2f} ms "
-              f"against {r['optimiser_loop_ms']:.2f} ms for a per-run AdamW loop ({r['optimiser_loop_ms'] / r['optimiser_ms']:.1f}x)")
+              f"against {r['optimiser_loop_ms']:.2f} ms for a per-run AdamW loop ({r['optimiser_loop_ms'] / r['optimiser_ms']:.1f}x); "
+              f"keep {r['keep_where_ms']:.2f} ms by torch.where, {r['keep_copy_ms']:.2f} ms by row copy")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -1,19 +1,8 @@
-"""Small exact statistics used to report Monte Carlo results honestly."""
+"""The exact binomial tail the code-book Monte Carlo is tested with (its intervals: `geofact.intervals`)."""
 
 from __future__ import annotations
 
 import math
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (95% by default)."""
-    if trials <= 0:
-        raise ValueError(f"trials must be > 0, got {trials}")
-    p = successes / trials
-    denom = 1 + z**2 / trials
-    centre = (p + z**2 / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z**2 / (4 * trials**2)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def binomial_upper_tail(n: int, f: int, p: float) -> float:

@@ -53,9 +53,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact import codes
+from geofact.intervals import wilson
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
-from geofact.stats import binomial_upper_tail, wilson_interval
+from geofact.stats import binomial_upper_tail
 
 page = Page("thm-orthogonal-codes")
 report = page.report
@@ -127,7 +128,7 @@ for i, (base, k) in enumerate(page.progress(jobs, desc="random code books")):
 rows = []
 for (base, k), s in mc.items():
     lam = codes.expected_violations(k, base)
-    lo, hi = wilson_interval(s.successes, s.trials)
+    lo, hi = wilson(s.successes, s.trials)
     failures = s.trials - s.successes
     # If the claim were true, P(failure) <= 2/k^2: how surprising are the observed failures?
     p_value = binomial_upper_tail(s.trials, failures, 2 / k**2)

@@ -334,11 +334,14 @@ for N, R in [(64, 1), (64, 2), (64, 4), (100, 8), (1000, 13)]:
     has_block = opened <= R
     bij = torch.as_tensor(task.bijections)
     wrong_block_answer = bij[(opened - 1).clamp(max=R - 1), subj]  # g_{2j}(i), where that block exists
-    follows_2j = float((pred[has_block] == wrong_block_answer[has_block]).float().mean()) if has_block.any() else float("nan")
+    # None where no query opens an existing block (R = 1: 2j > R for every j)
+    follows_2j = float((pred[has_block] == wrong_block_answer[has_block]).float().mean()) if has_block.any() else None
     literal_rows.append(dict(N=N, R=R, literal=lit.evaluate(q).accuracy, follows_2j=follows_2j,
                              repaired=shared_attribute_mlp(task, seed=seed, device=device).evaluate(q).accuracy))
-    print(f"N={N:>5} R={R:>3}: literal W_V = 2I accuracy {literal_rows[-1]['literal']:.4f}; where block 2j exists the "
-          f"answer is g_2j(i) in {follows_2j:.4f} of queries; repaired {literal_rows[-1]['repaired']:.4f}")
+    opened_text = (f"where block 2j exists the answer is g_2j(i) in {follows_2j:.4f} of queries" if follows_2j is not None
+                   else "no query opens an existing block (2j > R for every j)")
+    print(f"N={N:>5} R={R:>3}: literal W_V = 2I accuracy {literal_rows[-1]['literal']:.4f}; {opened_text}; "
+          f"repaired {literal_rows[-1]['repaired']:.4f}")
 report.number("literal_mlp_best", max(r["literal"] for r in literal_rows))
 
 # %% [markdown]
@@ -451,7 +454,7 @@ report.claim(
     holds=min(r["literal"] for r in literal_rows) == 1.0,
     measured=("literal W_V = 2I with the residual: accuracy " + ", ".join(f"{r['literal']:.3f} (N={r['N']}, R={r['R']})" for r in literal_rows)
               + "; where block 2j exists the answer is g_2j(i) in "
-              + ", ".join(f"{r['follows_2j']:.3f}" for r in literal_rows if r["follows_2j"] == r["follows_2j"]) + " of queries"),
+              + ", ".join(f"{r['follows_2j']:.3f}" for r in literal_rows if r["follows_2j"] is not None) + " of queries"),
     note="W_V = 2 diag(I, 0) is exact (thm-shared-mlp)",
 )
 report.claim(

@@ -2,15 +2,7 @@ import math
 
 import pytest
 
-from geofact.stats import binomial_upper_tail, wilson_interval
-
-
-def test_wilson_interval_contains_estimate_and_is_bounded():
-    lo, hi = wilson_interval(7, 10)
-    assert 0 <= lo < 0.7 < hi <= 1
-    assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == 1.0
-    with pytest.raises(ValueError, match="trials"):
-        wilson_interval(0, 0)
+from geofact.stats import binomial_upper_tail
 
 
 def test_binomial_upper_tail():
