@@ -1,6 +1,7 @@
 # geofact: the two commands of the README, plus the paper profile.
 #   make book    set up .venv, execute every notebook at the laptop profile, check, build the book
-#   make test    set up .venv, run the test suite (unit tests, every notebook at smoke, strict book build)
+#   make test    set up .venv, run the test suite (unit tests, every notebook at smoke, strict book build),
+#                its files spread over JOBS processes
 #   make paper   execute every notebook at the paper profile (DEVICE=cuda on a GPU machine)
 #   make bundle  download the wheels an air-gapped GPU node needs to run `geofact run` into BUNDLE (PY=3.12;
 #                see book/paper-scale.md; `geofact compute` on a GPU lease needs none)
@@ -72,7 +73,7 @@ lab: $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT) $(LAB_FLAGS)
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 clean:
 	rm -rf book/_build .geofact

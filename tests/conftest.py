@@ -4,6 +4,23 @@ import os
 # from configs or read from installed packages. Set before transformers / huggingface_hub are imported.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Under pytest-xdist (`make test`: a process per core, each test file in one of them) every process
+# runs on its own share of the cores, and computes on that many threads: torch's threads spin while they
+# wait, and two processes of two threads each on two cores slowed the training tests a hundredfold. The
+# pages and sweeps the tests start see the same share (geofact.processes.usable_cores reads the
+# affinity). Set before torch is imported.
+def _pin_to_share() -> None:
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    share = cores[int(worker.removeprefix("gw")) % count :: count] or cores
+    os.sched_setaffinity(0, share)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GEOFACT_THREADS"):
+        os.environ.setdefault(name, str(len(share)))
+
+
+_pin_to_share()
 
 from pathlib import Path
 

