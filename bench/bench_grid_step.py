@@ -13,7 +13,8 @@ Timed on `--threads` threads (a sweep worker has one):
                 same update as a loop of one torch.optim.AdamW per run (the plain loop's optimiser)
     keep        the stop rule's bookkeeping a step takes twice in a stack read past its stop (a run's state
                 at its stop, its best state): torch.where over the whole (runs, weights) buffer, as
-                StopRuleStep does, against copying only the rows that change (one run here)
+                StopRuleStep does on an accelerator, against its CPU path, copying only the rows that
+                change (`copy_rows_`; one run here)
 
 The grid reads its runs past their stop (`read_past_stop`), and so does the stack timed here.
 """
@@ -29,12 +30,13 @@ from pathlib import Path
 import torch
 from bench_sweep_workers import cpu_model  # this folder is on sys.path when a script in it runs
 
-from geofact.device import THREADS_ENV, configure_cpu
+from geofact.device import configure_cpu
+from geofact.settings import THREADS_ENV
 from geofact.ops.benchmark import matmul_peak, step_flops
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.stack import StackedUpdates, stack_params
-from geofact.training.trainer import DEFAULT_BLOCK_STEPS, train_group
+from geofact.training.trainer import DEFAULT_BLOCK_STEPS, copy_rows_, train_group
 
 R_VALUES = (2, 4, 8, 16)
 
@@ -85,11 +87,7 @@ def keep_seconds(configs: list[TrainConfig]) -> tuple[float, float]:
     rows = torch.zeros(len(configs), dtype=torch.bool)
     rows[0] = True
     where = seconds(lambda: torch.where(rows[:, None], flat, kept, out=kept), 50)
-
-    def copy_rows() -> None:
-        changed = rows.nonzero()[:, 0]
-        kept.index_copy_(0, changed, flat.index_select(0, changed))
-    return where, seconds(copy_rows, 50)
+    return where, seconds(lambda: copy_rows_(rows, flat, kept), 50)
 
 
 def main() -> None:

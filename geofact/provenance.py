@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -11,7 +12,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 
 import geofact
 
@@ -59,11 +59,19 @@ def git_commit(root: Path) -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def _version(package: str) -> str:
+    """An installed package's version, read from its metadata: the publisher records torch's without importing it."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def environment() -> dict[str, str]:
     return {
         "geofact": geofact.__version__,
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": _version("torch"),
         "numpy": np.__version__,
         "platform": platform.platform(terse=True),
     }

@@ -77,7 +77,7 @@ spike_steps = 15000  # ... for this many steps, with no stop rule (the stop rule
 spike_keep_every = 1000  # the states the mechanism pages read (paper, wd 0, lr/10 after): one every this many steps, and around the first spike
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
-precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
+precision = "fp32"  # matmul policy of training (geofact.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 import json
@@ -94,7 +94,7 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
-from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pages.plotting import COLORS, PAPER_STYLE, SMALL_TITLE_SIZE, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
 from geofact.pages.spikes import numbers as spike_numbers
 from geofact.spikes import SpikeRule, after_stop, find_spikes
@@ -107,7 +107,8 @@ from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
 from geofact.training.variants import stop_at, study_jobs, study_recipes, variant_runs
 
-page = Page("exp-capacity", cache_dir)
+page = Page("exp-capacity", cache_dir, device, precision)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
@@ -331,7 +332,7 @@ ticks = [d for d in grid.d_values if low <= d <= high]  # the grid's rungs: wher
 ax.set_yticks(ticks, [str(d) for d in ticks])
 ax.minorticks_off()
 # below the axes: inside, five entries cover the small-R thresholds
-ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
 ax = axes[0][1]
 for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
     for i, R in enumerate(grid.R_values):
@@ -340,7 +341,7 @@ for name, color in zip(REGIMES, [COLORS["measured"], COLORS["alt"]]):
 ax.axhline(grid.max_steps, color="grey", linestyle=":", label="step budget")
 ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="steps taken (mean over seeds)",
        title="steps to the stop rule: learned solid, frozen dashed")
-legend(ax, ncol=2, fontsize="small")
+legend(ax, ncol=2)
 plt.show()
 
 # %% [markdown]
@@ -408,7 +409,7 @@ if math.isfinite(beta):
 # %% [markdown]
 # ## The precision policy at the thresholds
 #
-# This page trained in {glue:text}`precision` (`geofact run --precision`; `geofact.training.precision`).
+# This page trained in {glue:text}`precision` (`geofact run --precision`; `geofact.precision`).
 # A GPU trains in TF32 unless told otherwise, whose matmul products keep 10 bits of mantissa; bfloat16
 # keeps 7, and this CPU can run it. Where a run's margin is thinnest, at the capacity threshold, rounding
 # could move which cells memorise and so the thresholds every verdict above rests on. The cells of each
@@ -583,7 +584,7 @@ for ax, (i, R) in zip(axes[0], enumerate(attention_R)):
     ax.set(xscale="log", xlabel="embedding dimension d", ylabel="final accuracy (mean ± std over seeds)",
            title=f"uniform vs learned attention, N={grid.N}, R={R}")
     ax.set_xscale("log", base=2)
-    legend(ax, fontsize="small")
+    legend(ax)
 plt.show()
 
 # %%
@@ -879,7 +880,7 @@ for i, s in enumerate(shown_seeds):
             ax.plot([stop], [threshold_loss], "v", color="black", markersize=5)
         ax.set_yscale("log")
         if i == 0:
-            ax.set_title(recipe.name, fontsize="small")
+            ax.set_title(recipe.name, fontsize=SMALL_TITLE_SIZE)
         if j == 0:
             ax.set_ylabel(f"seed {s}: batch loss")
         if i == len(shown_seeds) - 1:

@@ -77,7 +77,7 @@ spike_keep_every = 1000  # ... whose kept states this page reads around a spike:
 spike_second = None  # {"R": R, "d": d, "seeds": [...]}: the spike study at a cell of the second grid (its three recipes); None: none
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
-precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
+precision = "fp32"  # matmul policy of training (geofact.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 
@@ -102,7 +102,8 @@ from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.regime import claim_in_regime, judge_in_regime
 
-page = Page("exp-freeze-transfer", cache_dir)
+page = Page("exp-freeze-transfer", cache_dir, device, precision)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)

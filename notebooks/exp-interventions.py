@@ -70,7 +70,7 @@ spike_keep_every = 1000  # ... whose kept states this page reads around a spike:
 spike_second = None  # {"R": R, "d": d, "seeds": [...]}: the spike study at a cell of the second grid (its three recipes); None: none
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
-precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
+precision = "fp32"  # matmul policy of training (geofact.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 
@@ -99,7 +99,8 @@ from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restricti
 from geofact.training.sweep import run_sweep
 from geofact.regime import judge_in_regime
 
-page = Page("exp-interventions", cache_dir)
+page = Page("exp-interventions", cache_dir, device, precision)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
@@ -335,7 +336,7 @@ if erosion_control is not None:
                 steps, values = arms[arm, name, s]
                 ax.plot(steps, values, "o-", color=color, alpha=0.8, markersize=3, label=label if i == 0 else None)
         ax.set(xlabel="training step", ylabel="best selectivity", title=f"{name}: R={R_x}, d={d_x}")
-    legend(axes[0][0], fontsize="small")
+    legend(axes[0][0])
     plt.show()
 
 # %%
@@ -463,7 +464,7 @@ ax.plot(grid.d_values, grid.d_values, color=COLORS["baseline"], linestyle="--", 
 ax.set(xscale="log", yscale="log", xlabel="embedding dimension d", ylabel="k of the best selectivity", title=f"learned embeddings, N={grid.N}")
 ax.set_xticks(grid.d_values, [str(d) for d in grid.d_values])
 ax.minorticks_off()
-legend(ax, ncol=2, fontsize="small")
+legend(ax, ncol=2)
 plt.show()
 
 sel_emb = final_values(grid, points, "selectivity_emb")

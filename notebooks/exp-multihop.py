@@ -82,7 +82,7 @@ curve_cells = [[2, 8], [4, 16]]  # (k, R) cells whose accuracy against steps is 
 construction_queries = 512  # queries on which each fitting chain-of-thought construction is checked
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
-precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
+precision = "fp32"  # matmul policy of training (geofact.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 import json
@@ -110,7 +110,8 @@ from geofact.training.model import n_params
 from geofact.regime import mark_not_in_regime
 from geofact.training.sweep import run_sweep, training_seconds
 
-page = Page("exp-multihop", cache_dir)
+page = Page("exp-multihop", cache_dir, device, precision)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 paper_N, paper_d = 2048, 256  # Appendix C
 report.scale(f"N = {N}" + ("" if N == paper_N else f" (the paper's {paper_N})") + f", d = {d}" + ("" if d == paper_d else f" (the paper's {paper_d})")

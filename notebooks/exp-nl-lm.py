@@ -81,7 +81,8 @@ from geofact.pages.plotting import COLORS, subplots
 from geofact.intervals import wilson
 from geofact.regime import mark_not_in_regime
 
-page = Page("exp-nl-lm", cache_dir)
+page = Page("exp-nl-lm", cache_dir, device)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 configure_cpu(torch_threads)
 cache = page.cache("corpus-lm")
@@ -211,7 +212,7 @@ for ax, variant in zip(axes[0], ("word", "entity")):
         ax.scatter(x + 0.2, [PAPER_READOUT.get(c, (np.nan, np.nan))[1] for c in categories], color=COLORS["paper"], marker="_", s=300, zorder=3)
     ax.set_xticks(x, [c.replace("_", " ") for c in categories], rotation=30, ha="right")
     ax.set(ylabel="held-out readout Hits@1", ylim=(0, 1), title=f"{variant}-level tokens")
-legend(axes[0][0], fontsize="small")
+legend(axes[0][0])
 plt.show()
 
 # %% [markdown]

@@ -92,7 +92,7 @@ spike_keep_every = 1000  # ... whose kept states this page reads around a spike:
 spike_second = None  # {"R": R, "d": d, "seeds": [...]}: the spike study at a cell of the second grid (its three recipes); None: none
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
-precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
+precision = "fp32"  # matmul policy of training (geofact.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 
@@ -120,7 +120,8 @@ from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.regime import claim_in_regime, judge_in_regime, regime
 from geofact.training.sweep import run_sweep
 
-page = Page("exp-readout", cache_dir)
+page = Page("exp-readout", cache_dir, device, precision)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
@@ -439,7 +440,7 @@ if readout_check is not None:
     ax.set_xscale("log", base=2)
     top = ax.secondary_xaxis("top", functions=(lambda d: c_train / np.maximum(d, 1e-9), lambda q: c_train / np.maximum(q, 1e-9)))
     top.set_xlabel("training subjects per dimension")
-    legend(ax, fontsize="small")
+    legend(ax)
     plt.show()
     for c in check_cells:
         steps = [r["steps"] for r in c["records"]]

@@ -108,7 +108,8 @@ from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.store import refuse_in_records_only
 
-page = Page("exp-real-lm-probing", cache_dir)
+page = Page("exp-real-lm-probing", cache_dir, device)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 configure_cpu(torch_threads)
 cache = page.cache("real-lm-probing")
@@ -247,11 +248,11 @@ for spec in results if first is None else [first]:
         x = np.arange(len(names))
         ax.bar(x - 0.2, [r["layers"][best]["hits1"] for r in records], 0.4, color=COLORS["measured"], label="probe")
         ax.bar(x + 0.2, [r["majority"]["hits1"] for r in records], 0.4, color=COLORS["baseline"], label="majority")
-        ax.set_xticks(x, [n.replace("_", " ") for n in names], rotation=40, ha="right", fontsize="small")
+        ax.set_xticks(x, [n.replace("_", " ") for n in names], rotation=40, ha="right")
         ax.set(title=f"{category} (layer {best})", ylabel="held-out Hits@1", ylim=(0, 1))
     for ax in axes.flat[len(categories):]:
         ax.set_visible(False)
-    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside right upper", fontsize="small")
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside right upper")
     fig.suptitle(f"{spec}: per-relation Hits@1 at the best layer ({mode} subject token)")
     plt.show()
 

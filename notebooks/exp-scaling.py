@@ -80,7 +80,7 @@ alpha_tolerance = 0.25  # frozen verdicts: the paper's alpha within this of the 
 alpha_tolerances = [0.0, 0.1, 0.25, 0.5]  # the table of how the frozen verdicts move with it
 cache_dir = None  # the run cache; None means .geofact/runs in this checkout
 device = "cpu"
-precision = "fp32"  # matmul policy of training (geofact.training.precision); `geofact run --precision`, default tf32 on cuda
+precision = "fp32"  # matmul policy of training (geofact.precision); `geofact run --precision`, default tf32 on cuda
 
 # %%
 import math
@@ -103,7 +103,8 @@ from geofact.thresholds import LinearStatistic, box_estimate
 from geofact.d_min_search import find_d_min_streaming, fit_log, fit_power
 from geofact.training.sweep import SweepPool, training_seconds
 
-page = Page("exp-scaling", cache_dir)
+page = Page("exp-scaling", cache_dir, device, precision)
+device = page.device  # resolved once, here: a torch.device from this line on
 report = page.report
 report.scale(f"N {min(N_values)}-{max(N_values)} (the paper's 128-32768), R = {R}, {len(seeds)} seeds, up to {max_steps:,} steps "
              f"at batch {batch_size}" + (f", a trial decided at its first check (every {decide_every}) past the level" if decide_every else "")
@@ -256,7 +257,7 @@ for ax, w in zip(axes[0], widths):
     ax.set(xlabel="N (entities)", ylabel=f"d_min (accuracy >= {level})", title=f"MLP width = {w}, R = {R}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    legend(ax, fontsize="small")
+    legend(ax)
 plt.show()
 
 # %% [markdown]

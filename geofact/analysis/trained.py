@@ -23,7 +23,8 @@ from typing import Literal
 
 import torch
 
-from geofact.host import on_host, resolve, to_host
+from geofact.device import as_device
+from geofact.host import on_host, to_host
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import head, hidden
@@ -47,7 +48,7 @@ class TrainedModel:
              device: str | torch.device = "cpu") -> "TrainedModel":
         """A run from the run cache (geofact.training.sweep, trained with save_weights=True), final or at
         `step`, its weights on `device`."""
-        device = resolve(device)
+        device = as_device(device)
         return cls(config, {k: v.to(device) for k, v in load_weights(cache_dir, config, step).items()}, step)
 
     @property

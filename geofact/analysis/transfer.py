@@ -29,7 +29,7 @@ import torch
 
 from geofact.analysis.readout import linear_readout
 from geofact.analysis.trained import TARGETS, Target, TrainedModel
-from geofact.device import resolve_device
+from geofact.device import as_device
 from geofact.host import on_host, to_host
 from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, write_json
@@ -157,7 +157,7 @@ def run_transfers(configs: list[TransferConfig], cache_dir: Path, device: str | 
     same shape; each transfer is written as soon as its group finishes (an interrupted call resumes).
     """
     cache_dir = Path(cache_dir)
-    device = resolve_device(device)
+    device = as_device(device)
     run_sweep([c.base for c in configs], cache_dir, device=device, progress=progress)
     missing = list({c.key(): c for c in configs if load_transfer(cache_dir, c) is None}.values())
     chunks = stack_chunks(missing, lambda c: (c.retrain_config("control").shape_key(), c.eval_every),

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from geofact.device import describe_device, resolve_device
+from geofact.device import as_device, describe_device
 
 SMOLLM2 = "smollm2"
 TINY = "tiny-random"  # a random 2-layer Llama over given words (tests, smoke runs)
@@ -116,7 +116,7 @@ def load_lm(spec: str, device: str | torch.device = "cpu", dtype: torch.dtype = 
     """Load a causal LM and its tokenizer from a spec (see the module docstring); ``"tiny-random"``
     builds `tiny_llama(vocab_words)` instead."""
     transformers = _require_transformers()
-    dev = resolve_device(device)
+    dev = as_device(device)
     if spec == TINY:
         if not vocab_words:
             raise ValueError(f"model {TINY!r} needs vocab_words (its word-level vocabulary)")

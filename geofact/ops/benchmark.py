@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from geofact.device import configure_cpu, describe_device, resolve_device
+from geofact.device import as_device, configure_cpu, describe_device
 from geofact.host import host_reads
 from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.settings import records_only
@@ -37,7 +37,7 @@ from geofact.store import (
 from geofact.training.config import TrainConfig
 from geofact.training.graphs import eager_steps, graphs_wanted
 from geofact.training.plain_loop import train_single
-from geofact.training.precision import default_precision
+from geofact.precision import default_precision
 from geofact.training.sweep import default_group_size, provenance
 from geofact.training.trainer import DEFAULT_BLOCK_STEPS, train_group
 
@@ -92,7 +92,7 @@ def benchmark(device: str | torch.device = "cpu", runs: int = 4, steps: int = 20
     """Rates at the paper's shapes (N = 4096, batch 1024, R = 8 by default). Returns a JSON-able dict."""
     if runs < 1 or steps < 1:
         raise ValueError(f"runs and steps must be >= 1, got runs={runs}, steps={steps}")
-    device = resolve_device(device)
+    device = as_device(device)
 
     def configs(d: int, n_steps: int) -> list[TrainConfig]:
         return [TrainConfig(N=N, R=R, d=d, batch_size=batch_size, max_steps=n_steps, lr=1e-3, loss_threshold=0.0, seed=s)
@@ -136,7 +136,7 @@ def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=No
     step's fixed cost shows) and, on an accelerator, at the paper grid's, each timed after a warm-up
     call, in the device's default precision: for geofact plan's calibration (geofact.ops.plan.fit).
     On CUDA each timed call captures its step as a graph again; its `steps` amortise that."""
-    device = resolve_device(device)
+    device = as_device(device)
     if shapes is None:
         shapes = CALIBRATION_SHAPES + (ACCELERATOR_SHAPES if device.type != "cpu" else ())
     precision = default_precision(device)
@@ -175,8 +175,9 @@ def step_ops(device: str | torch.device = "cpu", runs: int = 4, N: int = 512, R:
              batch_size: int = 1024, block_steps: int = DEFAULT_BLOCK_STEPS) -> dict:
     """Dispatcher ops, views and host reads per step of a single-hop stack (no stop rule in reach),
     counted over two blocks of steps minus one (set-up and the final bookkeeping cancel). A host read
-    is a `to_host` call of the trainer or a data-dependent op (`DATA_DEPENDENT`)."""
-    device = resolve_device(device)
+    is a `to_host` call of the trainer or, off the CPU, a data-dependent op (`DATA_DEPENDENT`): on the CPU
+    such an op waits for no device (the stop rule's row copy takes one, geofact.training.trainer.copy_rows_)."""
+    device = as_device(device)
     reads = []
 
     def counting_read(tensors):
@@ -196,7 +197,8 @@ def step_ops(device: str | torch.device = "cpu", runs: int = 4, N: int = 512, R:
     ops = (two.ops - one.ops) / block_steps
     result = {"runs": runs, "N": N, "R": R, "d": d, "batch_size": batch_size, "block_steps": block_steps,
               "ops_per_step": ops, "views_per_step": (two.views - one.views) / block_steps,
-              "syncs_per_step": (reads_two - reads_one + two.data_dependent - one.data_dependent) / block_steps,
+              "syncs_per_step": (reads_two - reads_one + (two.data_dependent - one.data_dependent) * (device.type != "cpu"))
+              / block_steps,
               "launches_per_step": ops, "cuda_graphs": graphs_wanted(device)}
     if result["cuda_graphs"]:  # a replayed graph runs the step's kernels on one call, which the dispatcher does not see
         (one, _), (two, _) = count(1), count(2)
@@ -238,5 +240,5 @@ def recorded_benchmark(cache_dir: Path, device: str | torch.device = "cpu", **sh
             refuse_in_records_only(f"the benchmark at {config}")
         return record["result"]
     result = benchmark(device, **shapes)
-    write_json(path, {"schema": RECORD_SCHEMA, "config": config, "result": result, "provenance": provenance(resolve_device(device))})
+    write_json(path, {"schema": RECORD_SCHEMA, "config": config, "result": result, "provenance": provenance(as_device(device))})
     return result

@@ -175,7 +175,7 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     module docstring. `force` executes pages whose marker says they are computed. The pages' own output
     (progress bars, tracebacks) goes to `echo` (default: standard error), this function's lines to
     standard output. `precision` is the policy passed to pages that declare it (None: the device's
-    default, geofact.training.precision). `grid_cells` ({"R": [...], "d": [...]}, MECHANISM_PAGES when
+    default, geofact.precision). `grid_cells` ({"R": [...], "d": [...]}, MECHANISM_PAGES when
     `names` is empty; pages declaring `capacity_grid` alone) computes the pages on those cells of the capacity grid: their
     records, never a marker. Raises ComputeFailed at the first page that fails, ComputeUnfinished when
     the budget left pages for the next command."""

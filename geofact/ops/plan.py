@@ -36,7 +36,7 @@ import numpy as np
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.training.model import n_params
-from geofact.training.precision import check_precision
+from geofact.precision import check_precision
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
 

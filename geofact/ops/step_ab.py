@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from geofact.device import resolve_device
+from geofact.device import as_device
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.trainer import train_group
@@ -76,7 +76,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     the libraries' handles) out of the first row; each way of each row costs three calls (time_step)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    device = resolve_device(device)
+    device = as_device(device)
     _seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
     for d in ds:
         for precision in precisions:

@@ -217,7 +217,7 @@ def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, toler
             ax.axhline(tolerance, color="black", linestyle=":", linewidth=1, label=f"tolerance {tolerance:g}")
         ax.set(xscale="log" if shown else "linear", xlabel="headroom d / d_min(R) (learned threshold)",
                ylabel=f"drop of {label}: peak - stop", title=f"{regime} embeddings" + ("" if shown else ": no threshold on the grid"))
-        legend(ax, ncol=2, fontsize="small", title="filled: judged cells", title_fontsize="small")
+        legend(ax, ncol=2, title="filled: judged cells")
 
 
 def erosion_summary(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float, tolerances: list[float],

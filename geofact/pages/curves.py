@@ -55,7 +55,7 @@ def headroom_curves(ax, grid: CapacityGrid, headroom: np.ndarray, values: dict[s
     if min_headroom is not None:
         ax.axvline(min_headroom, color="grey", linestyle=":", linewidth=1, label=f"d/d_min = {min_headroom:g}")
     ax.set(xscale="log", xlabel="headroom d / d_min(R) (learned threshold)", ylabel=ylabel)
-    legend(ax, ncol=2, fontsize="small", title="solid: learned, dashed: frozen", title_fontsize="small")
+    legend(ax, ncol=2, title="solid: learned, dashed: frozen")
 
 
 def trajectory_panels(axes, grid: CapacityGrid, points: dict, metric: str, cells: list[tuple[int, int]], ylabel: str) -> None:
@@ -84,5 +84,5 @@ def trajectory_legend(fig, row) -> None:
     """The one legend of a figure of trajectory_panels rows, below it: each cell's colour and line (R, d,
     learned solid or frozen dashed) and the stop rule, from `row` (one row's two axes)."""
     handles, labels = ([*a, *b] for a, b in zip(row[0].get_legend_handles_labels(), row[1].get_legend_handles_labels()))
-    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
+    fig.legend(handles, labels, loc="outside lower center", ncols=3)
 

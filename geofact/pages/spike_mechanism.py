@@ -266,7 +266,7 @@ def study_panels(runs: list[StudyRun], label: str, loss_threshold: float, floor:
             if n not in names:
                 handles.append(h)
                 names.append(n)
-    fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 5), fontsize="small")
+    fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 5))
     return fig
 
 

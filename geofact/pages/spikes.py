@@ -98,7 +98,7 @@ def curves_panel(ax, records: Mapping[Key, dict], runs: Mapping[Key, RunSpikes],
         ax.axhline(loss_threshold, **PAPER_STYLE)
     ax.set(yscale="log", xlabel="step", ylabel="batch loss", title=title)
     if ranked or quiet is not None:
-        legend(ax, fontsize="small")
+        legend(ax)
 
 
 def grid_runs(grids, records_by_grid: list[Mapping[tuple, dict]], thresholds: list[Mapping[tuple, float]],

@@ -97,7 +97,7 @@ def _provenance_markdown(meta: dict[str, Any]) -> str:
         ("git commit", f"`{meta['git_commit']}`"),
         ("device", meta["device"]),
     ]
-    if "precision" in meta["parameters"]:  # a page that trains: its matmul policy (geofact.training.precision)
+    if "precision" in meta["parameters"]:  # a page that trains: its matmul policy (geofact.precision)
         rows.append(("training precision", f"`{meta['parameters']['precision']}`"))
     made = meta.get("records_made_on", {})
     if made.get("device"):  # the page read cached training and analysis records: where they were computed

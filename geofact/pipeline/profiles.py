@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from geofact.training.precision import check_precision, default_precision
+from geofact.precision import check_precision, default_precision
 
 PROFILE_ORDER = ("smoke", "laptop", "paper")
 
@@ -34,7 +34,7 @@ class Profile:
                        precision: str | None = None) -> dict[str, Any]:
         """The parameters passed to `notebook`, given the names its parameters cell declares. A notebook
         that declares `device` gets the device asked for; one that declares `precision` gets the policy
-        asked for, or the device's default (geofact.training.precision: tf32 on CUDA, fp32 elsewhere)."""
+        asked for, or the device's default (geofact.precision: tf32 on CUDA, fp32 elsewhere)."""
         own = self.notebooks.get(notebook, {})
         unknown = sorted(set(own) - declared)
         if unknown:

@@ -49,7 +49,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-from geofact.device import THREADS_ENV
 from geofact.pipeline.execute import PageInterrupted, RunRecord, run_notebook, scoped_environ
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import RunSettings
@@ -58,7 +57,8 @@ from geofact.pipeline.status import write_status_page
 from geofact.pipeline.units import plan_units
 from geofact.pipeline.verdicts import NotebookError
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
-from geofact.settings import DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, past_deadline
+from geofact.settings import (DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, THREADS_ENV,
+                              past_deadline)
 from geofact.ops.cluster import make_executor
 
 THREAD_ENVS = (THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -228,7 +228,7 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
     records alone (geofact.ops.pack): a page that would train or read weights is left unfinished instead.
     `executor` ("local" or "slurm", with submitit `executor_options`) trains every sweep's groups as
     submitit jobs (geofact.ops.cluster). `precision` is the policy passed to pages that declare it
-    (geofact.training.precision; None: the device's default). `rounding` names a perturbation of the matmul
+    (geofact.precision; None: the device's default). `rounding` names a perturbation of the matmul
     kernels (geofact.pipeline.stability.PERTURBATIONS): the pages train into a cache of their own and write
     their results beside the book's, whose verdicts they test; the book's pages are left as they are.
     """

@@ -171,7 +171,7 @@ class RunSettings:
     def resolve(cls, project: Project, profile: str, device: str, precision: str | None = None,
                 rounding: str | None = None) -> RunSettings:
         from geofact.device import describe_device  # torch: imported once a command runs, not for the CLI's help
-        from geofact.training.precision import check_precision
+        from geofact.precision import check_precision
 
         settings = cls(load_profile(profile, project.profiles_dir), device, describe_device(device), precision, rounding)
         if precision is not None:

@@ -14,7 +14,7 @@ from functools import partial
 from typing import ClassVar, Literal
 
 from geofact.store import record_key
-from geofact.training.precision import PRECISIONS
+from geofact.precision import PRECISIONS
 
 Attention = Literal["uniform", "learned"]
 MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.training.data)
@@ -60,7 +60,7 @@ class _Run:
 
     def as_dict(self) -> dict:
         """The config as JSON. An fp32 run leaves `precision` out: every record made before the precision
-        policy (geofact.training.precision) was fp32, and keeps the key it was cached under; so does a run
+        policy (geofact.precision) was fp32, and keeps the key it was cached under; so does a run
         that is not read past its stop (`TrainConfig.read_past_stop`), keeps no tail (`keep_tail`) or has no
         accuracy stop (`stop_accuracy`)."""
         out = dataclasses.asdict(self)
@@ -119,7 +119,7 @@ class TrainConfig(_Run):
     loss_threshold: float = 1e-4  # early stop once the training loss is below this
     seed: int = 0  # initialisation and batch order
     task_seed: int | None = None  # the bijections; None means `seed`
-    precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
+    precision: str = "fp32"  # how the step's matmuls are computed (geofact.precision.PRECISIONS)
     # Train on to max_steps after the stop rule, to read the run at three points (issue 46, item 4): its
     # record and weights stay those at the stop, and it keeps the best state before any loss spike and
     # the state at max_steps besides (geofact.training.trainer, `RunResult.past_stop`)
@@ -216,7 +216,7 @@ class MultiHopConfig(_Run):
     eval_seen: bool = True
     seed: int = 0  # initialisation, query draws
     task_seed: int | None = None  # the bijections; None means `seed`
-    precision: str = "fp32"  # how the step's matmuls are computed (geofact.training.precision.PRECISIONS)
+    precision: str = "fp32"  # how the step's matmuls are computed (geofact.precision.PRECISIONS)
 
     schema: ClassVar[str] = "geofact.training.multihop/1"  # the records' name from before the modules were renamed
 

@@ -74,7 +74,7 @@ class CapacityGrid:
     loss_threshold: float = 1e-4  # the paper's stop rule (Appendix B)
     attention: str = "uniform"  # "learned" for the footnote's variant (Section 5.1)
     perfect: float = field(default=0.99)  # "perfect memorization": accuracy at least this
-    precision: str = "fp32"  # how every run's matmuls are computed (geofact.training.precision)
+    precision: str = "fp32"  # how every run's matmuls are computed (geofact.precision)
     # train the grid's runs on to max_steps after the stop rule, keeping their best state before any loss
     # spike and their last state beside the stop's, to read them at three points (issue 46, item 4;
     # TrainConfig.read_past_stop); a variant of a run (`config(..., **over)`) is another experiment and stops

@@ -21,7 +21,7 @@ from geofact.host import to_host
 from geofact.training.config import MultiHopConfig
 from geofact.training.graphs import GraphedStep
 from geofact.training.model import causal_hidden, head, hidden
-from geofact.training.precision import at_least_fp32, computing_in
+from geofact.precision import at_least_fp32, computing_in
 from geofact.training.hop_queries import BatchSampler, _pad, query_sets, sequences, walk
 from geofact.training.resume import GroupCheckpoint, GroupState, stack_state
 from geofact.training.stack import StackedGroup, StackedUpdates, run_weights, stack_params, start_group, train_in_blocks

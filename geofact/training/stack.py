@@ -16,10 +16,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from geofact.device import configure_cpu
-from geofact.host import resolve
+from geofact.device import as_device, configure_cpu
 from geofact.training.model import init_params
-from geofact.training.precision import check_precision
+from geofact.precision import check_precision
 from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack
 
@@ -47,7 +46,7 @@ def start_group(configs: list, device: str | torch.device, trainer: str) -> torc
     """Check that the runs can be stacked (equal shape_key()) and ready the device they train on."""
     if len({c.shape_key() for c in configs}) != 1:
         raise ValueError(f"{trainer} needs runs with equal {type(configs[0]).__name__}.shape_key(); run_sweep groups them")
-    device = resolve(device)
+    device = as_device(device)
     check_precision(configs[0].precision, device)
     if device.type == "cpu":
         configure_cpu()

@@ -27,11 +27,11 @@ from typing import Any, Callable
 import torch
 
 import geofact
-from geofact.device import THREADS_ENV, describe_device, resolve_device
+from geofact.device import as_device, describe_device
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
 from geofact.progress import progress
 from geofact.provenance import git_commit
-from geofact.settings import deadline, past_deadline, records_only
+from geofact.settings import THREADS_ENV, deadline, past_deadline, records_only
 from geofact.store import (
     read_arrays,
     read_record,
@@ -210,8 +210,7 @@ def group_settings(config: Config, checkpoints: tuple[int, ...]) -> dict:
 
 def _train_chunk(job: tuple, progress=None) -> list[Config]:
     """Train one stacked chunk and write its records (in a worker process, or in this one)."""
-    chunk, device, cache_dir, save_weights, checkpoints, checkpoint_every = job
-    device = resolve_device(device)
+    chunk, device, cache_dir, save_weights, checkpoints, checkpoint_every = job  # a torch.device, resolved where the sweep began
     kept = {"checkpoints": checkpoints} if checkpoints else {}
     state = None
     if checkpoint_every is not None:
@@ -263,7 +262,7 @@ class SweepPool:
             raise ValueError(f"checkpoint_every must be >= 0 seconds (or None: never), got {checkpoint_every}")
         if group_size is not None and group_size < 1:
             raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
-        self.device = resolve_device(device)
+        self.device = as_device(device)
         self.workers = cpu_workers(self.device) if workers is None else workers
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1 (or None: one per CPU core), got {workers}")
@@ -393,7 +392,7 @@ class SweepPool:
         for c in chunk:
             self._queued.pop(c.key(), None)  # a resumed group may hold runs whose records were written
         kept = tuple(t for t in self.checkpoints if t < chunk[0].max_steps)
-        return chunk, str(self.device), self.cache_dir, self.save_weights, kept, self.checkpoint_every
+        return chunk, self.device, self.cache_dir, self.save_weights, kept, self.checkpoint_every
 
     def _dispatch(self) -> None:
         """Start the longest queued chunks on the free workers (or train a lone chunk here)."""

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from geofact.device import configure_cpu, resolve_device
+from geofact.device import as_device, configure_cpu
 from geofact.processes import die_with_parent
 from geofact.progress import progress
 from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR, FirstSpikeWatch, SpikeRule
@@ -267,8 +267,7 @@ def states_dir(cache_dir: Path, config: TrainConfig, recipe: Recipe, keep: Keep)
 
 
 def _train_and_write(job: tuple) -> None:
-    configs, recipes, keeps, cache_dir, device = job
-    device = resolve_device(device)
+    configs, recipes, keeps, cache_dir, device = job  # a torch.device, resolved where the sweep began
     origin = provenance(device)
     for config, recipe, keep, record in zip(configs, recipes, keeps, train_variants(configs, recipes, device, keep=keeps)):
         states = record.pop("states", None)
@@ -293,7 +292,7 @@ def variant_runs(jobs: Sequence[Job], cache_dir: Path, device: str | torch.devic
     trained: on a CPU as one stack per core this page may use, side by side in worker processes, each
     stack's records written when it ends. A job (config, recipe, keep) with a `Keep` also keeps states
     (`states_dir`; its record names them in `points` and `state_losses`)."""
-    device = resolve_device(device)
+    device = as_device(device)
     cache_dir = Path(cache_dir)
     jobs = [_parts(job) for job in jobs]
     paths = [variant_path(cache_dir, *job) for job in jobs]
@@ -302,7 +301,7 @@ def variant_runs(jobs: Sequence[Job], cache_dir: Path, device: str | torch.devic
         refuse_in_records_only(f"the {recipe.name} variant of {config.as_dict()}")
     workers = max(1, min(len(todo), cpu_workers(device)))
     chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
-    work = [([c for c, _, _ in chunk], [r for _, r, _ in chunk], [k for _, _, k in chunk], cache_dir, str(device))
+    work = [([c for c, _, _ in chunk], [r for _, r, _ in chunk], [k for _, _, k in chunk], cache_dir, device)
             for chunk in chunks]
     if len(work) > 1:
         with ProcessPoolExecutor(len(work), mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
@@ -395,7 +394,7 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
     configs, recipes = list(configs), list(recipes)
     keep = [None] * len(configs) if keep is None else list(keep)
     _check_variant_stack(configs, recipes, keep)
-    device = resolve_device(device)
+    device = as_device(device)
     M, steps_total = len(configs), configs[0].max_steps
     stack = FlatStack({k: v.to(device) for k, v in stack_params(configs, dtype).items()})
     if not covers(stack.views):

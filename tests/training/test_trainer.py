@@ -4,7 +4,7 @@ import torch
 from geofact.training.config import TrainConfig
 from geofact.training.model import forward, head, hidden, init_params
 from geofact.training.plain_loop import SingleRunModel, train_single
-from geofact.training.trainer import train_group
+from geofact.training.trainer import copy_rows_, train_group
 
 BASE = dict(N=48, d=12, batch_size=64, max_steps=40)
 
@@ -251,3 +251,18 @@ def test_a_run_with_an_accuracy_stop_stops_at_its_first_check_at_the_level_as_th
         replace(plain[0], stop_accuracy=(1.5, 20))
     with pytest.raises(ValueError, match="stop_accuracy must be None for a run read past its stop"):
         replace(plain[0], stop_accuracy=(0.9, 20), read_past_stop=True)
+
+
+@pytest.mark.parametrize("picked", [[], [0], [1, 3], [0, 1, 2, 3]])
+def test_copy_rows_is_torch_where_bit_for_bit(picked):
+    """The CPU's row copy of the stop rule keeps exactly what `torch.where` keeps, NaN and inf rows included."""
+    generator = torch.Generator().manual_seed(0)
+    source = torch.randn(4, 7, generator=generator)
+    source[1, 2], source[3, 0] = float("nan"), float("inf")
+    into = torch.randn(4, 7, generator=generator)
+    rows = torch.zeros(4, dtype=torch.bool)
+    rows[picked] = True
+    expected = torch.where(rows[:, None], source, into)
+    copy_rows_(rows, source, into)
+    assert torch.equal(into.view(torch.int32), expected.view(torch.int32))
+    assert (into[~rows] != source[~rows]).any() or not (~rows).any()

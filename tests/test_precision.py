@@ -1,4 +1,4 @@
-"""The precision policy (geofact.training.precision): what each policy computes in, where it is refused,
+"""The precision policy (geofact.precision): what each policy computes in, where it is refused,
 and that fp32 runs keep the cache keys they had before the policy existed."""
 
 import dataclasses
@@ -10,7 +10,7 @@ from geofact.pipeline.profiles import Profile
 from geofact.store import record_key
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import forward, init_params
-from geofact.training.precision import at_least_fp32, check_precision, computing_in, default_precision
+from geofact.precision import at_least_fp32, check_precision, computing_in, default_precision
 from geofact.training.trainer import train_group
 
 
