@@ -16,6 +16,7 @@ RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # `geofact run --records-only`: pages
 DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
 EXECUTOR_ENV = "GEOFACT_EXECUTOR"  # where sweeps run their groups: "local" or "slurm"
 EXECUTOR_OPTIONS_ENV = "GEOFACT_EXECUTOR_OPTIONS"  # JSON options for that executor
+GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # {"R": [...], "d": [...]}: the pages' capacity grid on these cells alone (geofact.training.grid)
 THREADS_ENV = "GEOFACT_THREADS"  # set by sweep workers: each process trains on this many threads (geofact.device)
 
 

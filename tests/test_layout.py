@@ -6,6 +6,8 @@ another module (the operations included), and does not import the page tools. Ev
 module of a package, and "a model" is computed from the imports, not listed."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "geofact"
@@ -144,3 +146,25 @@ def test_no_module_imports_itself_back():
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+SCIENCE_PACKAGES = ("geofact.training", "geofact.analysis", "geofact.constructions", "geofact.nl")
+
+
+def test_the_publisher_imports_no_science_package():
+    """The publisher's interface to the science is a few shared modules (geofact.settings, geofact.precision,
+    geofact.outcomes, ...), never a module of the science's packages, directly or through another."""
+    pipeline = [name for name in MODULES if is_under(name, "geofact.pipeline")]
+    reached = {name: sorted(m for m in closure(name) if any(is_under(m, p) for p in SCIENCE_PACKAGES)) for name in pipeline}
+    assert {name: ms for name, ms in reached.items() if ms} == {}
+
+
+def test_the_publisher_never_loads_torch():
+    """Every module of the publisher imported at once, in a fresh interpreter: torch stays out (what only
+    torch can say, the publisher asks of a child interpreter: geofact.pipeline.machine.torch_facts)."""
+    pipeline = sorted(name for name in MODULES if is_under(name, "geofact.pipeline"))
+    probe = ("import importlib, sys\n"
+             f"for name in {pipeline!r}:\n    importlib.import_module(name)\n"
+             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 import geofact
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import SHARED_RUNS_PARAMETERS, UNFINISHED_MARK, UNFINISHED_STATUS, RunSettings, notebook_parameters
-from geofact.settings import DEADLINE_ENV, RESULTS_PATH_ENV, past_deadline
+from geofact.settings import DEADLINE_ENV, GRID_CELLS_ENV, RESULTS_PATH_ENV, past_deadline
 from geofact.store import record_key, write_json
 
 # The pages with something to compute, in the order they run when none is named: the capacity grid's
@@ -194,15 +194,14 @@ def compute(project: Project, names: list[str] | None, profile: str, device: str
     settings = RunSettings.resolve(project, profile, device, precision)  # a device that is not here is an error, not a CPU run
     if budget is not None:  # the pages and their sweep workers inherit it
         os.environ[DEADLINE_ENV] = str(time.time() + budget)
-    from geofact.training.grid import CELLS_ENV  # the grid's own module: no model in it, and read only here
 
-    os.environ.pop(CELLS_ENV, None)
+    os.environ.pop(GRID_CELLS_ENV, None)
     try:
         if grid_cells is not None:
-            os.environ[CELLS_ENV] = json.dumps(grid_cells)
+            os.environ[GRID_CELLS_ENV] = json.dumps(grid_cells)
         return _compute_pages(project, names, profile, device, settings, force, echo, grid_cells)
     finally:
-        os.environ.pop(CELLS_ENV, None)
+        os.environ.pop(GRID_CELLS_ENV, None)
 
 
 def _compute_pages(project: Project, names: list[str], profile: str, device: str, settings: RunSettings, force: bool,

@@ -16,10 +16,10 @@ from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR  # noqa: E402
 from geofact.ops.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
 from geofact.ops.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
 from geofact.pipeline.project import Project  # noqa: E402
+from geofact.settings import GRID_CELLS_ENV  # noqa: E402
 from geofact.pipeline.stability import PERTURBATIONS  # noqa: E402
 from geofact.precision import PRECISIONS  # noqa: E402
 
-GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # geofact.training.grid.CELLS_ENV, named here: importing it brings torch
 UNFINISHED = 3  # exit status of `geofact run` / `geofact compute` with --budget when pages are left for the next call
 
 

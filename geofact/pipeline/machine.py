@@ -6,12 +6,16 @@ committed pages). A page's provenance therefore names the CPU model, its vector 
 path torch dispatches to (`torch.backends.cpu.get_cpu_capability`), the BLAS torch was built with, and
 any MKL setting in the environment that picks a code path (MKL_CBWR, MKL_ENABLE_INSTRUCTIONS).
 
-Read in the publisher's process, which runs the page's kernel on the same machine with the same
-environment; no page imports this module, so describing the machine never makes a page stale.
+Read by the publisher, which runs the page's kernel on the same machine with the same environment: what
+only torch can say (the kernel path, the BLAS, the device's name) it asks of a fresh interpreter, the
+kernels' own, so that the publisher never imports torch. No page imports this module, so describing the
+machine never makes a page stale.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import platform
 import re
@@ -43,31 +47,52 @@ def vector_extensions() -> list[str]:
     return [f for f in _VECTOR_FLAGS if f in flags]
 
 
-def blas() -> str:
-    """The BLAS torch was built with, as its build configuration names it (e.g. 'Intel(R) oneAPI Math Kernel
-    Library Version 2024.2'), or its BLAS_INFO."""
-    import torch  # the publisher's own torch, the interpreter the kernels run (geofact.pipeline.execute)
+TORCH_PROBE = r"""
+import json, re, sys
+import torch
+from geofact.device import describe_device
+config = torch.__config__.show()
+mkl = re.search(r"(Intel\(R\)[^\n]*Math Kernel Library Version [\d.]+)", config)
+info = re.search(r"BLAS_INFO=(\w+)", config)
+print(json.dumps({"kernel_path": torch.backends.cpu.get_cpu_capability(),
+                  "blas": mkl.group(1) if mkl else info.group(1) if info else "unknown",
+                  "device": describe_device(sys.argv[1])}))
+"""
 
-    config = torch.__config__.show()
-    mkl = re.search(r"(Intel\(R\)[^\n]*Math Kernel Library Version [\d.]+)", config)
-    if mkl:
-        return mkl.group(1)
-    info = re.search(r"BLAS_INFO=(\w+)", config)
-    return info.group(1) if info else "unknown"
+
+@functools.lru_cache(maxsize=None)
+def _probe(device: str, kernel_env: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """What only torch can say, asked of a fresh interpreter (the kernels' own, under `kernel_env`), so that the
+    publisher never imports torch: the kernel path torch dispatches to (`get_cpu_capability`), the BLAS it
+    was built with (its build configuration's MKL version, or its BLAS_INFO), and `device` as
+    `geofact.device.describe_device` names it, an error for a device this machine lacks."""
+    base = {k: v for k, v in os.environ.items() if k not in KERNEL_PATH_ENVS}
+    done = subprocess.run([sys.executable, "-c", TORCH_PROBE, device], env={**base, **dict(kernel_env)},
+                          capture_output=True, text=True, check=False, timeout=300)
+    if done.returncode != 0:  # the last line of the traceback, less the exception's name: resolve_device's message
+        last = (done.stderr.strip().splitlines() or ["the torch probe failed with no message"])[-1]
+        raise RuntimeError(re.sub(r"^[\w.]*(Error|Exception): ", "", last))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def torch_facts(device: str = "cpu", environ: dict[str, str] | None = None) -> dict[str, str]:
+    """{kernel_path, blas, device} for `device` under `environ`'s kernel-path settings (default: this
+    process's), from the torch the kernels run (`_probe`)."""
+    environ = dict(os.environ if environ is None else environ)
+    return _probe(str(device), tuple(sorted((k, environ[k]) for k in KERNEL_PATH_ENVS if environ.get(k))))
 
 
 def describe_machine(environ: dict[str, str] | None = None) -> dict[str, object]:
     """{cpu, cores, vector_extensions, kernel_path, blas, kernel_env}: the machine a page's numbers come from.
     `environ` (default: this process's) is the environment its kernel ran under."""
-    import torch
-
     environ = dict(os.environ if environ is None else environ)
+    facts = torch_facts("cpu", environ)
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "vector_extensions": vector_extensions(),
-        "kernel_path": torch.backends.cpu.get_cpu_capability(),
-        "blas": blas(),
+        "kernel_path": facts["kernel_path"],
+        "blas": facts["blas"],
         "kernel_env": {k: environ[k] for k in KERNEL_PATH_ENVS if environ.get(k)},
     }
 

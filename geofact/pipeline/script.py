@@ -170,10 +170,11 @@ class RunSettings:
     @classmethod
     def resolve(cls, project: Project, profile: str, device: str, precision: str | None = None,
                 rounding: str | None = None) -> RunSettings:
-        from geofact.device import describe_device  # torch: imported once a command runs, not for the CLI's help
+        from geofact.pipeline.machine import torch_facts
         from geofact.precision import check_precision
 
-        settings = cls(load_profile(profile, project.profiles_dir), device, describe_device(device), precision, rounding)
+        described = torch_facts(device)["device"]  # asked of the kernels' interpreter: the publisher never imports torch
+        settings = cls(load_profile(profile, project.profiles_dir), device, described, precision, rounding)
         if precision is not None:
             check_precision(precision, device)
         return settings
