@@ -1,10 +1,4 @@
-"""Device selection: explicit, validated, never hard-coded; and the CPU settings training runs under.
-
-A device is resolved once, where it enters: a page (`geofact.pages.page.Page`), a command line, or a
-library function called with a name ('cpu', 'cuda'). From there it travels as a `torch.device`, which
-`as_device` passes through unchanged: a sweep's workers, the trainers and the analyses below an entry
-take the device they are given and never resolve it again.
-"""
+"""Device selection: explicit, validated, never hard-coded; and the CPU settings training runs under."""
 
 from __future__ import annotations
 
@@ -14,19 +8,12 @@ import os
 import torch
 
 from geofact.processes import usable_cores
-from geofact.settings import THREADS_ENV
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """Turn 'cpu', 'cuda', 'cuda:1' or 'mps' into a torch.device, failing clearly when it is absent.
-
-    Under torch's FakeTensorMode also 'meta', the tests' data-less stand-in for a GPU (geofact.host)."""
+    """Turn 'cpu', 'cuda', 'cuda:1' or 'mps' into a torch.device, failing clearly when it is absent."""
     dev = torch.device(device)
-    if dev.type == "meta":
-        if torch._guards.detect_fake_mode() is None:
-            raise ValueError("device='meta' is the tests' data-less stand-in for a GPU and needs torch's FakeTensorMode; "
-                             "use 'cpu', 'cuda[:i]' or 'mps'")
-    elif dev.type == "cuda":
+    if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError(f"device={str(device)!r} was requested but CUDA is not available on this machine (use device='cpu')")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
@@ -39,15 +26,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def as_device(device: str | torch.device) -> torch.device:
-    """The device a function below an entry works on: a `torch.device` was resolved where it entered and
-    passes through; a name (the function called directly, as a library) is resolved here."""
-    return device if isinstance(device, torch.device) else resolve_device(device)
-
-
 def describe_device(device: str | torch.device) -> str:
     """Human-readable device name for provenance, e.g. 'cpu' or 'cuda (NVIDIA H100 80GB HBM3)'."""
-    dev = as_device(device)
+    dev = resolve_device(device)
     if dev.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(dev)})"
     return dev.type
@@ -70,6 +51,9 @@ def _keep_freed_memory() -> None:
         return
     mallopt(_M_MMAP_THRESHOLD, 1 << 30)
     mallopt(_M_TRIM_THRESHOLD, 1 << 30)
+
+
+THREADS_ENV = "GEOFACT_THREADS"  # set by sweep workers: each process trains on this many threads
 
 
 def configure_cpu(threads: int | None = None) -> None:

@@ -5,7 +5,7 @@ everything queued before it: read every step, it leaves a GPU idle between steps
 once per block of steps, through `to_host`; nothing else in a block touches a device value.
 
 The tests check this on a CPU with torch's FakeTensorMode, whose tensors carry no data: there any host
-read raises `DataDependentOutputException` and an op mixing two devices raises. `geofact.device` accepts the
+read raises `DataDependentOutputException` and an op mixing two devices raises. `as_device` accepts the
 data-less 'meta' device there, as the stand-in for a GPU, and `host_reads` answers `to_host` with
 values of the test's choosing (tests/training/test_fake_device.py). What the host knows without asking
 the device (seeds, task tables, subject splits) is computed `on_host`: real CPU tensors even there.
@@ -19,8 +19,25 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from geofact.device import resolve_device
+
 HostReader = Callable[[tuple[torch.Tensor, ...]], tuple[np.ndarray, ...]]
 _reader: HostReader | None = None
+
+
+def as_device(device: str | torch.device) -> torch.device:
+    """The device a computation runs on. A `torch.device` was resolved where it entered (a sweep's workers,
+    the trainers and the analyses below it take it as it is); a name ('cpu', 'cuda', a library function
+    called directly) is resolved here by `geofact.device.resolve_device`, and under torch's FakeTensorMode
+    'meta' is accepted as the tests' GPU."""
+    if isinstance(device, torch.device):
+        return device
+    if torch.device(device).type == "meta":
+        if torch._guards.detect_fake_mode() is None:
+            raise ValueError("device='meta' is the tests' data-less stand-in for a GPU and needs torch's FakeTensorMode; "
+                             "use 'cpu', 'cuda[:i]' or 'mps'")
+        return torch.device(device)
+    return resolve_device(device)
 
 
 def to_host(*tensors: torch.Tensor) -> tuple[np.ndarray, ...]:

@@ -7,5 +7,5 @@ page stale when any module it imported changed).
 """
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-NOT_IN_REGIME = "not in regime"  # what geofact.regime records where the runs are outside the paper's regime
+NOT_IN_REGIME = "not in regime"  # what geofact.training.regime records where the runs are outside the paper's regime
 NOT_RUN = "not run"  # a claim the page could not test on this machine (e.g. no language model loads)

@@ -1,8 +1,8 @@
 """What `geofact run` tells the code a page runs, as environment variables.
 
 The publishing side (`geofact.pipeline`) sets these; the science side reads them. Neither imports the
-other: this module, with the page count of `geofact.processes` (PAGES_AT_ONCE_ENV) and the precision
-policies of `geofact.precision`, is the whole interface between them.
+other: this module, with the thread count of `geofact.device` (THREADS_ENV) and the page count of
+`geofact.processes` (PAGES_AT_ONCE_ENV), is the whole interface between them.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ RECORDS_ONLY_ENV = "GEOFACT_RECORDS_ONLY"  # `geofact run --records-only`: pages
 DEADLINE_ENV = "GEOFACT_DEADLINE"  # Unix time after which no new work starts and work in flight checkpoints
 EXECUTOR_ENV = "GEOFACT_EXECUTOR"  # where sweeps run their groups: "local" or "slurm"
 EXECUTOR_OPTIONS_ENV = "GEOFACT_EXECUTOR_OPTIONS"  # JSON options for that executor
-GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # {"R": [...], "d": [...]}: the pages' capacity grid on these cells alone (geofact.training.grid)
-THREADS_ENV = "GEOFACT_THREADS"  # set by sweep workers: each process trains on this many threads (geofact.device)
 
 
 def is_batch_run() -> bool:

@@ -94,7 +94,7 @@ from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
-from geofact.pages.plotting import COLORS, PAPER_STYLE, SMALL_TITLE_SIZE, subplots
+from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
 from geofact.pages.spikes import numbers as spike_numbers
 from geofact.spikes import SpikeRule, after_stop, find_spikes
@@ -107,8 +107,7 @@ from geofact.training.sweep import run_sweep, training_seconds
 from geofact.thresholds import LinearStatistic, Threshold, box_estimate, box_of, seed_box
 from geofact.training.variants import stop_at, study_jobs, study_recipes, variant_runs
 
-page = Page("exp-capacity", cache_dir, device, precision)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-capacity", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)
@@ -880,7 +879,7 @@ for i, s in enumerate(shown_seeds):
             ax.plot([stop], [threshold_loss], "v", color="black", markersize=5)
         ax.set_yscale("log")
         if i == 0:
-            ax.set_title(recipe.name, fontsize=SMALL_TITLE_SIZE)
+            ax.set_title(recipe.name, fontsize="small")
         if j == 0:
             ax.set_ylabel(f"seed {s}: batch loss")
         if i == len(shown_seeds) - 1:

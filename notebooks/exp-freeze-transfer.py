@@ -102,8 +102,7 @@ from geofact.pages.spike_section import spike_tables
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.regime import claim_in_regime, judge_in_regime
 
-page = Page("exp-freeze-transfer", cache_dir, device, precision)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-freeze-transfer", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)

@@ -99,8 +99,7 @@ from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids, restricti
 from geofact.training.sweep import run_sweep
 from geofact.regime import judge_in_regime
 
-page = Page("exp-interventions", cache_dir, device, precision)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-interventions", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)

@@ -110,8 +110,7 @@ from geofact.training.model import n_params
 from geofact.regime import mark_not_in_regime
 from geofact.training.sweep import run_sweep, training_seconds
 
-page = Page("exp-multihop", cache_dir, device, precision)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-multihop", cache_dir)
 report = page.report
 paper_N, paper_d = 2048, 256  # Appendix C
 report.scale(f"N = {N}" + ("" if N == paper_N else f" (the paper's {paper_N})") + f", d = {d}" + ("" if d == paper_d else f" (the paper's {paper_d})")

@@ -81,8 +81,7 @@ from geofact.pages.plotting import COLORS, subplots
 from geofact.intervals import wilson
 from geofact.regime import mark_not_in_regime
 
-page = Page("exp-nl-lm", cache_dir, device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-nl-lm", cache_dir)
 report = page.report
 configure_cpu(torch_threads)
 cache = page.cache("corpus-lm")

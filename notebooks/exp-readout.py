@@ -120,8 +120,7 @@ from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
 from geofact.regime import claim_in_regime, judge_in_regime, regime
 from geofact.training.sweep import run_sweep
 
-page = Page("exp-readout", cache_dir, device, precision)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-readout", cache_dir)
 report = page.report
 cache = page.cache()
 grid = CapacityGrid.from_parameter(capacity_grid, precision)

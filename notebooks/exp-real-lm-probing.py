@@ -108,8 +108,7 @@ from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, subplots
 from geofact.store import refuse_in_records_only
 
-page = Page("exp-real-lm-probing", cache_dir, device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-real-lm-probing", cache_dir)
 report = page.report
 configure_cpu(torch_threads)
 cache = page.cache("real-lm-probing")

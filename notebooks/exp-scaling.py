@@ -103,8 +103,7 @@ from geofact.thresholds import LinearStatistic, box_estimate
 from geofact.d_min_search import find_d_min_streaming, fit_log, fit_power
 from geofact.training.sweep import SweepPool, training_seconds
 
-page = Page("exp-scaling", cache_dir, device, precision)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("exp-scaling", cache_dir)
 report = page.report
 report.scale(f"N {min(N_values)}-{max(N_values)} (the paper's 128-32768), R = {R}, {len(seeds)} seeds, up to {max_steps:,} steps "
              f"at batch {batch_size}" + (f", a trial decided at its first check (every {decide_every}) past the level" if decide_every else "")

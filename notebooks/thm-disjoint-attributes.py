@@ -65,8 +65,7 @@ from geofact.pages.plotting import COLORS, subplots
 from geofact.pages.weights import draw_matrix, residual_stream, show_source
 from geofact.task import DisjointAttributeTask
 
-page = Page("thm-disjoint-attributes", device=device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("thm-disjoint-attributes")
 report = page.report
 if min(N_values) < 2 or min(R_values) < 1 or max_queries < 2:
     raise ValueError(f"need every N >= 2 (got {min(N_values)}), every R >= 1 (got {min(R_values)}), max_queries >= 2")
@@ -214,7 +213,7 @@ ax.plot([], [], color="k", alpha=0.6, label=r"theorem: $4\log_2(NR)$")
 ax.plot([], [], ":", color="k", alpha=0.6, label=r"distinct codes only: $\lceil\log_2 N\rceil+\lceil\log_2 R\rceil$")
 ax.set_xscale("log", base=2)
 ax.set(xlabel="N (subjects)", ylabel="embedding dimension d", title="Theorem F.1: built dimension against the formula")
-ax.legend(ncols=2)
+ax.legend(ncols=2, fontsize="small")
 plt.show()
 
 # %% [markdown]

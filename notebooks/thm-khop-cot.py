@@ -70,8 +70,7 @@ from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.weights import draw_matrix, residual_stream, show_source
 from geofact.task import KHopTask
 
-page = Page("thm-khop-cot", device=device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("thm-khop-cot")
 report = page.report
 if min(N_values + [table_N]) < 2 or min(R_values + [table_R]) < 1 or min(k_values + [table_k]) < 1 or max_queries < 1:
     raise ValueError(f"need N >= 2, R >= 1, k >= 1, max_queries >= 1; got N {N_values}/{table_N}, R {R_values}/{table_R}, "
@@ -281,7 +280,7 @@ for col, key, label in zip(range(3), ["d_model", "mlp_width", "n_params"], ["emb
     axes[0, col].set(xlabel="k (hops)", ylabel=label, title=f"{label}, N = {N_fig}, R = {R_fig}", xticks=ks, yscale="log")
     axes[1, col].set(xlabel="N (subjects)", ylabel=label, title=f"{label}, R = 2, k = 2", yscale="log")
     axes[1, col].set_xscale("log", base=2)
-    axes[0, col].legend()
+    axes[0, col].legend(fontsize="small")
 plt.show()
 
 cot_k = [r["d_model"] for r in k_rows if r["version"] == "CoT"]

@@ -67,11 +67,10 @@ from geofact.lower_bound import (
     trees_disjoint,
 )
 from geofact.pages.page import Page
-from geofact.pages.plotting import ANNOTATION_SIZE, COLORS, subplots
+from geofact.pages.plotting import COLORS, subplots
 from geofact.task import KHopTask, random_bijections
 
-page = Page("thm-khop-lower-bound", device=device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("thm-khop-lower-bound")
 report = page.report
 if bound_R < 2 or bound_k < 2 or bound_N < 2 * bound_R ** (2 * bound_k):
     raise ValueError(f"need bound_R >= 2, bound_k >= 2 and bound_N >= 2 R^(2k) = {2 * bound_R ** (2 * bound_k)} "
@@ -138,7 +137,7 @@ d_global = (bound_R - 1) * math.log2(bound_N / math.e)
 d_local = bound_R**bound_k * (math.log2(bound_N) - 1)
 for x, text in [(d_global, r"$\mathcal{B}_{global}=0$"), (d_local, r"$\mathcal{B}_{local}=0$")]:
     ax.axvline(x, color=COLORS["baseline"], lw=0.8)
-    ax.text(x * 1.05, 10, text, rotation=90, fontsize=ANNOTATION_SIZE, va="bottom", color=COLORS["baseline"])
+    ax.text(x * 1.05, 10, text, rotation=90, fontsize="small", va="bottom", color=COLORS["baseline"])
 markers = {"key-value": "s", "embedding": "D", "CoT": "*"}
 for name, v in placed.items():
     ax.plot(v["D"], v["W"], markers[name], ms=9, color=COLORS["measured"] if name != "CoT" else COLORS["alt"],
@@ -146,7 +145,7 @@ for name, v in placed.items():
 ax.set(xscale="log", yscale="log", xlabel="D: bits per token embedding", ylabel="W: bits in attention + MLP",
        title=f"Theorem 4.2 at N = {bound_N}, R = {bound_R}, k = {bound_k}  (p = {n_disjoint_trees(bound_N, bound_R, bound_k)})")
 ax.set_ylim(bottom=1)
-ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.show()
 
 bound_respected = all(v["W"] >= v["bound"] for name, v in placed.items() if name != "CoT")

@@ -81,8 +81,7 @@ from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.weights import draw_matrix, residual_stream, show_source
 from geofact.task import KHopTask
 
-page = Page("thm-khop-no-cot", device=device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("thm-khop-no-cot")
 report = page.report
 if min(N_values) < 2 or min(R_values) < 1 or min(k_values) < 1 or max_queries < 1 or max_tree_dim < 1:
     raise ValueError(f"need N >= 2, R >= 1, k >= 1, max_queries >= 1, max_tree_dim >= 1; got N {N_values}, "
@@ -302,7 +301,7 @@ for ax, key, label in zip(axes[0], ["d_model", "mlp_width", "n_params"], ["embed
             ax.plot(ks, paper_curves[key][name], **{**PAPER_STYLE, "color": color}, alpha=0.7, label=f"paper: {name}")
     ax.set_yscale("log")
     ax.set(xlabel="k (hops)", ylabel=label, title=f"{label}, N = {N_fig}, R = {R_fig}", xticks=ks)
-    ax.legend()
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
@@ -323,7 +322,7 @@ for ax, key, label in zip(axes[0], ["d_model", "mlp_width", "n_params"], ["embed
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set(xlabel="N (subjects)", ylabel=label, title=f"{label}, R = 2, k = 2")
-    ax.legend()
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]

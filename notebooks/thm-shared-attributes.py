@@ -81,8 +81,7 @@ from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
 from geofact.pages.weights import draw_matrix, residual_stream, show_source
 from geofact.task import SharedAttributeTask
 
-page = Page("thm-shared-attributes", device=device)
-device = page.device  # resolved once, here: a torch.device from this line on
+page = Page("thm-shared-attributes")
 report = page.report
 if min(N_values) < 2 or min(R_values) < 1 or max_queries < 1:
     raise ValueError(f"need every N >= 2 (got {min(N_values)}), every R >= 1 (got {min(R_values)}), max_queries >= 1")
@@ -265,7 +264,7 @@ for ax, key, label in zip(axes[0], ["d_model", "mlp_width", "n_params"], ["embed
     ax.set_xscale("log", base=2)
     ax.set_yscale("log" if key != "d_model" else "linear")
     ax.set(xlabel="N (subjects)", ylabel=label, title=f"{label}, R = {R_show}")
-    ax.legend()
+    ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]

@@ -23,8 +23,7 @@ from typing import Literal
 
 import torch
 
-from geofact.device import as_device
-from geofact.host import on_host, to_host
+from geofact.host import as_device, on_host, to_host
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import head, hidden

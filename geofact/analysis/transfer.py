@@ -29,8 +29,7 @@ import torch
 
 from geofact.analysis.readout import linear_readout
 from geofact.analysis.trained import TARGETS, Target, TrainedModel
-from geofact.device import as_device
-from geofact.host import on_host, to_host
+from geofact.host import as_device, on_host, to_host
 from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, write_json
 from geofact.task import SharedAttributeTask

@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from geofact.device import as_device, describe_device
+from geofact.device import describe_device
+from geofact.host import as_device
 
 SMOLLM2 = "smollm2"
 TINY = "tiny-random"  # a random 2-layer Llama over given words (tests, smoke runs)

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from geofact.device import as_device, configure_cpu, describe_device
-from geofact.host import host_reads
+from geofact.device import configure_cpu, describe_device
+from geofact.host import as_device, host_reads
 from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.settings import records_only
 from geofact.store import (

@@ -40,13 +40,14 @@ from typing import Any, BinaryIO
 import geofact
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import SHARED_RUNS_PARAMETERS, UNFINISHED_MARK, UNFINISHED_STATUS, RunSettings, notebook_parameters
-from geofact.settings import DEADLINE_ENV, GRID_CELLS_ENV, RESULTS_PATH_ENV, past_deadline
+from geofact.settings import DEADLINE_ENV, RESULTS_PATH_ENV, past_deadline
 from geofact.store import record_key, write_json
 
 # The pages with something to compute, in the order they run when none is named: the capacity grid's
 # pages share its runs (exp-capacity trains them, the mechanism pages analyse them), so in that order.
 DEFAULT_PAGES = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 MECHANISM_PAGES = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # what a lease runs on some of the grid's cells
+GRID_CELLS_ENV = "GEOFACT_GRID_CELLS"  # geofact.training.grid.CELLS_ENV, named here: importing the grid brings torch
 TAIL_BYTES = 8192  # of a failed page's output, kept for the error message
 PREVIEW_CHARS = 120  # of a claim's measured string in the preview
 

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from geofact.device import as_device
+from geofact.host import as_device
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.trainer import train_group

@@ -12,8 +12,6 @@ import textwrap
 import matplotlib as mpl
 import numpy as np
 
-from geofact.pages.plotting import ANNOTATION_SIZE
-
 COLORBAR_LABEL_WIDTH = 28  # characters a line of a colour bar's label may hold before it wraps (it runs along the bar)
 
 
@@ -49,7 +47,7 @@ def heatmap(ax, mean, std, x_labels, y_labels, vmin: float = 0.0, vmax: float = 
             if np.isnan(mean[i, j]):
                 continue
             shade = colormap(float(np.clip((mean[i, j] - vmin) / (vmax - vmin), 0.0, 1.0)))
-            ax.text(j, i, cell_text(mean[i, j], std[i, j]), ha="center", va="center", fontsize=ANNOTATION_SIZE,
+            ax.text(j, i, cell_text(mean[i, j], std[i, j]), ha="center", va="center", fontsize="small",
                     color=text_colour(shade))
     ax.set_xticks(range(len(x_labels)), [str(x) for x in x_labels])
     ax.set_yticks(range(len(y_labels)), [str(y) for y in y_labels])

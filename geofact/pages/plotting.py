@@ -22,10 +22,6 @@ DPI = 110
 # DPI; 1100 px, a few more where labels stick out) is shown at >= 0.58 of its size, so "small" text
 # (legends, ticks: 10.4 pt) reads at >= 9 px. tests/pipeline/test_book_browser.py measures it.
 MAX_FIGURE_WIDTH = 10.0
-# Text sizes not set by use_style's rcParams: numbers written on the data, and titles of small multiples.
-ANNOTATION_SIZE = "small"  # a heatmap's cell values, a label beside a line
-DENSE_ANNOTATION_SIZE = "x-small"  # a value in every cell of a weight matrix
-SMALL_TITLE_SIZE = "small"  # a panel title in a grid of many small panels
 
 
 def use_style() -> None:

@@ -15,8 +15,6 @@ from typing import Any
 import matplotlib.colors as mcolors
 import numpy as np
 
-from geofact.pages.plotting import DENSE_ANNOTATION_SIZE
-
 Labels = dict[str, slice] | Sequence[str] | None
 
 # Annotating every entry keeps a small instance readable; beyond this many the numbers would overlap.
@@ -66,7 +64,7 @@ def draw_matrix(ax, matrix: Any, title: str, rows: Labels = None, cols: Labels =
         for (i, j), value in np.ndenumerate(values):
             if abs(value) >= UNWRITTEN * scale:
                 text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2g}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=DENSE_ANNOTATION_SIZE,
+                ax.text(j, i, text, ha="center", va="center", fontsize="x-small",
                         color="white" if abs(value) > 0.6 * scale else "black")
 
 

@@ -13,10 +13,9 @@ from geofact.pipeline import standins
 standins.install()  # a GPU lease has no Jupyter packages: `geofact compute`, `pack` and `unpack` run without them
 
 from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR  # noqa: E402
-from geofact.ops.compute import DEFAULT_PAGES, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
+from geofact.ops.compute import DEFAULT_PAGES, GRID_CELLS_ENV, ComputeFailed, ComputeUnfinished, compute  # noqa: E402
 from geofact.ops.pack import DEFAULT_PART_BYTES, MAX_PARTS, pack, unpack  # noqa: E402
 from geofact.pipeline.project import Project  # noqa: E402
-from geofact.settings import GRID_CELLS_ENV  # noqa: E402
 from geofact.pipeline.stability import PERTURBATIONS  # noqa: E402
 from geofact.precision import PRECISIONS  # noqa: E402
 

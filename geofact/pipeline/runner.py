@@ -57,10 +57,10 @@ from geofact.pipeline.status import write_status_page
 from geofact.pipeline.units import plan_units
 from geofact.pipeline.verdicts import NotebookError
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
-from geofact.settings import (DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, THREADS_ENV,
-                              past_deadline)
+from geofact.settings import DEADLINE_ENV, EXECUTOR_ENV, EXECUTOR_OPTIONS_ENV, RECORDS_ONLY_ENV, past_deadline
 from geofact.ops.cluster import make_executor
 
+THREADS_ENV = "GEOFACT_THREADS"  # geofact.device.THREADS_ENV, named here: importing it brings torch
 THREAD_ENVS = (THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 

@@ -21,10 +21,10 @@ from typing import Iterator
 
 import numpy as np
 
-from geofact.settings import GRID_CELLS_ENV
 from geofact.training.config import TrainConfig
 
 REGIMES = {"learned": False, "frozen": True}  # name -> TrainConfig.frozen_embeddings
+CELLS_ENV = "GEOFACT_GRID_CELLS"  # {"R": [...], "d": [...]}: the pages' capacity grid on these cells alone
 
 
 _RESTRICTED_RUNS: set[str] = set()  # keys of the runs of the grids built on restricted cells in this process
@@ -39,7 +39,7 @@ def restricted_run(config: TrainConfig) -> bool:
 
 def restriction() -> dict[str, list[int]] | None:
     """The cells $GEOFACT_GRID_CELLS names (`geofact compute --grid-R/--grid-d`; "R", "d" or both), or None."""
-    value = os.environ.get(GRID_CELLS_ENV, "")
+    value = os.environ.get(CELLS_ENV, "")
     if not value:
         return None
     try:
@@ -48,7 +48,7 @@ def restriction() -> dict[str, list[int]] | None:
         cells = None
     if not isinstance(cells, dict) or not cells or set(cells) - {"R", "d"} \
             or not all(isinstance(v, list) and v and all(isinstance(x, int) for x in v) for v in cells.values()):
-        raise ValueError(f'{GRID_CELLS_ENV} must be JSON {{"R": [ints], "d": [ints]}} (either may be left out), got {value!r}')
+        raise ValueError(f'{CELLS_ENV} must be JSON {{"R": [ints], "d": [ints]}} (either may be left out), got {value!r}')
     return cells
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from geofact.device import as_device, configure_cpu
+from geofact.device import configure_cpu
+from geofact.host import as_device
 from geofact.training.model import init_params
 from geofact.precision import check_precision
 from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_

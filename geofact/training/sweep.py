@@ -27,11 +27,12 @@ from typing import Any, Callable
 import torch
 
 import geofact
-from geofact.device import as_device, describe_device
+from geofact.device import THREADS_ENV, describe_device
+from geofact.host import as_device
 from geofact.processes import PAGES_AT_ONCE_ENV, die_with_parent, usable_cores
 from geofact.progress import progress
 from geofact.provenance import git_commit
-from geofact.settings import THREADS_ENV, deadline, past_deadline, records_only
+from geofact.settings import deadline, past_deadline, records_only
 from geofact.store import (
     read_arrays,
     read_record,

@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from geofact.device import as_device, configure_cpu
+from geofact.device import configure_cpu
+from geofact.host import as_device
 from geofact.processes import die_with_parent
 from geofact.progress import progress
 from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR, FirstSpikeWatch, SpikeRule

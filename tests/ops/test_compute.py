@@ -136,7 +136,10 @@ def test_bad_arguments_are_clear_errors_before_anything_runs(project, node_env, 
 
 
 def test_run_and_plan_refuse_to_build_pages_on_part_of_the_grid(project, node_env):
-    from geofact.settings import GRID_CELLS_ENV as CELLS_ENV
+    from geofact.ops.compute import GRID_CELLS_ENV
+    from geofact.training.grid import CELLS_ENV
+
+    assert GRID_CELLS_ENV == CELLS_ENV  # the operations and the publisher name it without importing the grid (torch)
     for command in (["run", "ok", "--profile", "smoke"], ["plan", "--profile", "smoke"]):
         done = geofact(project, {**node_env, CELLS_ENV: '{"d": [8]}'}, *command)
         assert done.returncode == 1 and f"{CELLS_ENV} is set" in done.stderr, done.stderr[-1000:]

@@ -77,8 +77,7 @@ def test_the_table_names_every_recipe_and_point():
 
 def test_a_lease_on_other_cells_or_no_kept_states_measure_nothing_and_say_why(monkeypatch, tmp_path):
     from geofact.pages.spike_mechanism import spike_section
-    from geofact.settings import GRID_CELLS_ENV as CELLS_ENV
-    from geofact.training.grid import CapacityGrid
+    from geofact.training.grid import CELLS_ENV, CapacityGrid
 
     class Numbers(dict):
         def number(self, name, value, glue=True):

@@ -150,3 +150,10 @@ def test_the_mechanism_pages_wait_for_exp_capacity_and_the_second_grid_and_no_wo
     assert split_for_second_grid([shared], None) == ([shared], {})
     assert split_for_second_grid([["exp-multihop"], shared[1:]], "exp-readout") == (
         [[SECOND_GRID_UNIT], ["exp-multihop"], shared[1:]], {2: {0}})
+
+
+def test_the_runner_names_the_workers_thread_variable_as_the_device_module_does():
+    from geofact.device import THREADS_ENV
+    from geofact.pipeline.runner import THREADS_ENV as NAMED_HERE
+
+    assert NAMED_HERE == THREADS_ENV  # named in the publisher, which never imports torch

@@ -13,8 +13,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
-from geofact.device import resolve_device
-from geofact.host import host_reads
+from geofact.host import as_device, host_reads
 from geofact.training import hop_trainer
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.hop_queries import query_sets
@@ -47,9 +46,9 @@ def configs(max_steps: int, **over) -> list[TrainConfig]:
 
 def test_meta_is_refused_outside_fake_mode_and_accepted_in_it():
     with pytest.raises(ValueError, match="FakeTensorMode"):
-        resolve_device("meta")
+        as_device("meta")
     with FakeTensorMode(allow_non_fake_inputs=True):
-        assert resolve_device("meta").type == "meta"
+        assert as_device("meta").type == "meta"
 
 
 def test_fake_mode_refuses_host_reads_and_mixed_devices():

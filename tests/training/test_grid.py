@@ -3,8 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from geofact.settings import GRID_CELLS_ENV as CELLS_ENV
-from geofact.training.grid import (PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold, ladder_grids,
+from geofact.training.grid import (CELLS_ENV, PAPER_GRID, REGIMES, CapacityGrid, by_cell, capacity_threshold, ladder_grids,
                                   restriction)
 
 SMALL = dict(N=16, R_values=[1, 4], d_values=[8, 16], seeds=[0, 1], lr=1e-3, batch_size=32, max_steps=10)
