@@ -140,6 +140,32 @@ def check(project: Project) -> list[str]:
     return problems
 
 
+def stale_cost(project: Project) -> dict[str, list[tuple[str, float]]]:
+    """{profile: [(page, seconds)]}: every stale results file, with the longest its page has taken (its
+    provenance's `wall_time_max_s`, as geofact.pipeline.units schedules by: an execution from a warm run
+    cache takes seconds), so that a change can be priced before it is made: a module every page imports
+    stales them all, at every profile the results hold."""
+    stale: dict[str, list[tuple[str, float]]] = {}
+    for path in sorted(project.results_dir.glob("*/*.json")):
+        if path.parent.name == "interactive" or path.stem not in project.notebooks():
+            continue
+        meta = json.loads(path.read_text())["provenance"]
+        if _staleness(project, path.stem, meta, str(path)):
+            seconds = meta.get("wall_time_max_s", meta.get("wall_time_s")) or 0.0
+            stale.setdefault(path.parent.name, []).append((path.stem, float(seconds)))
+    return stale
+
+
+def cost_lines(stale: dict[str, list[tuple[str, float]]]) -> list[str]:
+    """One line per profile: how many pages are stale and the sum of their longest wall times, longest first."""
+    lines = []
+    for profile, pages in stale.items():
+        pages = sorted(pages, key=lambda p: -p[1])
+        listed = ", ".join(f"{name} {seconds:,.0f}" for name, seconds in pages)
+        lines.append(f"{profile}: {len(pages)} page(s), {sum(s for _, s in pages) / 60:,.0f} page-minutes ({listed} s)")
+    return lines
+
+
 def main_check(root: Path) -> int:
     project = Project(root)
     moved = moved_since(project)
@@ -150,6 +176,10 @@ def main_check(root: Path) -> int:
     if problems:
         print(f"geofact check: {len(problems)} problem(s)")
         print("\n".join(f"  - {p}" for p in problems))
+        stale = stale_cost(project)
+        if stale:  # what re-executing costs (pages run side by side under --jobs; a unit's runs are shared)
+            print("geofact check: re-executing the stale pages takes at most, by the longest each has taken (contended runs and older code included):")
+            print("\n".join(f"  - {line}" for line in cost_lines(stale)))
         return 1
     print("geofact check: book and results are fresh and clean")
     return 0

@@ -45,3 +45,35 @@ def test_outside_a_repository_or_in_a_shallow_clone_history_is_not_judged(tmp_pa
     subprocess.run(["git", "clone", "-q", "--depth", "1", origin.as_uri(), str(tmp_path / "shallow")], check=True)
     assert _history(tmp_path / "shallow") is None
     assert _unreproducible({"git_commit": "deadbeef"}, "page", None) == []
+
+
+def test_the_stale_pages_are_priced_by_the_longest_each_has_taken(tmp_path):
+    """`geofact check` prices what a change stales: per profile, the stale results files' pages with the
+    longest wall time each has taken; a fresh one costs nothing."""
+    import json
+
+    from geofact.pipeline.check import cost_lines, stale_cost
+    from geofact.pipeline.project import Project
+    from geofact.provenance import sha256_file
+
+    project = Project(tmp_path)
+    project.notebooks_dir.mkdir()
+    (project.notebooks_dir / "profiles").mkdir()
+    for profile in ("laptop", "paper"):
+        (project.notebooks_dir / "profiles" / f"{profile}.yaml").write_text("description: test\n")
+        (project.results_dir / profile).mkdir(parents=True)
+    for name in ("fresh", "edited"):
+        (project.notebooks_dir / f"{name}.py").write_text("# %% tags=['parameters']\nseed = 0\n")
+
+    def results(profile: str, name: str, sha: str, wall_max: float) -> None:
+        provenance = {"notebook_sha256": sha, "profile": profile, "parameters": {}, "modules": {},
+                      "wall_time_s": 1.0, "wall_time_max_s": wall_max}
+        (project.results_dir / profile / f"{name}.json").write_text(json.dumps({"provenance": provenance}))
+
+    results("laptop", "fresh", sha256_file(project.source("fresh")), 100.0)
+    results("laptop", "edited", "0" * 64, 600.0)  # its notebook changed since
+    results("paper", "edited", "0" * 64, 7200.0)
+    stale = stale_cost(project)
+    assert stale == {"laptop": [("edited", 600.0)], "paper": [("edited", 7200.0)]}
+    assert cost_lines(stale) == ["laptop: 1 page(s), 10 page-minutes (edited 600 s)",
+                                 "paper: 1 page(s), 120 page-minutes (edited 7,200 s)"]
