@@ -1,4 +1,5 @@
-"""The stacked step with torch's log-softmax kernel against the written-out softmax, in one process.
+"""The stacked step with each way of its output layer (torch's softmax and log-softmax kernels, the
+written-out softmax), in one process.
 
 Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 20]
                                         [--precision tf32 bf16] [--json]
@@ -29,8 +30,9 @@ def main() -> None:
         if args.json:
             print(json.dumps(r), flush=True)
             continue
-        print(f"N={r['N']} d={r['d']} {r['runs']} runs {r['precision']}: log-softmax kernel {r['ms_kernel']:.2f} ms a step, "
-              f"written-out {r['ms_written']:.2f} ({r['ratio']:.2f}x); last losses differ by {r['loss_difference']:.2g}", flush=True)
+        ways = ", ".join(f"{way} {ms:.2f} ms ({r['relative'][way]:.2f}x)" for way, ms in r["ms"].items())
+        print(f"N={r['N']} d={r['d']} {r['runs']} runs {r['precision']}, a step: {ways}; fastest: {r['fastest']}; "
+              f"last losses differ by {r['loss_difference']:.2g}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -134,7 +134,7 @@ ACCELERATOR_SHAPES = ((4096, 1024, 64, 42), (4096, 1024, 256, 16))
 def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=None) -> list[tuple[TrainConfig, int, float]]:
     """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one: where a
     step's fixed cost shows) and, on an accelerator, at the paper grid's, each timed after a warm-up
-    call, in the device's default precision: for geofact plan's calibration (geofact.ops.plan.fit).
+    call, in the device's default precision: for geofact plan's calibration (geofact.ops.costs.fit).
     On CUDA each timed call captures its step as a graph again; its `steps` amortise that."""
     device = as_device(device)
     if shapes is None:
@@ -195,10 +195,12 @@ def step_ops(device: str | torch.device = "cpu", runs: int = 4, N: int = 512, R:
     with eager_steps():  # the step's kernels, each launched by itself
         (one, reads_one), (two, reads_two) = count(1), count(2)
     ops = (two.ops - one.ops) / block_steps
+    syncs = reads_two - reads_one
+    if device.type != "cpu":  # a data-dependent op reads the host only where the data is not already there
+        syncs += two.data_dependent - one.data_dependent
     result = {"runs": runs, "N": N, "R": R, "d": d, "batch_size": batch_size, "block_steps": block_steps,
               "ops_per_step": ops, "views_per_step": (two.views - one.views) / block_steps,
-              "syncs_per_step": (reads_two - reads_one + (two.data_dependent - one.data_dependent) * (device.type != "cpu"))
-              / block_steps,
+              "syncs_per_step": syncs / block_steps,
               "launches_per_step": ops, "cuda_graphs": graphs_wanted(device)}
     if result["cuda_graphs"]:  # a replayed graph runs the step's kernels on one call, which the dispatcher does not see
         (one, _), (two, _) = count(1), count(2)

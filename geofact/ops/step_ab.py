@@ -1,10 +1,11 @@
 """The stacked step with each of its output layers, timed in one process (issue 47, item 6).
 
-geofact.training.step computes whole logits off the CPU through torch's log-softmax kernel (7 passes
-over them) and on the CPU through the written-out softmax (17 passes; what every GPU lease ran before
-2026-11-27). Fewer bytes need not mean faster on every card, so the next GPU lease times both, at the
-paper's shapes and each precision, before it spends its minutes on scale (bench/bench_output_layer.py):
-a change that loses on the GPU is reverted there.
+geofact.training.step computes whole logits one of three ways (`WAYS`): off the CPU through torch's
+log-softmax kernel (7 passes over them), on the CPU through torch's softmax kernel (7 passes), and the
+written-out softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before
+2026-11-29). Fewer bytes need not mean faster on every card, so the next GPU lease times all three, at
+the paper's shapes and each precision, before it spends its minutes on scale (bench/bench_output_layer.py):
+a way that loses on the GPU is not the GPU's.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from geofact.host import as_device
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.trainer import train_group
+from geofact.training.step import WAYS
 from geofact.training.traffic import paper_shape
 
-WAYS = ("log-softmax kernel", "written-out softmax")
 WARM_STEPS = 5  # the shorter call of each timing; its steps carry the fixed cost
 
 
@@ -30,13 +31,13 @@ def output_layer(way: str, device: torch.device) -> Iterator[None]:
     """Steps made inside compute whole logits `way` on `device` (one of WAYS)."""
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
-    before = step_module.WRITTEN_OUT_SOFTMAX
-    others = tuple(t for t in before if t != device.type)
-    step_module.WRITTEN_OUT_SOFTMAX = others if way == WAYS[0] else (*others, device.type)
+    before = dict(step_module.WHOLE_WAY)
+    step_module.WHOLE_WAY[device.type] = way
     try:
         yield
     finally:
-        step_module.WRITTEN_OUT_SOFTMAX = before
+        step_module.WHOLE_WAY.clear()
+        step_module.WHOLE_WAY.update(before)
 
 
 def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
@@ -70,10 +71,11 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
 
 def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
          precisions=("tf32", "bf16")) -> Iterator[dict]:
-    """Per (d, precision), as each is timed: ms a step each way, their ratio (written-out / kernel:
-    above 1, the kernel is faster) and the largest difference of the runs' last losses between the
-    two (rounding only). A short first call takes the process's one-time costs (the CUDA context,
-    the libraries' handles) out of the first row; each way of each row costs three calls (time_step)."""
+    """Per (d, precision), as each is timed: ms a step each way (`ms`, by way), the fastest way, each
+    way's ms over the fastest's (`relative`: 1 for the fastest) and the largest difference of the runs'
+    last losses between any two ways (rounding only). A short first call takes the process's one-time
+    costs (the CUDA context, the libraries' handles) out of the first row; each way of each row costs
+    three calls (time_step)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     device = as_device(device)
@@ -81,11 +83,13 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     for d in ds:
         for precision in precisions:
             configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
-            (kernel, losses_k), (written, losses_w) = (time_step(configs, device, way, steps) for way in WAYS)
-            yield {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps,
-                   "ms_kernel": 1e3 * kernel, "ms_written": 1e3 * written,
-                   "ratio": written / kernel if kernel > 0 and written > 0 else float("nan"),
-                   "loss_difference": max(abs(a - b) for a, b in zip(losses_k, losses_w))}
+            timed = {way: time_step(configs, device, way, steps) for way in WAYS}
+            ms = {way: 1e3 * seconds for way, (seconds, _) in timed.items()}
+            fastest = min(ms, key=ms.get)
+            losses = [last for _, last in timed.values()]
+            yield {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps, "ms": ms, "fastest": fastest,
+                   "relative": {w: t / ms[fastest] if ms[fastest] > 0 and t > 0 else float("nan") for w, t in ms.items()},
+                   "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y))}
 
 
 def compare(*args, **kwargs) -> list[dict]:

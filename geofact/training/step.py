@@ -17,8 +17,16 @@ from depends on the device (`KEEP_EXPONENTIALS`):
   about 0.7 of recomputing, see bench/bench_trainer.py);
 - on a GPU the logits are never whole in memory: the second pass recomputes each chunk's logits.
 The one-hot part of the cross-entropy gradient is a gather and a scatter of the target columns, outside
-the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole and the arithmetic is the one
-this trainer always had.
+the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole, and a device's entry of
+`WHOLE_WAY` says how they become the softmax (`WAYS`):
+- "softmax kernel" (a CPU): torch's softmax, and the log-sum-exp from its largest entry,
+  lse = max logit - log(max softmax) (that entry is at least 1/N, so its log never underflows). Its exponentials are
+  torch's vectorised ones inside the kernel: on the 2-core AMD VM at N = 512, batch 512, d = 12, 4 runs, a
+  step took 6.1 ms against 7.9-8.8 for the written-out softmax, whose two `exp_` passes were a quarter of it;
+- "log-softmax kernel" (a GPU; every GPU lease since 2026-11-27): torch's log-softmax, then `exp_`;
+- "written-out softmax": `logsumexp`, `sub_`, `exp_`. Every laptop run was trained so until 2026-11-29,
+  and GPU leases before 2026-11-27; kept for `geofact.ops.step_ab`'s comparison on a GPU.
+The three agree to rounding (tests/training/test_step.py checks each against autograd in float64).
 
 RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
     dg = sum over positions of dy * v^,    dv = RMSNorm's own backward of (dy * g)
@@ -44,10 +52,11 @@ _FUSED_RMS_BACKWARD = hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 FUSED_BACKWARD_DEVICES = ("cuda", "meta")
 # where the first pass over the chunks keeps their exponentials for the second (memory for arithmetic)
 KEEP_EXPONENTIALS = ("cpu",)
-# where whole logits go through the written-out softmax (every laptop run was trained so, and its cached
-# records must stay the runs this code trains); elsewhere through torch's one-kernel log-softmax: 7 passes
-# over the (M, B, N) logits instead of 17 (issue 47; geofact.training.traffic counts them)
-WRITTEN_OUT_SOFTMAX = ("cpu",)
+WAYS = ("softmax kernel", "log-softmax kernel", "written-out softmax")
+# how whole logits become the softmax, by device type (see above); elsewhere DEFAULT_WAY: 7 passes over the
+# (M, B, N) logits for either kernel instead of 17 (issue 47; geofact.training.traffic counts them)
+WHOLE_WAY = {"cpu": "softmax kernel"}
+DEFAULT_WAY = "log-softmax kernel"
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
@@ -81,32 +90,41 @@ def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: tor
 
 
 def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int,
-                          keep: bool | None = None, fused: bool | None = None
+                          keep: bool | None = None, way: str | None = None
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The unembedding and cross-entropy of final states hf (M, B, d) against E_out (M, d, N) and targets
     (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
     the gradients of the losses' sum. `keep`: whether chunks keep their exponentials for the second
-    pass (default: on the devices of KEEP_EXPONENTIALS); `fused`: whether whole logits go through
-    torch's log-softmax kernel (default: off the devices of WRITTEN_OUT_SOFTMAX)."""
+    pass (default: on the devices of KEEP_EXPONENTIALS); `way`: one of WAYS, how whole logits become
+    the softmax (default: the device's entry of WHOLE_WAY, else DEFAULT_WAY)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
-    fused = hf.device.type not in WRITTEN_OUT_SOFTMAX if fused is None else fused
-    if width >= N and fused:  # passes over the logits: the matmul's write, log-softmax's read and write,
-        # exp_'s read and write, the two gradient matmuls' reads; the one-hot and the 1/B touch small tensors
-        log_probs = torch.log_softmax(torch.bmm(hf, E_out), -1)  # (M, B, N)
-        losses = log_probs.gather(-1, targets[..., None])[..., 0].mean(1).neg()  # (M,)
-        softmax = log_probs.exp_()
+    way = WHOLE_WAY.get(hf.device.type, DEFAULT_WAY) if way is None else way
+    if way not in WAYS:
+        raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    if width >= N:  # passes over the logits for a kernel: the matmul's write, the kernel's read and write,
+        # one more read and write (exp_) or two reads (the two maxima), the two gradient matmuls' reads
+        logits = torch.bmm(hf, E_out)  # (M, B, N)
+        if way == "log-softmax kernel":
+            softmax = torch.log_softmax(logits, -1)
+            losses = softmax.gather(-1, targets[..., None])[..., 0].mean(1).neg()  # (M,)
+            softmax.exp_()
+        else:
+            picked = logits.gather(-1, targets[..., None])  # (M, B, 1)
+            if way == "softmax kernel":
+                softmax = torch.softmax(logits, -1)
+                lse = logits.amax(-1, keepdim=True) - softmax.amax(-1, keepdim=True).log_()  # (M, B, 1)
+            else:
+                lse = torch.logsumexp(logits, -1, keepdim=True)
+            losses = (lse - picked)[..., 0].mean(1)
+            if way == "written-out softmax":  # d logits = (softmax - one-hot) / B in place of the logits,
+                # the 1/B before the matmuls, as the runs it trained
+                softmax = logits.sub_(lse).exp_()
+                softmax.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
+                return losses, torch.bmm(softmax, E_out.transpose(1, 2)), torch.bmm(hf.transpose(1, 2), softmax)
         softmax.scatter_add_(-1, targets[..., None], torch.full((M, B, 1), -1.0, dtype=hf.dtype, device=hf.device))
         return (losses, torch.bmm(softmax, E_out.transpose(1, 2)).div_(B),
                 torch.bmm(hf.transpose(1, 2), softmax).div_(B))
-    if width >= N:  # the logits whole: d logits = (softmax - one-hot) / B, in place of the logits
-        logits = torch.bmm(hf, E_out)  # (M, B, N)
-        lse = torch.logsumexp(logits, -1, keepdim=True)  # (M, B, 1)
-        picked = logits.gather(-1, targets[..., None])
-        losses = (lse - picked)[..., 0].mean(1)  # (M,)
-        d_logits = logits.sub_(lse).exp_()  # softmax
-        d_logits.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
-        return losses, torch.bmm(d_logits, E_out.transpose(1, 2)), torch.bmm(hf.transpose(1, 2), d_logits)
 
     keep = hf.device.type in KEEP_EXPONENTIALS if keep is None else keep
     spans = [(lo, min(lo + width, N)) for lo in range(0, N, width)]
@@ -142,12 +160,12 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
 
 
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
-                   width: int | None = None, keep: bool | None = None, fused: bool | None = None
+                   width: int | None = None, keep: bool | None = None, way: str | None = None
                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Each run's mean cross-entropy (M,) on the queries (subject, relation) (M, B) each with answers
     targets (M, B), and the gradient of their sum with respect to every tensor of p
     (geofact.training.model's layout: the sequence is (s, r), the answer predicted at r). `width`: entities
-    at a time in the output layer (default: `entity_chunk` of the device); `keep`, `fused`: how it
+    at a time in the output layer (default: `entity_chunk` of the device); `keep`, `way`: how it
     computes them (default: by device, see `output_loss_and_grads`)."""
     if not covers(p):
         raise ValueError("loss_and_grads covers uniform attention without learned positions; use autograd")
@@ -173,7 +191,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
     h2_hat, r2 = _rms(h2)
     hf = h2_hat * p["g_final"][:, None]
-    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, fused)
+    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way)
 
     # backward of losses.sum()
     g = {"E_out": g_E_out}

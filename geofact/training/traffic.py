@@ -18,7 +18,7 @@ on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels la
 
 Counts are differences between two and one blocks of steps, so set-up and final bookkeeping cancel.
 `roofline_ms` turns them into the shortest time a device could take: the bytes at its memory bandwidth
-or the FLOPs at its matmul peak, whichever is longer (the step can do no better; geofact.ops.plan
+or the FLOPs at its matmul peak, whichever is longer (the step can do no better; geofact.ops.costs
 prices what it does do).
 """
 

@@ -11,7 +11,7 @@ import pytest
 from geofact.ops.compute import compute_page
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import page_parameters
-from geofact.ops.plan import H100_SPEC, plan_pages
+from geofact.ops.costs import H100_SPEC, plan_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,14 +38,14 @@ def test_the_command_prints_every_page_and_the_lease_order():
     assert done.returncode == 0, done.stderr
     for page in ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"):
         assert f"\n{page}: " in done.stdout
-    from geofact.ops.plan import LEASE_MINUTES  # the publisher's default (it imports no model) is the plan's own
+    from geofact.ops.costs import LEASE_MINUTES  # the publisher's default (it imports no model) is the plan's own
 
     assert f"order in leases of {LEASE_MINUTES:.0f} min" in done.stdout and "total: " in done.stdout
     assert done.stdout.index("  exp-capacity ") < done.stdout.index("  exp-multihop ") < done.stdout.index("  exp-scaling ")
 
 
 def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
-    from geofact.ops.plan import load_calibration
+    from geofact.ops.costs import load_calibration
 
     with pytest.raises(ValueError, match="--calibrate"):
         load_calibration(tmp_path, "mps")
@@ -55,7 +55,7 @@ def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
 def test_calibrations_are_kept_per_card_and_a_plan_names_one_when_several_are_stored(tmp_path):
     import json
 
-    from geofact.ops.plan import H100_SPEC, calibration_path, card_of, load_calibration, stored_cards
+    from geofact.ops.costs import H100_SPEC, calibration_path, card_of, load_calibration, stored_cards
 
     assert card_of("cuda (NVIDIA H100 80GB HBM3)") == "h100" and card_of("cuda (NVIDIA H200)") == "h200"
     assert card_of("cpu") == ""

@@ -1,4 +1,4 @@
-"""geofact.ops.step_ab: both output layers train the same runs, timed side by side."""
+"""geofact.ops.step_ab: every way of the output layer trains the same runs, timed side by side."""
 
 import pytest
 
@@ -6,17 +6,20 @@ from geofact.training import step as step_module
 from geofact.ops.step_ab import WAYS, compare, output_layer
 
 
-def test_both_output_layers_train_the_same_runs_and_the_setting_is_put_back():
-    before = step_module.WRITTEN_OUT_SOFTMAX
+def test_every_output_layer_trains_the_same_runs_and_the_setting_is_put_back():
+    before = dict(step_module.WHOLE_WAY)
     (row,) = compare("cpu", ds=(8,), runs=3, N=64, steps=4, precisions=("fp32",))
-    assert step_module.WRITTEN_OUT_SOFTMAX == before
+    assert step_module.WHOLE_WAY == before
     # a difference of two short calls on a busy CPU can come out at or below 0: timed, not judged, here
-    assert all(isinstance(row[k], float) for k in ("ms_kernel", "ms_written", "ratio"))
+    assert set(row["ms"]) == set(row["relative"]) == set(WAYS) and row["fastest"] in WAYS
+    assert all(isinstance(v, float) for v in (*row["ms"].values(), *row["relative"].values()))
     assert row["loss_difference"] < 1e-4  # the same arithmetic to rounding
     with pytest.raises(ValueError, match="way must be one of"):
         with output_layer("fused", __import__("torch").device("cpu")):
             pass
-    assert WAYS[0] == "log-softmax kernel"
+    with output_layer("written-out softmax", __import__("torch").device("cpu")):
+        assert step_module.WHOLE_WAY["cpu"] == "written-out softmax"
+    assert step_module.WHOLE_WAY == before
 
 
 def test_a_step_is_timed_without_the_calls_fixed_cost(monkeypatch):

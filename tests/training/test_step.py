@@ -4,7 +4,7 @@ from torch.nn import functional as F
 
 from geofact.training.config import TrainConfig
 from geofact.training.model import forward
-from geofact.training.step import covers, loss_and_grads
+from geofact.training.step import WAYS, covers, loss_and_grads, output_loss_and_grads
 from geofact.training.stack import stack_params
 
 
@@ -22,17 +22,17 @@ def test_losses_and_gradients_are_autograds_in_float64():
     targets = torch.randint(0, 24, (M, B), generator=g)
     reference = F.cross_entropy(forward(params, tokens).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
     expected = dict(zip(params, torch.autograd.grad(reference.sum(), list(params.values()))))
-    # the output whole, through the written-out softmax (a CPU's way) or torch's log-softmax kernel (a GPU's);
-    # in chunks of 5 entities (a last one of 4) or of 1, keeping the exponentials (a CPU's way) or recomputing
-    # them (a GPU's)
-    for width, keep, fused in [(None, None, None), (None, None, True), (None, None, False), (5, True, None),
-                               (1, True, None), (5, False, None), (1, False, None)]:
-        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width, keep, fused)
+    # the output whole, each way (torch's softmax kernel: a CPU's; its log-softmax kernel: a GPU's; the
+    # written-out softmax); in chunks of 5 entities (a last one of 4) or of 1, keeping the exponentials (a
+    # CPU's way) or recomputing them (a GPU's)
+    for width, keep, way in [(None, None, None), *((None, None, w) for w in WAYS), (5, True, None),
+                             (1, True, None), (5, False, None), (1, False, None)]:
+        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width, keep, way)
         torch.testing.assert_close(losses, reference.detach(), rtol=1e-12, atol=1e-12)
         assert set(grads) == set(params)
         for name, value in expected.items():
             assert value.abs().max() > 0, name  # every tensor has a gradient to compare
-            torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}, keep {keep}, fused {fused}")
+            torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}, keep {keep}, way {way}")
 
 
 def test_learned_attention_is_left_to_autograd():
@@ -41,3 +41,21 @@ def test_learned_attention_is_left_to_autograd():
     with pytest.raises(ValueError, match="uniform attention"):
         zeros = torch.zeros(4, 16, dtype=torch.long)
         loss_and_grads(params, zeros, zeros, zeros)
+
+
+def test_every_way_keeps_a_collapsed_runs_loss_finite_and_a_memorised_runs_loss_exact():
+    # a target 300 below the best logit (a spike's collapse: its probability underflows float32) and one
+    # on top by 12 (a memorised run, loss about 7 e^-12 = 4.3e-5, where each way is off by 1e-7 to 9e-7): each
+    # way's loss against float64's log-sum-exp
+    N, d = 8, 4
+    E_out = torch.eye(d, N)[None].repeat(2, 1, 1)  # (2, d, N): logit j is hf's coordinate j (0 beyond d)
+    hf = torch.tensor([[[300.0, 0.0, 0.0, 0.0]], [[12.0, 0.0, 0.0, 0.0]]])  # (2, 1, d)
+    targets = torch.tensor([[1], [0]])
+    logits = torch.bmm(hf.double(), E_out.double())
+    expected = (torch.logsumexp(logits, -1) - logits.gather(-1, targets[..., None])[..., 0]).mean(1)
+    for way in WAYS:
+        losses, d_hf, d_E_out = output_loss_and_grads(hf, E_out, targets, N, way=way)
+        assert torch.isfinite(d_hf).all() and torch.isfinite(d_E_out).all(), way
+        torch.testing.assert_close(losses.double(), expected, rtol=1e-6, atol=1e-6, msg=way)  # float32 near 1: ~1e-7 a ulp
+    with pytest.raises(ValueError, match="way must be one of"):
+        output_loss_and_grads(hf, E_out, targets, N, way="fused")

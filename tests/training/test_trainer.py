@@ -27,7 +27,9 @@ def test_stacked_training_equals_training_each_run_alone(attention, positions):
         model, steps, loss = train_single(config, dtype=torch.float64)
         assert result.steps == steps and result.final_loss == pytest.approx(loss, rel=1e-10)
         for name, value in result.params.items():
-            torch.testing.assert_close(value, getattr(model, name).detach(), rtol=1e-9, atol=1e-11)
+            # float64 rounding of two output layers (torch's softmax kernel, autograd's log-softmax), grown
+            # by 40 AdamW steps at lr 3e-2 to a few 1e-9 of a weight; a wrong gradient is off by percents
+            torch.testing.assert_close(value, getattr(model, name).detach(), rtol=1e-8, atol=1e-10)
 
 
 def test_frozen_embeddings_stay_at_their_initialisation_and_others_move():

@@ -550,7 +550,7 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
 
 
 def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32") -> list[dict]:
-    """`step_traffic` at each (N, d, runs), with what geofact.ops.plan assumes for the same stack: its
+    """`step_traffic` at each (N, d, runs), with what geofact.ops.costs assumes for the same stack: its
     bytes (`plan_bytes`, the analytic `step_bytes`) and its calibrated milliseconds (`predicted_ms`), at
     `precision` (the paper profile's on CUDA: tf32; the count itself is of the float32 step's tensors)."""
     calibration = H100_SPEC if calibration is None else calibration
@@ -567,7 +567,7 @@ def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m geofact.ops.plan --root ROOT --device cuda < parameters.json`: the plan of the pages
+    """`python -m geofact.ops.costs --root ROOT --device cuda < parameters.json`: the plan of the pages
     whose parameters arrive on standard input (`geofact plan` sends them: the publisher reads notebooks,
     this side knows the runs); with `--check`, the plan's error on every group the run cache says was trained."""
     import argparse

@@ -1,11 +1,11 @@
-"""geofact plan's cost model (geofact.ops.plan): stacking, the fit of a calibration, the lease order."""
+"""geofact plan's cost model (geofact.ops.costs): stacking, the fit of a calibration, the lease order."""
 
 import dataclasses
 
 import pytest
 
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.ops.plan import (
+from geofact.ops.costs import (
     plan_errors,
     H100_SPEC,
     LEASE_ORDER,
@@ -123,7 +123,7 @@ def test_the_spike_study_at_the_second_n_is_priced_with_the_second_grid_and_its_
 
 
 def test_d_min_trials_decided_at_their_crossing_are_priced_below_their_budget_with_their_checks():
-    from geofact.ops.plan import DECIDED_PASS_FRACTION, DECIDED_STEP_FRACTION, expected_steps
+    from geofact.ops.costs import DECIDED_PASS_FRACTION, DECIDED_STEP_FRACTION, expected_steps
 
     scaling = dict(N_values=[128, 256], R=8, widths=[64], budgets=["fixed steps"], epoch_widths=[], seeds=[0],
                    lr=1e-3, batch_size=64, max_steps=15000, d_start=8, rel_tol=0.1, level=0.95)
