@@ -86,3 +86,21 @@ def test_prepare_covers_every_fact_through_every_template(corpus):
     vocab, examples = prepare(corpus, SMALL)
     assert len(examples) == 5 * corpus.category("programming_languages").n_facts
     assert len(vocab) == len(set(vocab.tokens))
+
+
+def test_the_training_loss_is_the_padded_cross_entropy_computed_at_the_real_positions_only():
+    from torch.nn import functional as F
+
+    from geofact.nl.corpus_lm import OneLayerLM, next_token_loss
+
+    torch.manual_seed(0)
+    model = OneLayerLM(vocab_size=11, max_len=6, d=8, mlp_ratio=2)
+    pad = 0
+    ids = torch.tensor([[3, 4, 5, 6, 7, 8], [2, 9, 10, 0, 0, 0], [5, 1, 0, 0, 0, 0]])  # padded at the end
+    logits = model(ids[:, :-1])
+    expected = F.cross_entropy(logits.reshape(-1, 11), ids[:, 1:].reshape(-1), ignore_index=pad)
+    got = next_token_loss(model, ids, pad)
+    torch.testing.assert_close(got, expected)
+    grads = torch.autograd.grad(got, list(model.parameters()))
+    for g, e in zip(grads, torch.autograd.grad(expected, list(model.parameters()))):
+        torch.testing.assert_close(g, e)
