@@ -147,3 +147,18 @@ def test_the_chunked_output_layer_runs_on_the_device_without_a_host_read(keep):
         losses, d_hf, d_E_out = output_loss_and_grads(hf, E_out, targets, width=5, keep=keep)  # chunks of 5, 5, 3
         assert [t.device.type for t in (losses, d_hf, d_E_out)] == ["meta"] * 3
         assert (losses.shape, d_hf.shape, d_E_out.shape) == ((M,), (M, B, d), (M, d, N))
+
+
+@pytest.mark.parametrize("way", ["softmax kernel", "log-softmax kernel", "written-out softmax"])
+def test_each_way_of_the_whole_output_layer_runs_on_the_device_without_a_host_read(way):
+    # the GPU's A/B (geofact.ops.step_ab) runs every way of geofact.training.step.WAYS there
+    from geofact.training.step import WAYS, output_loss_and_grads
+
+    assert way in WAYS
+    with FakeTensorMode():
+        M, B, d, N = 3, 8, 4, 13
+        hf, E_out = torch.randn(M, B, d, device="meta"), torch.randn(M, d, N, device="meta")
+        targets = torch.randint(0, N, (M, B), device="meta")
+        losses, d_hf, d_E_out = output_loss_and_grads(hf, E_out, targets, width=N, way=way)
+        assert [t.device.type for t in (losses, d_hf, d_E_out)] == ["meta"] * 3
+        assert (losses.shape, d_hf.shape, d_E_out.shape) == ((M,), (M, B, d), (M, d, N))

@@ -56,6 +56,8 @@ def test_every_way_keeps_a_collapsed_runs_loss_finite_and_a_memorised_runs_loss_
     for way in WAYS:
         losses, d_hf, d_E_out = output_loss_and_grads(hf, E_out, targets, N, way=way)
         assert torch.isfinite(d_hf).all() and torch.isfinite(d_E_out).all(), way
-        torch.testing.assert_close(losses.double(), expected, rtol=1e-6, atol=1e-6, msg=way)  # float32 near 1: ~1e-7 a ulp
+        # float32 near 1 is 6e-8 a ulp, and the errors measured here (AVX-512) reach 8.6e-7: 3e-6 leaves room for
+        # another CPU's vector exp, and is 7% of the loss, which a wrong log-sum-exp misses by all of it
+        torch.testing.assert_close(losses.double(), expected, rtol=1e-6, atol=3e-6, msg=way)
     with pytest.raises(ValueError, match="way must be one of"):
         output_loss_and_grads(hf, E_out, targets, N, way="fused")
