@@ -20,11 +20,12 @@ from torch.nn import functional as F
 from geofact.host import to_host
 from geofact.training.config import MultiHopConfig
 from geofact.training.graphs import GraphedStep
-from geofact.training.model import causal_hidden, head, hidden
+from geofact.training.model import causal_hidden, final_state, head, hidden
 from geofact.precision import at_least_fp32, computing_in
 from geofact.training.hop_queries import BatchSampler, _pad, query_sets, sequences, walk
 from geofact.training.resume import GroupCheckpoint, GroupState, stack_state
 from geofact.training.stack import StackedGroup, StackedUpdates, run_weights, stack_params, start_group, train_in_blocks
+from geofact.training.step import unembed_cross_entropy
 
 EVAL_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per eval chunk (runs x queries x N)
 SAMPLE_KEYS = 2**24  # query tokens drawn at once by the batch sampler (bounds its memory)
@@ -59,11 +60,11 @@ class MultiHopResult:
                 "loss_curve": self.loss_curve, "accuracy_curve": self.accuracy_curve}
 
 
-def target_logits(p: dict[str, torch.Tensor], tokens: torch.Tensor, n_targets: int) -> torch.Tensor:
-    """Logits (M, B n_targets, N) at the last n_targets positions of tokens (M, B, L), position-minor."""
-    if n_targets == 1:
-        return head(p, hidden(p, tokens))
-    return head(p, causal_hidden(p, tokens)[:, :, -n_targets:].flatten(1, 2))
+def target_states(p: dict[str, torch.Tensor], tokens: torch.Tensor, n_targets: int) -> torch.Tensor:
+    """What the unembedding reads (M, B n_targets, d) at the last n_targets positions of tokens (M, B, L),
+    position-minor."""
+    states = hidden(p, tokens) if n_targets == 1 else causal_hidden(p, tokens, n_targets).flatten(1, 2)
+    return final_state(p, states)
 
 
 @torch.no_grad()
@@ -133,9 +134,14 @@ class QueryGroup(StackedGroup):
         M, B, T = len(self.alive), first.batch_size, first.n_targets
         tokens, targets = sequences(walk(self.tables, queries).flatten(0, 1), queries[..., 1:].flatten(0, 1), first.N, first.cot)
         targets = targets.view(M, B, -1)[:, :, -T:]  # (M', B, T): every later position carries a target
+        params = self.update.params
         with computing_in(first.precision, self.device):
-            logits = at_least_fp32(target_logits(self.update.params, tokens.view(M, B, -1), T))  # (M', B T, N)
-            losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
+            states = target_states(params, tokens.view(M, B, -1), T)  # (M', B T, d)
+            if first.precision == "bf16":  # the loss from logits cast up from bf16
+                logits = at_least_fp32(torch.bmm(states, params["E_out"]))  # (M', B T, N)
+                losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, B * T).mean(1)
+            else:
+                losses = unembed_cross_entropy(states, params["E_out"], targets.reshape(M, B * T))
             return losses.detach(), self.update.gradients(losses)
 
 

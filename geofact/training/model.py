@@ -12,7 +12,7 @@ computation; with M = 1 it is one ordinary model.
 
 Single-hop reads one position, the last: `hidden` returns the post-attention state there (what the
 mechanism analyses read), `head` the rest, `forward` the two in turn. Multi-hop with chain-of-thought
-predicts at several positions: `causal_hidden` gives the state at every position (Appendix C).
+predicts at several positions: `causal_hidden` gives the states at the positions read (Appendix C).
 """
 
 from __future__ import annotations
@@ -94,30 +94,42 @@ def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     return x[:, :, -1] + torch.bmm(torch.bmm(mixed, p["W_V"]), p["W_O"])  # (M, B, d)
 
 
-def causal_hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
-    """Post-attention residual states (M, B, L, d) at every position of tokens (M, B, L), causally masked.
+def causal_hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor, last: int | None = None) -> torch.Tensor:
+    """Post-attention residual states (M, B, n, d) at the last n = `last` positions of tokens (M, B, L)
+    (None: every position, n = L), causally masked.
 
-    Position l sees positions 0..l, so the state at the last position equals `hidden`'s.
+    Position l sees positions 0..l, so the state at the last position equals `hidden`'s. With one layer
+    a position's state needs the keys and values of the positions before it but no query or output of
+    theirs, so only the n positions read pay for queries, values and the output projection (chain-of-thought
+    reads its k targets of 2k positions: a sixth of the step's matmul FLOPs is saved at k = 4).
     """
     x = embed(p, tokens)  # (M, B, L, d)
     M, B, L, d = x.shape
+    n = L if last is None else last
+    if not 1 <= n <= L:
+        raise ValueError(f"last must be None or in [1, {L}] (the sequence's length), got {last}")
     xn = rms(x, p["g_attn"])
     if "W_Q" in p:
-        q = torch.bmm(xn.flatten(1, 2), p["W_Q"]).view(M, B, L, d)
+        q = torch.bmm(xn[:, :, L - n:].flatten(1, 2), p["W_Q"]).view(M, B, n, d)
         k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, d)
-        future = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)
-        scores = torch.einsum("mbqe,mbke->mbqk", q, k) / math.sqrt(d)  # (M, B, L, L)
-        mixed = scores.masked_fill(future, float("-inf")).softmax(-1) @ xn  # (M, B, L, d)
+        future = torch.ones(n, L, dtype=torch.bool, device=x.device).triu(L - n + 1)  # query i sits at L - n + i
+        scores = torch.einsum("mbqe,mbke->mbqk", q, k) / math.sqrt(d)  # (M, B, n, L)
+        mixed = scores.masked_fill(future, float("-inf")).softmax(-1) @ xn  # (M, B, n, d)
     else:
-        mixed = xn.cumsum(2) / torch.arange(1, L + 1, device=x.device, dtype=x.dtype)[:, None]
-    return x + torch.bmm(torch.bmm(mixed.flatten(1, 2), p["W_V"]), p["W_O"]).view(M, B, L, d)
+        mixed = (xn.cumsum(2) / torch.arange(1, L + 1, device=x.device, dtype=x.dtype)[:, None])[:, :, L - n:]
+    return x[:, :, L - n:] + torch.bmm(torch.bmm(mixed.flatten(1, 2), p["W_V"]), p["W_O"]).view(M, B, n, d)
+
+
+def final_state(p: dict[str, torch.Tensor], h: torch.Tensor) -> torch.Tensor:
+    """MLP block and final norm: what the unembedding reads (M, B, d), from post-attention states h (M, B, d)."""
+    z = F.gelu(torch.baddbmm(p["b_1"][:, None], rms(h, p["g_mlp"]), p["W_1"]))
+    h = h + torch.baddbmm(p["b_2"][:, None], z, p["W_2"])
+    return rms(h, p["g_final"])
 
 
 def head(p: dict[str, torch.Tensor], h: torch.Tensor) -> torch.Tensor:
     """MLP block and unembedding: logits (M, B, N) from post-attention states h (M, B, d)."""
-    z = F.gelu(torch.baddbmm(p["b_1"][:, None], rms(h, p["g_mlp"]), p["W_1"]))
-    h = h + torch.baddbmm(p["b_2"][:, None], z, p["W_2"])
-    return torch.bmm(rms(h, p["g_final"]), p["E_out"])  # (M, B, N)
+    return torch.bmm(final_state(p, h), p["E_out"])  # (M, B, N)
 
 
 def forward(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,11 @@
 import pytest
 import torch
+from torch.nn import functional as F
 
 from geofact.training import hop_trainer
 from geofact.training.config import MultiHopConfig
-from geofact.training.model import causal_hidden, hidden, init_params
+from geofact.training.hop_queries import sequences, walk
+from geofact.training.model import causal_hidden, head, hidden, init_params
 from geofact.training.hop_trainer import evaluate, generate, train_multihop
 from geofact.training.sweep import load_result, run_sweep
 
@@ -19,6 +21,19 @@ def test_causal_states_end_in_the_last_position_state_and_never_look_ahead():
     changed = tokens.clone()
     changed[:, :, -1] = (changed[:, :, -1] + 1) % 12
     assert torch.allclose(causal_hidden(p, changed)[:, :, :-1], states[:, :, :-1])
+
+
+@pytest.mark.parametrize("attention", ["learned", "uniform"])
+def test_states_at_the_last_positions_equal_those_of_every_position(attention):
+    c = MultiHopConfig(N=12, R=3, k=3, d=16, cot=True, attention=attention)
+    p = {n: v[None] for n, v in init_params(c, dtype=torch.float64).items()}
+    tokens = torch.randint(0, 12, (1, 5, c.seq_len))
+    every = causal_hidden(p, tokens)
+    for n in range(1, c.seq_len + 1):
+        assert torch.allclose(causal_hidden(p, tokens, n), every[:, :, -n:], rtol=0, atol=1e-12)
+    for bad in (0, c.seq_len + 1):
+        with pytest.raises(ValueError, match="last must be"):
+            causal_hidden(p, tokens, bad)
 
 
 class SumModel:
@@ -92,6 +107,28 @@ def test_stacked_runs_train_as_they_would_alone():
     frozen = init_params(configs[1], dtype=torch.float64)["E_ent"]
     assert torch.equal(stacked[1].params["E_ent"], frozen)  # frozen stays at its init
     assert stacked[0].hop_accuracy is None and stacked[0].stop_reason is None and stacked[0].steps == 100
+
+
+@pytest.mark.parametrize("cot", [True, False])
+def test_the_training_losses_and_gradients_are_autograds_through_every_logit(cot):
+    # the step reads states only at the targets' positions and gets the output layer's gradients in one
+    # function (geofact.training.step.unembed_cross_entropy): the same as autograd through the logits of
+    # every position, in float64
+    configs = [tiny(cot=cot, k=3, seed=1), tiny(cot=cot, k=3, R=3, frozen_embeddings=True, seed=2)]
+    group = hop_trainer.QueryGroup(configs, torch.device("cpu"), torch.float64)
+    queries = group.sample(range(0, 1))[:, 0]  # (M, B, k + 1)
+    losses, grads = group.losses_and_grads(queries)
+    M, B, T = len(configs), configs[0].batch_size, configs[0].n_targets
+    tokens, targets = sequences(walk(group.tables, queries).flatten(0, 1), queries[..., 1:].flatten(0, 1), configs[0].N, cot)
+    params = group.update.params
+    states = causal_hidden(params, tokens.view(M, B, -1))[:, :, -T:].flatten(1, 2)  # (M, B T, d)
+    logits = head(params, states)
+    reference = F.cross_entropy(logits.flatten(0, 1), targets.view(M, B, -1)[:, :, -T:].flatten(), reduction="none").view(M, -1).mean(1)
+    torch.testing.assert_close(losses, reference.detach(), rtol=1e-12, atol=1e-12)
+    expected = dict(zip(group.update.names, torch.autograd.grad(reference.sum(), [params[k] for k in group.update.names])))
+    assert set(grads) == set(expected)
+    for name, value in expected.items():
+        torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=name)
 
 
 def test_the_loss_rule_stops_after_patience_checks():

@@ -4,7 +4,7 @@ from torch.nn import functional as F
 
 from geofact.training.config import TrainConfig
 from geofact.training.model import forward
-from geofact.training.step import WAYS, covers, loss_and_grads, output_loss_and_grads
+from geofact.training.step import WAYS, covers, loss_and_grads, output_loss_and_grads, unembed_cross_entropy
 from geofact.training.stack import stack_params
 
 
@@ -33,6 +33,21 @@ def test_losses_and_gradients_are_autograds_in_float64():
         for name, value in expected.items():
             assert value.abs().max() > 0, name  # every tensor has a gradient to compare
             torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}, keep {keep}, way {way}")
+
+
+def test_the_unembedding_and_cross_entropy_as_one_function_is_autograds_in_float64():
+    g = torch.Generator().manual_seed(1)
+    M, B, d, N = 3, 10, 6, 17
+    hf = torch.randn(M, B, d, generator=g, dtype=torch.float64, requires_grad=True)
+    E_out = torch.randn(M, d, N, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, N, (M, B), generator=g)
+    weights = torch.tensor([1.0, -0.5, 3.0], dtype=torch.float64)  # a backward that is not the plain sum's
+    reference = F.cross_entropy(torch.bmm(hf, E_out).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
+    expected = torch.autograd.grad((reference * weights).sum(), [hf, E_out])
+    losses = unembed_cross_entropy(hf, E_out, targets)
+    torch.testing.assert_close(losses, reference, rtol=1e-12, atol=1e-12)
+    for got, want in zip(torch.autograd.grad((losses * weights).sum(), [hf, E_out]), expected):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
 def test_learned_attention_is_left_to_autograd():
