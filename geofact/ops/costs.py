@@ -96,14 +96,13 @@ PEAK_OVER_FP32 = {"fp32": 1.0, "tf32": 495 / 67, "bf16": 990 / 67}  # H100 SXM d
 
 
 def step_flops(c: TrainConfig | MultiHopConfig) -> float:
-    """Matmul FLOPs of one run's training step (forward + backward ~ 3 x forward). Single-hop: the last
-    position's V and O, MLP and unembedding (geofact.training.model.hidden / head); multi-hop: every
-    position's attention projections, and MLP and unembedding at the positions with a target."""
+    """Matmul FLOPs of one run's training step (forward + backward ~ 3 x forward): keys at every position
+    (learned attention), queries, values, the output projection, MLP and unembedding at the T positions
+    with a target (single-hop: the last of two; geofact.training.model.hidden, causal_hidden, head)."""
     B, d, w, N = c.batch_size, c.d, c.width, c.N
-    if isinstance(c, MultiHopConfig):
-        attention = (4 if c.attention == "learned" else 2) * d * d * c.seq_len
-        return 3.0 * 2 * B * (attention + c.n_targets * (2 * d * w + d * N))
-    return 3.0 * 2 * B * (2 * d * d + 2 * d * w + d * N)
+    T = c.n_targets if isinstance(c, MultiHopConfig) else 1
+    attention = 2 * d * d * T + (d * d * (T + c.seq_len) if c.attention == "learned" else 0)
+    return 3.0 * 2 * B * (attention + T * (2 * d * w + d * N))
 
 
 def step_bytes(c: TrainConfig | MultiHopConfig) -> float:

@@ -1,4 +1,4 @@
-"""The single-hop model's loss and gradients, with the backward written out (uniform attention).
+"""The single-hop model's loss and gradients, with the backward written out (uniform or learned attention).
 
 `geofact.training.model.forward` under autograd is the definition; this computes the same losses and
 gradients in fewer, larger operations: the cross-entropy gradient as softmax minus one-hot, each
@@ -34,6 +34,8 @@ RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.nn import functional as F
 
@@ -60,8 +62,8 @@ DEFAULT_WAY = "log-softmax kernel"
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
-    """Whether `loss_and_grads` covers this model: uniform attention and no learned positions."""
-    return "W_Q" not in params and "P" not in params
+    """Whether `loss_and_grads` covers this model: uniform or learned attention, no learned positions."""
+    return "P" not in params
 
 
 def entity_chunk(B: int, N: int, device: torch.device) -> int:
@@ -195,7 +197,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     at a time in the output layer (default: `entity_chunk` of the device); `keep`, `way`: how it
     computes them (default: by device, see `output_loss_and_grads`)."""
     if not covers(p):
-        raise ValueError("loss_and_grads covers uniform attention without learned positions; use autograd")
+        raise ValueError("loss_and_grads covers models without learned positions; use autograd")
     p = {k: v.detach() for k, v in p.items()}
     M, B = subjects.shape
     L = 2
@@ -208,7 +210,16 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
 
     # forward, keeping what the backward reads
     x_hat, r0 = _rms(x)
-    mixed = (x_hat * p["g_attn"][:, None, None]).mean(2)  # (M, B, d)
+    xn = x_hat * p["g_attn"][:, None, None]  # (M, B, L, d)
+    learned = "W_Q" in p
+    if learned:  # the last position's query against both keys (geofact.training.model.hidden); with L = 2 the
+        # dot products are elementwise, not batched matmuls of one row each
+        q = torch.bmm(xn[:, :, -1], p["W_Q"])  # (M, B, d)
+        k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)  # (M, B, L, d)
+        pattern = ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)  # (M, B, L)
+        mixed = (pattern[..., None] * xn).sum(2)  # (M, B, d)
+    else:
+        mixed = xn.mean(2)  # (M, B, d)
     a = torch.bmm(mixed, p["W_V"])
     h = x[:, :, -1] + torch.bmm(a, p["W_O"])  # (M, B, d): hidden()
     h_hat, r1 = _rms(h)
@@ -231,8 +242,20 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     g["W_O"] = torch.bmm(a.transpose(1, 2), d_h)
     d_a = torch.bmm(d_h, p["W_O"].transpose(1, 2))
     g["W_V"] = torch.bmm(mixed.transpose(1, 2), d_a)
-    d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2)).div_(L)  # the mean's share to every position
-    d_x, g["g_attn"] = _rms_backward(d_mixed[:, :, None].expand(M, B, L, -1), x, x_hat, r0, p["g_attn"])
+    d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2))  # (M, B, d)
+    if learned:
+        d_xn = pattern[..., None] * d_mixed[:, :, None]  # (M, B, L, d): through the values
+        d_pattern = (d_mixed[:, :, None] * xn).sum(-1)  # (M, B, L)
+        d_scores = (d_pattern - (pattern * d_pattern).sum(-1, keepdim=True)).mul_(pattern).div_(math.sqrt(q.shape[-1]))
+        d_q = (d_scores[..., None] * k).sum(2)  # (M, B, d)
+        d_k = d_scores[..., None] * q[:, :, None]  # (M, B, L, d)
+        g["W_Q"] = torch.bmm(xn[:, :, -1].transpose(1, 2), d_q)
+        g["W_K"] = torch.bmm(xn.flatten(1, 2).transpose(1, 2), d_k.flatten(1, 2))
+        d_xn += torch.bmm(d_k.flatten(1, 2), p["W_K"].transpose(1, 2)).view(M, B, L, -1)
+        d_xn[:, :, -1] += torch.bmm(d_q, p["W_Q"].transpose(1, 2))
+    else:
+        d_xn = d_mixed.div_(L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
+    d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"])
     d_x[:, :, -1] += d_h
     g["E_ent"] = torch.zeros_like(p["E_ent"]).flatten(0, 1).index_add_(0, entity_rows, d_x[:, :, 0].flatten(0, 1)).view_as(p["E_ent"])
     g["E_rel"] = torch.zeros_like(p["E_rel"]).flatten(0, 1).index_add_(0, relation_rows, d_x[:, :, 1].flatten(0, 1)).view_as(p["E_rel"])

@@ -381,7 +381,7 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
                    dtype: torch.dtype = torch.float32, desc: str = "recipe variants", show_progress: bool = True,
                    keep: Sequence[Keep | None] | None = None) -> list[dict]:
     """`train_variant(config, recipe, stop_rule=False)` of every (config, recipe) pair, all stacked into
-    one batched computation (runs of one cell: equal `shape_key()`, uniform attention): every step is
+    one batched computation (runs of one cell: equal `shape_key()`, no learned positions): every step is
     one pass of geofact.training.step's loss and gradients for all runs, then per run the clipping and
     AdamW of its recipe (`RecipeUpdates`; tests/training/test_variants.py checks every pair against
     `train_variant` in float64). A variant run then costs a fraction of a plain-loop one: the small
@@ -399,7 +399,7 @@ def train_variants(configs: Sequence[TrainConfig], recipes: Sequence[Recipe], de
     M, steps_total = len(configs), configs[0].max_steps
     stack = FlatStack({k: v.to(device) for k, v in stack_params(configs, dtype).items()})
     if not covers(stack.views):
-        raise ValueError("train_variants covers uniform attention without learned positions")
+        raise ValueError("train_variants covers models without learned positions (geofact.training.step.covers)")
     update = RecipeUpdates(stack, configs, recipes, dtype, device)
     tables = torch.stack([facts(c.N, c.R, c.bijection_seed) for c in configs]).to(device)  # (M, N R, 3)
     sampler = FactSampler([c.seed for c in configs], [tables.shape[1]] * M, configs[0].batch_size, tables.shape[1], device)

@@ -12,8 +12,9 @@ def _stack(**overrides) -> list[TrainConfig]:
     return [TrainConfig(N=24, R=R, d=8, seed=s, batch_size=16, **overrides) for R in (2, 3) for s in (0, 1)]
 
 
-def test_losses_and_gradients_are_autograds_in_float64():
-    configs = _stack()
+@pytest.mark.parametrize("attention", ["uniform", "learned"])
+def test_losses_and_gradients_are_autograds_in_float64(attention):
+    configs = _stack(attention=attention)
     g = torch.Generator().manual_seed(0)
     params = {k: (v + 0.3 * torch.randn(v.shape, generator=g, dtype=v.dtype)).requires_grad_()  # off the init: gains != 1, biases != 0
               for k, v in stack_params(configs, torch.float64).items()}
@@ -50,10 +51,10 @@ def test_the_unembedding_and_cross_entropy_as_one_function_is_autograds_in_float
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
-def test_learned_attention_is_left_to_autograd():
-    params = stack_params(_stack(attention="learned"), torch.float64)
+def test_learned_positions_are_left_to_autograd():
+    params = stack_params(_stack(attention="learned", learned_positions=True), torch.float64)
     assert not covers(params)
-    with pytest.raises(ValueError, match="uniform attention"):
+    with pytest.raises(ValueError, match="without learned positions"):
         zeros = torch.zeros(4, 16, dtype=torch.long)
         loss_and_grads(params, zeros, zeros, zeros)
 
