@@ -35,6 +35,7 @@ RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import torch
 from torch.nn import functional as F
@@ -92,13 +93,14 @@ def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: tor
 
 
 def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int,
-                          keep: bool | None = None, way: str | None = None
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          keep: bool | None = None, way: str | None = None, want_E_out: bool = True
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The unembedding and cross-entropy of final states hf (M, B, d) against E_out (M, d, N) and targets
     (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
     the gradients of the losses' sum. `keep`: whether chunks keep their exponentials for the second
     pass (default: on the devices of KEEP_EXPONENTIALS); `way`: one of WAYS, how whole logits become
-    the softmax (default: the device's entry of WHOLE_WAY, else DEFAULT_WAY)."""
+    the softmax (default: the device's entry of WHOLE_WAY, else DEFAULT_WAY). With `want_E_out` False
+    d_E_out is None and its matmul is skipped (runs that train other tensors only)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
     way = WHOLE_WAY.get(hf.device.type, DEFAULT_WAY) if way is None else way
@@ -123,10 +125,11 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
                 # the 1/B before the matmuls, as the runs it trained
                 softmax = logits.sub_(lse).exp_()
                 softmax.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
-                return losses, torch.bmm(softmax, E_out.transpose(1, 2)), torch.bmm(hf.transpose(1, 2), softmax)
+                return (losses, torch.bmm(softmax, E_out.transpose(1, 2)),
+                        torch.bmm(hf.transpose(1, 2), softmax) if want_E_out else None)
         softmax.scatter_add_(-1, targets[..., None], torch.full((M, B, 1), -1.0, dtype=hf.dtype, device=hf.device))
         return (losses, torch.bmm(softmax, E_out.transpose(1, 2)).div_(B),
-                torch.bmm(hf.transpose(1, 2), softmax).div_(B))
+                torch.bmm(hf.transpose(1, 2), softmax).div_(B) if want_E_out else None)
 
     keep = hf.device.type in KEEP_EXPONENTIALS if keep is None else keep
     spans = [(lo, min(lo + width, N)) for lo in range(0, N, width)]
@@ -155,8 +158,11 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
             softmax = kept[c].mul_(rescale[..., c : c + 1])  # (M, B, hi - lo)
         else:
             softmax = torch.bmm(hf, E_out[:, :, lo:hi]).sub_(lse).exp_()
-        d_out.append(torch.bmm(hf.transpose(1, 2), softmax))  # (M, d, hi - lo)
+        if want_E_out:
+            d_out.append(torch.bmm(hf.transpose(1, 2), softmax))  # (M, d, hi - lo)
         d_hf += torch.bmm(softmax, E_out[:, :, lo:hi].transpose(1, 2))  # a CPU's baddbmm_ loops over runs
+    if not want_E_out:
+        return losses, d_hf.div_(B), None
     d_E_out = torch.cat(d_out, 2).scatter_add_(2, columns, hf.transpose(1, 2).neg())
     return losses, d_hf.div_(B), d_E_out.div_(B)
 
@@ -189,13 +195,15 @@ def unembed_cross_entropy(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
 
 
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
-                   width: int | None = None, keep: bool | None = None, way: str | None = None
-                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                   width: int | None = None, keep: bool | None = None, way: str | None = None,
+                   wanted: Collection[str] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Each run's mean cross-entropy (M,) on the queries (subject, relation) (M, B) each with answers
     targets (M, B), and the gradient of their sum with respect to every tensor of p
     (geofact.training.model's layout: the sequence is (s, r), the answer predicted at r). `width`: entities
     at a time in the output layer (default: `entity_chunk` of the device); `keep`, `way`: how it
-    computes them (default: by device, see `output_loss_and_grads`)."""
+    computes them (default: by device, see `output_loss_and_grads`). `wanted`: the tensors whose
+    gradients are returned (default: all); the weight matrices' gradient matmuls of the others are skipped
+    (a transfer's retraining trains the entity table alone: a third of the step's matmul FLOPs)."""
     if not covers(p):
         raise ValueError("loss_and_grads covers models without learned positions; use autograd")
     p = {k: v.detach() for k, v in p.items()}
@@ -229,19 +237,27 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
     h2_hat, r2 = _rms(h2)
     hf = h2_hat * p["g_final"][:, None]
-    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way)
+    wanted = set(p) if wanted is None else set(wanted)
+    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way, "E_out" in wanted)
 
     # backward of losses.sum()
     g = {"E_out": g_E_out}
+
+    def weight_grad(name: str, inputs: torch.Tensor, d_outputs: torch.Tensor) -> None:
+        if name in wanted:
+            g[name] = torch.bmm(inputs.transpose(1, 2), d_outputs)
+
     d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"])
-    g["W_2"], g["b_2"] = torch.bmm(z.transpose(1, 2), d_h2), d_h2.sum(1)
+    weight_grad("W_2", z, d_h2)
+    g["b_2"] = d_h2.sum(1)
     d_z1 = torch.ops.aten.gelu_backward(torch.bmm(d_h2, p["W_2"].transpose(1, 2)), z1)
-    g["W_1"], g["b_1"] = torch.bmm(hn.transpose(1, 2), d_z1), d_z1.sum(1)
+    weight_grad("W_1", hn, d_z1)
+    g["b_1"] = d_z1.sum(1)
     d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"])
     d_h += d_h2
-    g["W_O"] = torch.bmm(a.transpose(1, 2), d_h)
+    weight_grad("W_O", a, d_h)
     d_a = torch.bmm(d_h, p["W_O"].transpose(1, 2))
-    g["W_V"] = torch.bmm(mixed.transpose(1, 2), d_a)
+    weight_grad("W_V", mixed, d_a)
     d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2))  # (M, B, d)
     if learned:
         d_xn = pattern[..., None] * d_mixed[:, :, None]  # (M, B, L, d): through the values
@@ -249,8 +265,8 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
         d_scores = (d_pattern - (pattern * d_pattern).sum(-1, keepdim=True)).mul_(pattern).div_(math.sqrt(q.shape[-1]))
         d_q = (d_scores[..., None] * k).sum(2)  # (M, B, d)
         d_k = d_scores[..., None] * q[:, :, None]  # (M, B, L, d)
-        g["W_Q"] = torch.bmm(xn[:, :, -1].transpose(1, 2), d_q)
-        g["W_K"] = torch.bmm(xn.flatten(1, 2).transpose(1, 2), d_k.flatten(1, 2))
+        weight_grad("W_Q", xn[:, :, -1], d_q)
+        weight_grad("W_K", xn.flatten(1, 2), d_k.flatten(1, 2))
         d_xn += torch.bmm(d_k.flatten(1, 2), p["W_K"].transpose(1, 2)).view(M, B, L, -1)
         d_xn[:, :, -1] += torch.bmm(d_q, p["W_Q"].transpose(1, 2))
     else:
@@ -259,4 +275,4 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     d_x[:, :, -1] += d_h
     g["E_ent"] = torch.zeros_like(p["E_ent"]).flatten(0, 1).index_add_(0, entity_rows, d_x[:, :, 0].flatten(0, 1)).view_as(p["E_ent"])
     g["E_rel"] = torch.zeros_like(p["E_rel"]).flatten(0, 1).index_add_(0, relation_rows, d_x[:, :, 1].flatten(0, 1)).view_as(p["E_rel"])
-    return losses, g
+    return losses, {name: value for name, value in g.items() if name in wanted}

@@ -163,7 +163,8 @@ class FactGroup(StackedGroup):
         params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
         with computing_in(self.precision, self.device):
             if self.by_hand:
-                return loss_and_grads(params, batch[..., 0], batch[..., 1], batch[..., 2])  # (M',), {name: (M', ...)}
+                return loss_and_grads(params, batch[..., 0], batch[..., 1], batch[..., 2],  # (M',), {name: (M', ...)}
+                                      wanted=self.update.names)
             tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
             logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
             losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)

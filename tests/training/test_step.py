@@ -34,6 +34,13 @@ def test_losses_and_gradients_are_autograds_in_float64(attention):
         for name, value in expected.items():
             assert value.abs().max() > 0, name  # every tensor has a gradient to compare
             torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}, keep {keep}, way {way}")
+    # a run that trains some tensors only (a transfer's entity table) gets those, the others' matmuls skipped
+    for wanted in [("E_ent",), ("E_ent", "E_out"), ("W_1", "g_attn")]:
+        for width in (None, 5):
+            losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width, wanted=wanted)
+            assert set(grads) == set(wanted)
+            for name in wanted:
+                torch.testing.assert_close(grads[name], expected[name], rtol=1e-10, atol=1e-12, msg=f"{name} of {wanted}")
 
 
 def test_the_unembedding_and_cross_entropy_as_one_function_is_autograds_in_float64():
