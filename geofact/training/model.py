@@ -87,8 +87,9 @@ def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     if "W_Q" in p:
         q = torch.bmm(xn[:, :, -1], p["W_Q"])  # (M, B, d)
         k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)  # (M, B, L, d)
-        pattern = (torch.einsum("mbe,mble->mbl", q, k) / math.sqrt(q.shape[-1])).softmax(-1)  # (M, B, L)
-        mixed = torch.einsum("mbl,mbld->mbd", pattern, xn)
+        # one query against L keys: elementwise products, not a batched matmul of one row per (run, example)
+        pattern = ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)  # (M, B, L)
+        mixed = (pattern[..., None] * xn).sum(2)
     else:
         mixed = xn.mean(2)  # (M, B, d)
     return x[:, :, -1] + torch.bmm(torch.bmm(mixed, p["W_V"]), p["W_O"])  # (M, B, d)

@@ -169,15 +169,17 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
 
 class UnembedCrossEntropy(torch.autograd.Function):
     """Each run's mean cross-entropy (M,) of the logits hf @ E_out against targets, for autograd, with the
-    gradients computed in the forward by `output_loss_and_grads` (the softmax's buffer becomes d logits in
-    place; the backward only scales them by the incoming gradient). Autograd's own log-softmax, its
-    backward and the NLL's zero-filled gradient are three more passes over the logits, each as large as
-    the logits: a third of the multi-hop CoT step at N = 256, batch 512, k = 4 on a CPU."""
+    gradients computed in the forward by `output_loss_and_grads` on whole logits (the softmax's buffer
+    becomes d logits in place; the backward only scales them by the incoming gradient). Counted on fake
+    `meta` tensors at the paper's multi-hop shapes (18 runs, N = 2048, d = 256, batch 1024, k = 4 with
+    CoT): 7.0 GB through autograd's bmm, log-softmax, its backward and the NLL's zero-filled gradient
+    (11.6 passes over the logits), here 5.0 GB (8.3; tests/training/test_traffic.py), while the single-hop
+    step's chunks, which recompute them on a GPU, would be 19.3. Autograd held the logits whole too, so
+    memory is no worse."""
 
     @staticmethod
     def forward(ctx, hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        losses, d_hf, d_E_out = output_loss_and_grads(hf.detach(), E_out.detach(), targets,
-                                                      entity_chunk(hf.shape[1], E_out.shape[2], hf.device))
+        losses, d_hf, d_E_out = output_loss_and_grads(hf.detach(), E_out.detach(), targets, E_out.shape[2])
         ctx.save_for_backward(d_hf, d_E_out)
         return losses
 

@@ -2,8 +2,11 @@
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.nn import functional as F
 
 from geofact.training.config import TrainConfig
+from geofact.training.step import unembed_cross_entropy
 from geofact.training.traffic import StepTraffic, TrafficCounter, grid_column, step_traffic
 
 
@@ -48,3 +51,23 @@ def test_the_roofline_is_the_slower_of_bytes_and_flops():
     assert StepTraffic(**shape, precision="fp32", bytes=3.35e9, flops=1e9).roofline_ms() == pytest.approx(1.0)
     assert StepTraffic(**shape, precision="bf16", bytes=1e6, flops=990e9).roofline_ms() == pytest.approx(1.0)
     assert StepTraffic(**shape, precision="fp32", bytes=0.0, flops=0.0).as_dict()["roofline_h100_ms"] == 0.0
+
+
+def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_logits():
+    # the multi-hop step's output layer (geofact.training.step.unembed_cross_entropy) at the paper's
+    # Appendix C shapes with CoT at k = 4 (4 targets a query), against autograd through the logits
+    M, B, d, N = 18, 4096, 256, 2048
+    moved = {}
+    for way in ("autograd", "one function"):
+        with FakeTensorMode():
+            hf = torch.empty(M, B, d, device="meta", requires_grad=True)
+            E_out = torch.empty(M, d, N, device="meta", requires_grad=True)
+            targets = torch.zeros(M, B, dtype=torch.long, device="meta")
+            with TrafficCounter() as counter:
+                if way == "autograd":
+                    losses = F.cross_entropy(torch.bmm(hf, E_out).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
+                else:
+                    losses = unembed_cross_entropy(hf, E_out, targets)
+                losses.sum().backward()
+        moved[way] = counter.bytes / (M * B * N * 4)  # passes over the float32 logits
+    assert moved["autograd"] == pytest.approx(11.6, abs=0.1) and moved["one function"] == pytest.approx(8.3, abs=0.1)
