@@ -196,6 +196,31 @@ def unembed_cross_entropy(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
     return UnembedCrossEntropy.apply(hf, E_out, targets)
 
 
+def _attend(p: dict[str, torch.Tensor], xn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Learned attention at the last position (geofact.training.model.hidden) of normed inputs xn (M, B, L, d):
+    (q (M, B, d), k (M, B, L, d), pattern (M, B, L)). With L = 2 the query's dot products with the keys are
+    elementwise, not batched matmuls of one row each."""
+    M, B, L, _ = xn.shape
+    q = torch.bmm(xn[:, :, -1], p["W_Q"])
+    k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)
+    return q, k, ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)
+
+
+def _attend_backward(p: dict[str, torch.Tensor], xn: torch.Tensor, q: torch.Tensor, k: torch.Tensor, pattern: torch.Tensor,
+                     d_mixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(d_xn (M, B, L, d), d_q (M, B, d), d_k (M, B, L, d)) for mixed = sum over positions of pattern * xn, from
+    d_mixed (M, B, d): through the values, the softmax, the keys and the query."""
+    M, B, L, _ = xn.shape
+    d_xn = pattern[..., None] * d_mixed[:, :, None]  # through the values
+    d_pattern = (d_mixed[:, :, None] * xn).sum(-1)  # (M, B, L)
+    d_scores = (d_pattern - (pattern * d_pattern).sum(-1, keepdim=True)).mul_(pattern).div_(math.sqrt(q.shape[-1]))
+    d_q = (d_scores[..., None] * k).sum(2)
+    d_k = d_scores[..., None] * q[:, :, None]
+    d_xn += torch.bmm(d_k.flatten(1, 2), p["W_K"].transpose(1, 2)).view(M, B, L, -1)
+    d_xn[:, :, -1] += torch.bmm(d_q, p["W_Q"].transpose(1, 2))
+    return d_xn, d_q, d_k
+
+
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
                    width: int | None = None, keep: bool | None = None, way: str | None = None,
                    wanted: Collection[str] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -222,11 +247,8 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     x_hat, r0 = _rms(x)
     xn = x_hat * p["g_attn"][:, None, None]  # (M, B, L, d)
     learned = "W_Q" in p
-    if learned:  # the last position's query against both keys (geofact.training.model.hidden); with L = 2 the
-        # dot products are elementwise, not batched matmuls of one row each
-        q = torch.bmm(xn[:, :, -1], p["W_Q"])  # (M, B, d)
-        k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)  # (M, B, L, d)
-        pattern = ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)  # (M, B, L)
+    if learned:
+        q, k, pattern = _attend(p, xn)
         mixed = (pattern[..., None] * xn).sum(2)  # (M, B, d)
     else:
         mixed = xn.mean(2)  # (M, B, d)
@@ -262,15 +284,9 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     weight_grad("W_V", mixed, d_a)
     d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2))  # (M, B, d)
     if learned:
-        d_xn = pattern[..., None] * d_mixed[:, :, None]  # (M, B, L, d): through the values
-        d_pattern = (d_mixed[:, :, None] * xn).sum(-1)  # (M, B, L)
-        d_scores = (d_pattern - (pattern * d_pattern).sum(-1, keepdim=True)).mul_(pattern).div_(math.sqrt(q.shape[-1]))
-        d_q = (d_scores[..., None] * k).sum(2)  # (M, B, d)
-        d_k = d_scores[..., None] * q[:, :, None]  # (M, B, L, d)
+        d_xn, d_q, d_k = _attend_backward(p, xn, q, k, pattern, d_mixed)
         weight_grad("W_Q", xn[:, :, -1], d_q)
         weight_grad("W_K", xn.flatten(1, 2), d_k.flatten(1, 2))
-        d_xn += torch.bmm(d_k.flatten(1, 2), p["W_K"].transpose(1, 2)).view(M, B, L, -1)
-        d_xn[:, :, -1] += torch.bmm(d_q, p["W_Q"].transpose(1, 2))
     else:
         d_xn = d_mixed.div_(L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
     d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"])
