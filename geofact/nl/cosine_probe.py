@@ -84,31 +84,6 @@ class StackedProbes(torch.nn.Module):
         """x (L, n, d_in) -> (L, n, d_out)"""
         return torch.baddbmm(self.b, torch.baddbmm(self.a, x, self.A), self.B)
 
-    def keep_gradients(self) -> None:
-        """Give every parameter a gradient buffer of its own that `backward_into` overwrites each step."""
-        for param in self.parameters():
-            param.grad = torch.empty_like(param)
-
-    def backward_into(self, x: torch.Tensor, targets: torch.Tensor) -> None:
-        """What `_cos_loss(self(x), targets).sum().backward()` computes, written into the parameters' own
-        gradient buffers (`keep_gradients`): the same operations as autograd's, so the same numbers.
-
-        A and B's gradients are 37 MB each at the real-LM page's shapes (31 layers, 576 x 512), above
-        glibc's largest mmap threshold (32 MB): a fresh gradient is a fresh mapping whose pages fault in
-        on first write, which made each of the two weight-gradient matmuls take 27 ms instead of 15.
-        x (L, n, d_in), targets (n, d_out)"""
-        with torch.no_grad():
-            hidden = torch.baddbmm(self.a, x, self.A)  # (L, n, k)
-            pred = torch.baddbmm(self.b, hidden, self.B)  # (L, n, d_out)
-        pred.requires_grad_()
-        (grad_pred,) = torch.autograd.grad(_cos_loss(pred, targets).sum(), pred)  # (L, n, d_out)
-        with torch.no_grad():  # baddbmm's backward (derivatives.yaml), each output in its buffer
-            torch.sum(grad_pred, 1, keepdim=True, out=self.b.grad)
-            torch.bmm(hidden.transpose(1, 2), grad_pred, out=self.B.grad)
-            grad_hidden = torch.bmm(grad_pred, self.B.transpose(1, 2))  # (L, n, k)
-            torch.sum(grad_hidden, 1, keepdim=True, out=self.a.grad)
-            torch.bmm(x.transpose(1, 2), grad_hidden, out=self.A.grad)
-
 
 def _keep_layers(probes: StackedProbes, optimiser: torch.optim.Optimizer, keep: torch.Tensor,
                  config: ProbeConfig) -> tuple[StackedProbes, torch.optim.Optimizer]:
@@ -121,7 +96,6 @@ def _keep_layers(probes: StackedProbes, optimiser: torch.optim.Optimizer, keep: 
     state = optimiser.state_dict()
     for name, param in list(probes.named_parameters()):
         setattr(probes, name, torch.nn.Parameter(param.detach()[keep]))
-    probes.keep_gradients()
     kept = fused_adamw(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     state["state"] = {i: {k: v if k == "step" else v[keep] for k, v in s.items()} for i, s in state["state"].items()}
     kept.load_state_dict(state)
@@ -138,7 +112,6 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
     rank = min(config.rank, d_in, d_out)
     generator = torch.Generator().manual_seed(config.seed)
     probes = StackedProbes(n_layers, d_in, d_out, rank, generator).to(device)
-    probes.keep_gradients()
     optimiser = fused_adamw(probes.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     x = states.transpose(0, 1).contiguous().to(device)  # (L, n, d_in)
     targets = targets.to(device)
@@ -153,7 +126,9 @@ def fit_probes(states: torch.Tensor, targets: torch.Tensor, train: list[int], va
         order = torch.randperm(len(train), generator=generator)
         for start in range(0, len(train), config.batch_size):
             idx = order[start: start + config.batch_size].to(device)
-            probes.backward_into(x_train[:, idx], y_train[idx])
+            loss = _cos_loss(probes(x_train[:, idx]), y_train[idx]).sum()
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
             optimiser.step()
         epochs[live] += 1
         with torch.no_grad():
