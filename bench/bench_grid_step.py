@@ -31,7 +31,8 @@ import torch
 from bench_sweep_workers import cpu_model  # this folder is on sys.path when a script in it runs
 
 from geofact.device import THREADS_ENV, configure_cpu
-from geofact.ops.benchmark import matmul_peak, step_flops
+from geofact.ops.benchmark import matmul_peak
+from geofact.ops.calibration import step_flops
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler, facts
 from geofact.training.stack import StackedUpdates, stack_params

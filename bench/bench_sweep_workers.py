@@ -15,7 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from geofact.device import describe_device, resolve_device
+import torch
+
+from geofact.device import describe_device
 from geofact.training.config import TrainConfig
 from geofact.training.sweep import cpu_workers, run_sweep
 
@@ -46,11 +48,12 @@ def main() -> None:
     configs = [TrainConfig(N=args.N, R=args.R, d=args.d, seed=s, batch_size=args.batch, max_steps=args.steps,
                            loss_threshold=0.0) for s in range(args.runs)]
     model_steps = args.runs * args.steps
-    cores = cpu_workers(resolve_device("cpu"))
+    cpu = torch.device("cpu")
+    cores = cpu_workers(cpu)
     one = timed(configs, workers=1)
     per_core = timed(configs, workers=None)
     result = {"shape": {"N": args.N, "R": args.R, "d": args.d, "batch": args.batch}, "runs": args.runs, "steps": args.steps,
-              "cores": cores, "device": f"{describe_device(resolve_device('cpu'))} ({cpu_model()})",
+              "cores": cores, "device": f"{describe_device(cpu)} ({cpu_model()})",
               "one_process_steps_per_s": model_steps / one, "process_per_core_steps_per_s": model_steps / per_core,
               "ratio": one / per_core}
     print(f"{args.runs} runs x {args.steps} steps at N={args.N}, R={args.R}, d={args.d}, batch {args.batch}, {cores} cores:")

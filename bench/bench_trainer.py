@@ -10,7 +10,7 @@ H100's roofline time for them and what `geofact plan` assumes (its bytes and cal
 `--json` prints the whole result as JSON, with `ratio` (stacked / plain at the first d), `ops_per_step`,
 `syncs_per_step` and, per shape ("N=4096 d=32 runs=42"), `bytes_per_step`, `flops_per_step` and
 `predicted_ms` at its top level. `--calibrate` (implies --ops) fits
-the plan's cost model to the result (geofact.ops.costs.fit) and stores it, with the result, as
+the plan's cost model to the result (geofact.ops.calibration.fit) and stores it, with the result, as
 bench/calibration/<device kind>.json, which `geofact plan` reads.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.ops.benchmark import benchmark, format_rows, step_ops, step_timings
-from geofact.ops.costs import calibration_path, card_of, fit, load_calibration, stored_cards
+from geofact.ops.calibration import calibration_path, card_of, fit, load_calibration, stored_cards
 from geofact.ops.costs import traffic_rows
 
 
@@ -73,7 +73,7 @@ def main() -> None:
         timings = step_timings(args.device)
         result["small_steps"] = [{"config": c.as_dict(), "runs": runs, "seconds": t} for c, runs, t in timings]
         # On an accelerator the benchmark's rows (20 steps, a CUDA graph captured in each) are mostly first-call
-        # costs: the fit takes the warmed-up timings alone there (geofact.ops.costs.fit, bench_rows)
+        # costs: the fit takes the warmed-up timings alone there (geofact.ops.calibration.fit, bench_rows)
         accelerator = not args.device.startswith("cpu")
         calibration = fit(result, result["ops_per_step"], timings, precision=timings[0][0].precision, bench_rows=not accelerator)
         path = calibration_path(root, args.device, card_of(result["device"]))  # one file per card: an H100's and an H200's apart

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from geofact.device import configure_cpu, describe_device
-from geofact.ops.benchmark import matmul_peak, step_flops
+from geofact.ops.benchmark import matmul_peak
+from geofact.ops.calibration import step_flops
 from geofact.training.config import TrainConfig
 from geofact.training.variants import Recipe, train_variant, train_variants
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.training.config import TrainConfig
-from geofact.ops.costs import calibration_path, fit, group_timings, stored_cards
+from geofact.ops.calibration import calibration_path, fit, group_timings, stored_cards
 
 
 def main() -> None:

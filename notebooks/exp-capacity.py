@@ -499,7 +499,7 @@ display(Markdown(
 # %%
 from geofact.settings import checkout_root
 from geofact.training.config import TrainConfig
-from geofact.ops.costs import H100_SPEC, Calibration, calibration_path, step_flops, stored_cards
+from geofact.ops.calibration import H100_SPEC, Calibration, calibration_path, step_flops, stored_cards
 
 gpu_cards = stored_cards(checkout_root(), "cuda")
 gpu_path = calibration_path(checkout_root(), "cuda", gpu_cards[0]) if gpu_cards else None

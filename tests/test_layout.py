@@ -109,7 +109,7 @@ def test_the_science_imports_of_the_operations_only_the_sweep_executor():
 def test_models_are_found_from_the_imports():
     assert {"geofact.transformer", "geofact.training.model", "geofact.nl.lm"} <= NETWORKS
     assert {"geofact.training.trainer", "geofact.training.sweep", "geofact.analysis.readout", "geofact.nl.lm",
-            "geofact.constructions.disjoint", "geofact.ops.costs", "geofact.ops.benchmark"} <= set(MODELS)
+            "geofact.constructions.disjoint", "geofact.ops.costs", "geofact.ops.calibration", "geofact.ops.benchmark"} <= set(MODELS)
     assert not {"geofact.training.config", "geofact.precision", "geofact.evidence", "geofact.ops.pack"} & set(MODELS)
 
 

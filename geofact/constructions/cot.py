@@ -22,7 +22,7 @@ from geofact.constructions.primitives import (
     relay_head,
     width,
 )
-from geofact.device import resolve_device
+from geofact.host import as_device
 from geofact.task import KHopTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer
 
@@ -114,7 +114,7 @@ def chain_of_thought(
     layer = Layer([path_head(blocks, k, tau, dtype)], next_step_mlp(blocks, R, k, dtype))
     unembed = torch.zeros(embed.shape[1], N, dtype=dtype)
     unembed[blocks["bin(s)"]] = embed[:N, blocks["bin(s)"]].T  # tied to the embedding's subject block
-    model = Transformer(embed, [layer], unembed, pos_embed).to(resolve_device(device))
+    model = Transformer(embed, [layer], unembed, pos_embed).to(as_device(device))
     d_S, d_R = n_bits(N), n_bits(R)
     formulas = {"d_model": 1 + d_S + d_R + R * d_S + 2 * k + 1, "mlp_width": R * d_S, "n_layers": 1, "n_heads": 1}
     return Construction("k-hop, chain of thought (Theorem 4.4)", model, formulas, cot_steps=k + 1, blocks=blocks)

@@ -34,7 +34,7 @@ import torch
 from geofact.codes import construction_codes, lemma_code_length
 from geofact.constructions.base import Construction
 from geofact.constructions.primitives import averaging_head, lay_out
-from geofact.device import resolve_device
+from geofact.host import as_device
 from geofact.task import DisjointAttributeTask
 from geofact.transformer import Layer, Transformer
 
@@ -99,4 +99,4 @@ def disjoint_attribute_transformer(
     head = averaging_head(d, slice(0, d) if literal_value_matrix else blocks["v"], 2, dtype)
     model = Transformer(embed=embed, layers=[Layer([head])], unembed=attribute_unembedding(task, v, u))
     formulas = {"d_model": 4 * math.log2(N * R), "n_layers": 1, "mlp_width": 0}
-    return Construction("disjoint-attributes (Theorem F.1)", model.to(resolve_device(device)), formulas, blocks=blocks)
+    return Construction("disjoint-attributes (Theorem F.1)", model.to(as_device(device)), formulas, blocks=blocks)

@@ -42,7 +42,7 @@ from geofact.constructions.primitives import (
     relay_head,
     width,
 )
-from geofact.device import resolve_device
+from geofact.host import as_device
 from geofact.task import KHopTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer
 
@@ -162,7 +162,7 @@ def key_value_memory(
     layers = [Layer([handoff_head(blocks, k, tau, dtype)], lookup_mlp(task, blocks, "bin(r)", ell, dtype))
               for ell in range(1, k + 1)]
     unembed = hamming_unembedding(N, embed.shape[1], blocks["bin(s)"], blocks["flag"].start, dtype)
-    model = Transformer(embed, layers, unembed, pos_embed).to(resolve_device(device))
+    model = Transformer(embed, layers, unembed, pos_embed).to(as_device(device))
     d_S, d_R = n_bits(N), n_bits(R)
     formulas = {"d_model": 1 + d_S + 2 * d_R + k, "mlp_width": N * R, "n_layers": k, "n_heads": 1}
     return Construction("k-hop, key-value memory (Theorem 4.3 (1))", model, formulas, blocks=blocks)
@@ -199,7 +199,7 @@ def key_value_memory_first_token(
                     lookup_mlp(task, blocks, "scratch", None, dtype))
               for ell in range(1, k + 1)]
     unembed = hamming_unembedding(N, embed.shape[1], blocks["bin(s)"], blocks["flag"].start, dtype)
-    model = Transformer(embed, layers, unembed, pos_embed, readout_position=0).to(resolve_device(device))
+    model = Transformer(embed, layers, unembed, pos_embed, readout_position=0).to(as_device(device))
     d_S, d_R = n_bits(N), n_bits(R)
     formulas = {"d_model": 1 + d_S + 2 * d_R + k, "mlp_width": N * R, "n_layers": k, "n_heads": 1}
     mask = "causal" if causal else "no mask"
@@ -291,7 +291,7 @@ def embedding_precomputation(
                             subtree_selector_mlp(blocks, R, ell, v_in, v_out, dtype)))
     answer = slice(0, n_bits(N))
     unembed = hamming_unembedding(N, embed.shape[1], answer, blocks["position"].start + k, dtype)
-    model = Transformer(embed, layers, unembed, pos_embed).to(resolve_device(device))
+    model = Transformer(embed, layers, unembed, pos_embed).to(as_device(device))
     T = width(blocks["tree"])
     formulas = {"d_model": T + n_bits(R) + k + 1, "mlp_width": T, "n_layers": k, "n_heads": 1}
     return Construction("k-hop, embedding pre-computation (Theorem 4.3 (2))", model, formulas, blocks=blocks)

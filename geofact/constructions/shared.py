@@ -21,7 +21,7 @@ import torch
 from geofact.codes import construction_codes, index_bits, lemma_code_length
 from geofact.constructions.base import Construction
 from geofact.constructions.primitives import averaging_head, lay_out
-from geofact.device import resolve_device
+from geofact.host import as_device
 from geofact.task import SharedAttributeTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer
 
@@ -45,7 +45,7 @@ def first_slot_unembedding(v: torch.Tensor, d: int) -> torch.Tensor:
 
 def _finish(name: str, model: Transformer, formulas: dict[str, float], device, blocks: dict[str, slice],
             prefix=()) -> Construction:
-    return Construction(name, model.to(resolve_device(device)), formulas, tuple(prefix), blocks=blocks)
+    return Construction(name, model.to(as_device(device)), formulas, tuple(prefix), blocks=blocks)
 
 
 # ---- the MLP version ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from geofact.device import configure_cpu, describe_device
 from geofact.host import as_device, host_reads
+from geofact.ops.calibration import step_flops
 from geofact.processes import PAGES_AT_ONCE_ENV
 from geofact.settings import records_only
 from geofact.store import (
@@ -53,13 +54,6 @@ class BenchRow:
     stacked: float  # ... all runs as one stack
     policy: float  # ... stacks of group_size
     flop_per_step: float
-
-
-def step_flops(c: TrainConfig) -> float:
-    """Matmul FLOPs of one training step (forward + backward ~ 3 x forward) with the last-position
-    forward of geofact.training.model: V and O, the MLP, the unembedding."""
-    B, d, w, N = c.batch_size, c.d, c.width, c.N
-    return 3.0 * 2 * B * (2 * d * d + 2 * d * w + d * N)
 
 
 def _sync(device: torch.device) -> None:
@@ -134,7 +128,7 @@ ACCELERATOR_SHAPES = ((4096, 1024, 64, 42), (4096, 1024, 256, 16))
 def step_timings(device: str | torch.device = "cpu", steps: int = 200, shapes=None) -> list[tuple[TrainConfig, int, float]]:
     """(config, runs, seconds a step) of stacks at small shapes (a laptop grid's, and a tiny one: where a
     step's fixed cost shows) and, on an accelerator, at the paper grid's, each timed after a warm-up
-    call, in the device's default precision: for geofact plan's calibration (geofact.ops.costs.fit).
+    call, in the device's default precision: for geofact plan's calibration (geofact.ops.calibration.fit).
     On CUDA each timed call captures its step as a graph again; its `steps` amortise that."""
     device = as_device(device)
     if shapes is None:

@@ -4,45 +4,33 @@ A GPU comes as one H100 or H200 for about 12 usable minutes (book/paper-scale.md
 much of the paper's scale a lease yields is which pages run first and whether each fits. This module
 enumerates the training each experiment page will ask for at a profile (the runs of its sweeps,
 stacked as `run_sweep` stacks them) and the per-model analyses of the mechanism pages, and predicts
-their time from the step's counted work and a device `Calibration`:
+their time with a device's `geofact.ops.calibration.Calibration` (its step cost model and rates).
+A run is priced at its step budget (`max_steps`): a run that meets the stop rule earlier costs less,
+so the plan is an upper bound on training; except the d_min trials that stop at their crossing,
+priced at what they are expected to train (`expected_steps`). Where a page's runs depend on what
+earlier runs measured (the bisection of exp-scaling, the threshold cells that exp-capacity retrains
+under another precision), the plan prices a stated guess and says so.
 
-    step seconds = runs x (FLOPs / matmul rate + bytes / bandwidth) + ops x seconds per op
-
-FLOPs are the matmuls of a step (`step_flops`), bytes its passes over the logits and the optimiser's
-over the weights (`step_bytes`), ops its dispatched operations (counted by bench/bench_trainer.py
---ops, `geofact.ops.benchmark.step_ops`). A run is priced at its step budget (`max_steps`): a run
-that meets the stop rule earlier costs less, so the plan is an upper bound on training; except the d_min
-trials that stop at their crossing, priced at what they are expected to train (`expected_steps`). Where a page's
-runs depend on what earlier runs measured (the bisection of exp-scaling, the threshold cells that
-exp-capacity retrains under another precision), the plan prices a stated guess and says so.
-
-The calibration of a device is fitted to bench/bench_trainer.py's stacked rates on it (`fit`,
-`bench_trainer.py --calibrate`), then, once the device has trained real groups, refitted to their
-timings (`group_timings`, bench/calibrate_from_records.py), and stored under bench/calibration/;
-without one the plan for `cuda` uses `H100_SPEC`, constants from the H100's data sheet, and says so.
+No page imports this module, so the plan can change without any page going stale.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
+from geofact.ops.calibration import H100_SPEC, Calibration, group_timings, load_calibration, step_bytes
+from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
-from geofact.training.model import n_params
-from geofact.precision import check_precision
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
 
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
 LEASE_MINUTES = 12.0  # usable minutes of one lease: 15 of device time, less the machine's start (~1.5) and packing
-MULTIHOP_OPS_FACTOR = 2.5  # a multi-hop step (autograd, learned attention, L positions) against a single-hop one
 # A d_min trial with an accuracy stop (`TrainConfig.stop_accuracy`) is decided at its crossing: a bisection passes
 # about half its trials, and in the GPU leases' records runs above their threshold reached 99% batch accuracy at a
 # median step of 2,600 (d = 256) to 6,100 (d = 64) of 15,000 (issue 47), so a passing trial is priced at the larger
@@ -61,55 +49,6 @@ def expected_steps(config: TrainConfig | MultiHopConfig) -> float:
     trained = config.max_steps * (1 - DECIDED_PASS_FRACTION + DECIDED_PASS_FRACTION * DECIDED_STEP_FRACTION)
     checks = trained // config.stop_accuracy[1]
     return trained + checks * FORWARD_SHARE * config.N * config.R / config.batch_size
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What a device does per second with the trainer's step (see the module docstring)."""
-
-    device: str  # as geofact.device.describe_device writes it
-    matmul_flops: dict[str, float]  # achieved FLOP/s of the step's matmuls, per precision policy
-    bandwidth: float  # achieved bytes/s of its elementwise passes
-    op_seconds: float  # fixed cost of one dispatched op (launch and framework)
-    ops_per_step: float  # ops of a single-hop step (views excluded)
-    source: str  # where the numbers come from
-
-    def step_seconds(self, config: TrainConfig | MultiHopConfig, runs: int) -> float:
-        rate = self.matmul_flops.get(config.precision) or self.matmul_flops["fp32"]
-        ops = self.ops_per_step * (MULTIHOP_OPS_FACTOR if isinstance(config, MultiHopConfig) else 1.0)
-        return runs * (step_flops(config) / rate + step_bytes(config) / self.bandwidth) + ops * self.op_seconds
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-# H100 SXM data sheet: 67 TFLOP/s float32, 495 dense TF32, 990 dense bf16; 3.35 TB/s HBM3. The step's matmuls
-# are skinny (K = d), so half the float32 rate and a third of the tensor cores' are what it can expect. Eager
-# PyTorch launches cost ~8 us an op; a step replayed as a CUDA graph (geofact.training.graphs) leaves the
-# gap between its kernels, ~2.5 us. A guess until bench_trainer.py --device cuda --calibrate replaces it.
-H100_SPEC = Calibration(device="cuda (NVIDIA H100, data sheet)", matmul_flops={"fp32": 33e12, "tf32": 165e12, "bf16": 330e12},
-                        bandwidth=2.3e12, op_seconds=2.5e-6, ops_per_step=112.0,
-                        source="H100 SXM data sheet with assumed efficiencies, steps as CUDA graphs (not measured)")
-
-
-PEAK_OVER_FP32 = {"fp32": 1.0, "tf32": 495 / 67, "bf16": 990 / 67}  # H100 SXM dense tensor-core peaks over float32's
-
-
-def step_flops(c: TrainConfig | MultiHopConfig) -> float:
-    """Matmul FLOPs of one run's training step (forward + backward ~ 3 x forward): keys at every position
-    (learned attention), queries, values, the output projection, MLP and unembedding at the T positions
-    with a target (single-hop: the last of two; geofact.training.model.hidden, causal_hidden, head)."""
-    B, d, w, N = c.batch_size, c.d, c.width, c.N
-    T = c.n_targets if isinstance(c, MultiHopConfig) else 1
-    attention = 2 * d * d * T + (d * d * (T + c.seq_len) if c.attention == "learned" else 0)
-    return 3.0 * 2 * B * (attention + T * (2 * d * w + d * N))
-
-
-def step_bytes(c: TrainConfig | MultiHopConfig) -> float:
-    """Bytes one run's step moves through memory: ~10 passes over its float32 logits (the matmul's write,
-    log-sum-exp, softmax, the two gradient matmuls' reads) and the optimiser's ~12 over its weights."""
-    targets = c.n_targets if isinstance(c, MultiHopConfig) else 1
-    return 4.0 * (10 * c.batch_size * targets * c.N + 12 * n_params(c))
 
 
 @dataclass(frozen=True)
@@ -402,101 +341,6 @@ def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> lis
         clock += plan.seconds / 60
         rows.append((plan.page, plan.seconds / 60, clock, max(1, math.ceil(clock / minutes - 1e-9))))
     return rows
-
-
-def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> list[tuple[TrainConfig, float, float]]:
-    """(config, runs, seconds a step) of the stacked groups that trained `records` on `device` (a kind such
-    as "cuda", or a whole description): the steadiest timing there is, whole groups at their real shapes.
-    A group's records share its `group_seconds` and `group_size`; its runs leave the stack as they stop,
-    so it counts as its mean stack (run-steps / the longest run's steps) over the longest run's steps.
-    Groups shorter than `min_steps` are left out: their time is mostly warm-up and a CUDA graph's capture."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in records:
-        made_on = (r.get("provenance") or {}).get("device", "")
-        if r.get("schema") != "geofact.training.run/1" or not made_on.startswith(device) or not r.get("group_seconds"):
-            continue
-        config = TrainConfig(**r["config"])
-        groups.setdefault((config.shape_key(), r["group_seconds"], r.get("group_size")), []).append(r)
-    out = []
-    for (_, seconds, _), members in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        longest = max(m["steps"] for m in members)
-        if longest < min_steps:
-            continue
-        config = max((TrainConfig(**m["config"]) for m in members), key=lambda c: c.R)
-        out.append((config, sum(m["steps"] for m in members) / longest, seconds / longest))
-    return sorted(out, key=lambda group: (group[0].N, group[0].d, group[1]))
-
-
-def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
-        bench_rows: bool = True) -> Calibration:
-    """A Calibration from a benchmark (geofact.ops.benchmark.benchmark's result, its stacked rates) and
-    further `timings` (config, runs stacked, seconds a step: benchmark.step_timings, small shapes where the
-    fixed cost of a step shows; `group_timings`, whole trained groups): the matmul rate, bandwidth and
-    fixed seconds a step that best explain every timing (non-negative least squares in 1/rate,
-    1/bandwidth and the fixed cost). `bench_rows=False` leaves the benchmark's stacked rates out of the
-    fit: short timings whose first-call costs (a CUDA graph's capture) they do not amortise."""
-    from scipy.optimize import nnls
-
-    rows = [(TrainConfig(N=bench["N"], R=bench["R"], d=r["d"], batch_size=bench["batch_size"]), r["runs"], r["runs"] / r["stacked"])
-            for r in bench["rows"]] if bench_rows else []
-    rows += list(timings)
-    if not rows:
-        raise ValueError("nothing to fit: no timings given and bench_rows=False")
-    A = np.array([[runs * step_flops(c), runs * step_bytes(c), 1.0] for c, runs, _ in rows])
-    t = np.array([seconds for *_, seconds in rows])
-    scale = A.max(0)  # columns of comparable size for the solver
-    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))  # relative errors: small and large steps count alike
-    inverse_rate, inverse_bandwidth, fixed = x / scale
-    # no rate above the device's peak for the policy: the measured float32 peak, times the data sheet's
-    # tensor-core ratio for tf32 / bf16 (where matmuls are a small share of the step, the fit alone cannot bound them)
-    cap = PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]
-    rate = 1 / max(inverse_rate, 1 / cap)
-    predicted = A @ (x / scale)
-    worst = float(np.max(np.abs(predicted / t - 1)))
-    # the fit's rate is its policy's; float32 work (the analyses) gets no more than the measured float32 peak
-    return Calibration(device=bench["device"], matmul_flops={"fp32": min(rate, bench["matmul_peak_flops"]), precision: rate},
-                       bandwidth=1 / max(inverse_bandwidth, 1e-15), op_seconds=fixed / ops_per_step, ops_per_step=ops_per_step,
-                       source=f"bench_trainer.py on {bench['device']} ({bench['threads']} threads): fitted to {len(rows)} "
-                              f"step timings (N from {min(c.N for c, *_ in rows)} to {max(c.N for c, *_ in rows)}), "
-                              f"worst error {worst:.0%}"
-                              + (f"; the matmul rate is the cap, {cap / 1e12:.0f} TFLOP/s ({precision}): the timings do not "
-                                 "identify it, matmuls being a small share of these steps" if rate >= cap * (1 - 1e-9) else ""))
-
-
-def card_of(description: str) -> str:
-    """The card a calibration belongs to, from `geofact.device.describe_device`'s words: 'cuda (NVIDIA H100 80GB
-    HBM3)' -> 'h100', 'cuda (NVIDIA H200)' -> 'h200'; '' where it names none (a CPU). Cards are calibrated apart."""
-    match = re.search(r"\b([A-Z]\d{2,4}[A-Za-z]?)\b", description.partition("(")[2])
-    return match.group(1).lower() if match else ""
-
-
-def calibration_path(root: Path, device: str, card: str = "") -> Path:
-    """Where the calibration of a kind of device (and, for a GPU, of one card) is stored."""
-    kind = device.split(":")[0]
-    return Path(root) / "bench" / "calibration" / (f"{kind}-{card}.json" if card else f"{kind}.json")
-
-
-def stored_cards(root: Path, device: str) -> list[str]:
-    """The cards of this kind of device with a stored calibration ('' for one stored without a card)."""
-    kind = device.split(":")[0]
-    return sorted(p.stem[len(kind) + 1:] if p.stem != kind else "" for p in (Path(root) / "bench" / "calibration").glob(f"{kind}*.json")
-                  if p.stem == kind or p.stem.startswith(kind + "-"))
-
-
-def load_calibration(root: Path, device: str, card: str | None = None) -> Calibration:
-    """The stored calibration of this kind of device, of `card` where several cards are calibrated (one of
-    `stored_cards`; None: the only one stored); H100_SPEC for cuda when none is stored."""
-    cards = stored_cards(root, device)
-    if card is None and len(cards) > 1:
-        raise ValueError(f"calibrations of several {device} cards are stored ({', '.join(cards)}): name one (--card)")
-    if card is not None and card not in cards:
-        raise ValueError(f"card must be one of the calibrated {device} cards {cards}, got {card!r}")
-    if cards:
-        return Calibration(**json.loads(calibration_path(root, device, cards[0] if card is None else card).read_text())["calibration"])
-    if device.startswith("cuda"):
-        return H100_SPEC
-    raise ValueError(f"no calibration for device {device!r} at {calibration_path(root, device)}: run `python "
-                     f"bench/bench_trainer.py --device {device} --calibrate` first")
 
 
 def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> str:

@@ -74,6 +74,16 @@ def embed(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def attend(p: dict[str, torch.Tensor], xn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Learned attention's query at the last position of normed inputs xn (M, B, L, d): (q (M, B, d), k (M, B,
+    L, d), pattern (M, B, L)). One query against L keys: elementwise products, not a batched matmul of one
+    row per (run, example). geofact.training.step's backward reads q and k."""
+    M, B, L, _ = xn.shape
+    q = torch.bmm(xn[:, :, -1], p["W_Q"])
+    k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)
+    return q, k, ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)
+
+
 def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     """Post-attention residual state h (M, B, d) at the last position for tokens (M, B, L).
 
@@ -82,14 +92,9 @@ def hidden(p: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     the last row of the causal pattern sees every position (uniform attention is then the plain mean).
     """
     x = embed(p, tokens)  # (M, B, L, d)
-    M, B, L, _ = x.shape
     xn = rms(x, p["g_attn"])
     if "W_Q" in p:
-        q = torch.bmm(xn[:, :, -1], p["W_Q"])  # (M, B, d)
-        k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)  # (M, B, L, d)
-        # one query against L keys: elementwise products, not a batched matmul of one row per (run, example)
-        pattern = ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)  # (M, B, L)
-        mixed = (pattern[..., None] * xn).sum(2)
+        mixed = (attend(p, xn)[2][..., None] * xn).sum(2)
     else:
         mixed = xn.mean(2)  # (M, B, d)
     return x[:, :, -1] + torch.bmm(torch.bmm(mixed, p["W_V"]), p["W_O"])  # (M, B, d)

@@ -40,7 +40,7 @@ from collections.abc import Collection
 import torch
 from torch.nn import functional as F
 
-from geofact.training.model import RMS_EPS
+from geofact.training.model import RMS_EPS, attend
 
 # A run's (B, N) logits are computed whole up to WHOLE entries, beyond it in chunks of CHUNK entries (a
 # whole number of entities). Per run, so that a run's rounding does not depend on the runs stacked with
@@ -196,16 +196,6 @@ def unembed_cross_entropy(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
     return UnembedCrossEntropy.apply(hf, E_out, targets)
 
 
-def _attend(p: dict[str, torch.Tensor], xn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Learned attention at the last position (geofact.training.model.hidden) of normed inputs xn (M, B, L, d):
-    (q (M, B, d), k (M, B, L, d), pattern (M, B, L)). With L = 2 the query's dot products with the keys are
-    elementwise, not batched matmuls of one row each."""
-    M, B, L, _ = xn.shape
-    q = torch.bmm(xn[:, :, -1], p["W_Q"])
-    k = torch.bmm(xn.flatten(1, 2), p["W_K"]).view(M, B, L, -1)
-    return q, k, ((q[:, :, None] * k).sum(-1) / math.sqrt(q.shape[-1])).softmax(-1)
-
-
 def _attend_backward(p: dict[str, torch.Tensor], xn: torch.Tensor, q: torch.Tensor, k: torch.Tensor, pattern: torch.Tensor,
                      d_mixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(d_xn (M, B, L, d), d_q (M, B, d), d_k (M, B, L, d)) for mixed = sum over positions of pattern * xn, from
@@ -248,7 +238,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     xn = x_hat * p["g_attn"][:, None, None]  # (M, B, L, d)
     learned = "W_Q" in p
     if learned:
-        q, k, pattern = _attend(p, xn)
+        q, k, pattern = attend(p, xn)
         mixed = (pattern[..., None] * xn).sum(2)  # (M, B, d)
     else:
         mixed = xn.mean(2)  # (M, B, d)

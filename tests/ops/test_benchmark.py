@@ -1,6 +1,7 @@
 import pytest
 
-from geofact.ops.benchmark import benchmark, format_rows, step_flops, step_ops
+from geofact.ops.benchmark import benchmark, format_rows, step_ops
+from geofact.ops.calibration import step_flops
 from geofact.training.config import TrainConfig
 
 

@@ -1,23 +1,12 @@
-"""geofact plan's cost model (geofact.ops.costs): stacking, the fit of a calibration, the lease order."""
+"""geofact plan's cost model (geofact.ops.calibration, geofact.ops.costs): stacking, the fit of a calibration, the lease order."""
 
 import dataclasses
 
 import pytest
 
+from geofact.ops.calibration import H100_SPEC, Calibration, fit, group_timings
+from geofact.ops.costs import LEASE_ORDER, Group, PagePlan, groups_of, lease_schedule, plan_errors, plan_pages
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.ops.costs import (
-    plan_errors,
-    H100_SPEC,
-    LEASE_ORDER,
-    Calibration,
-    Group,
-    PagePlan,
-    fit,
-    group_timings,
-    groups_of,
-    lease_schedule,
-    plan_pages,
-)
 
 
 def test_runs_stack_by_shape_and_group_size_and_a_stack_takes_its_largest_R():

@@ -11,7 +11,8 @@ import pytest
 from geofact.ops.compute import compute_page
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import page_parameters
-from geofact.ops.costs import H100_SPEC, plan_pages
+from geofact.ops.calibration import H100_SPEC
+from geofact.ops.costs import plan_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,7 @@ def test_the_command_prints_every_page_and_the_lease_order():
 
 
 def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
-    from geofact.ops.costs import load_calibration
+    from geofact.ops.calibration import load_calibration
 
     with pytest.raises(ValueError, match="--calibrate"):
         load_calibration(tmp_path, "mps")
@@ -55,7 +56,7 @@ def test_a_device_without_a_calibration_is_a_clear_error(tmp_path):
 def test_calibrations_are_kept_per_card_and_a_plan_names_one_when_several_are_stored(tmp_path):
     import json
 
-    from geofact.ops.costs import H100_SPEC, calibration_path, card_of, load_calibration, stored_cards
+    from geofact.ops.calibration import H100_SPEC, calibration_path, card_of, load_calibration, stored_cards
 
     assert card_of("cuda (NVIDIA H100 80GB HBM3)") == "h100" and card_of("cuda (NVIDIA H200)") == "h200"
     assert card_of("cpu") == ""
