@@ -20,12 +20,15 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
+
+import numpy as np
 
 from geofact.ops.calibration import H100_SPEC, Calibration, group_timings, load_calibration, step_bytes
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.training.grid import REGIMES, CapacityGrid, ladder_grids
+from geofact.ops.pack import read_run_records
+from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
 
@@ -162,7 +165,31 @@ def _predict_flops(c: TrainConfig, rows: int) -> float:
 
 
 
-def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+def threshold_cells(grid: CapacityGrid, precision_R: list[int] | None, recorded: Mapping[str, dict]
+                    ) -> tuple[list[TrainConfig], list[TrainConfig]]:
+    """The grid runs exp-capacity retrains under the other precision, as the page picks them: at each regime
+    and R (of `precision_R`, all when None) the threshold (`CapacityGrid.thresholds`, the mean over seeds) and
+    the grid d below it. (measured, guessed): measured where `recorded` ({config key: run record}) holds every
+    seed of every d of that R; else guessed, from the recorded d with the missing ones taken as memorised
+    (more capacity), or, with none recorded, as the two largest d (an upper bound on the cells' cost)."""
+    measured, guessed = [], []
+    for name, frozen in REGIMES.items():
+        for R in grid.R_values if precision_R is None else precision_R:
+            runs = [[recorded.get(grid.config(R, d, frozen, s).key()) for s in grid.seeds] for d in grid.d_values]
+            complete = [all(r is not None for r in rs) for rs in runs]
+            if not any(complete):
+                rungs = list(grid.d_values[-2:])
+            else:
+                mean = [float(np.mean([r["accuracy"] for r in rs])) if ok else 1.0 for rs, ok in zip(runs, complete)]
+                threshold = capacity_threshold(np.array(mean), grid.d_values, grid.perfect)
+                j = grid.d_values.index(threshold) if threshold is not None else None
+                rungs = [] if j is None else list(grid.d_values[max(0, j - 1) : j + 1])
+            cells = [grid.config(R, d, frozen, s) for d in rungs for s in grid.seeds]
+            (measured if all(complete) else guessed).extend(cells)
+    return measured, guessed
+
+
+def plan_capacity(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     configs = list(grid.configs().values())
     groups = groups_of("exp-capacity", "capacity grid", configs, size)
@@ -173,12 +200,13 @@ def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analy
     attention = [grid.config(R, d, frozen, s, attention="learned") for frozen in REGIMES.values()
                  for R in params["attention_R"] for d in params["attention_d"] for s in grid.seeds]
     groups += groups_of("exp-capacity", "learned-attention check", attention, size)
-    # the threshold cells retrained under the other precision: which cells depends on the thresholds; priced
-    # as the two largest d of each R (an upper bound on the cells' cost)
+    # the threshold cells retrained under the other precision: which cells depends on the thresholds
     other = "bf16" if grid.precision != "bf16" else "fp32"
-    near = [replace(grid.config(R, d, frozen, s), precision=other, read_past_stop=False) for frozen in REGIMES.values()
-            for R in grid.R_values for d in grid.d_values[-2:] for s in grid.seeds]
-    groups += groups_of("exp-capacity", f"threshold cells under {other}", near, size, guess=True)
+    measured, guessed = threshold_cells(grid, params.get("precision_R"), recorded)
+    for cells, guess in ((measured, False), (guessed, True)):
+        cells = [replace(c, precision=other, read_past_stop=False) for c in cells]
+        groups += groups_of("exp-capacity", f"threshold cells under {other}" + ("" if guess else " (measured)"), cells, size,
+                            guess=guess)
     if "spike_R" in params:  # the spike study: its recipes (7) x seeds at one cell, every run to spike_steps
         study = [grid.config(params["spike_R"], params["spike_d"], False, s, max_steps=params["spike_steps"])
                  for _ in study_recipes() for s in params["spike_seeds"]]
@@ -188,7 +216,7 @@ def plan_capacity(params: dict, size: Callable) -> tuple[list[Group], list[Analy
     return groups + groups_of("exp-capacity", "interactive demo", [demo], size), []
 
 
-def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     groups = []
     check = params.get("readout_check")
@@ -214,7 +242,7 @@ def plan_readout(params: dict, size: Callable) -> tuple[list[Group], list[Analys
                     *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
 
 
-def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
 
     def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
@@ -235,7 +263,7 @@ def plan_interventions(params: dict, size: Callable) -> tuple[list[Group], list[
                     *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
 
 
-def plan_transfer(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
@@ -247,7 +275,7 @@ def plan_transfer(params: dict, size: Callable) -> tuple[list[Group], list[Analy
             [zero_shot, *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states", transfer)])
 
 
-def plan_multihop(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
+def plan_multihop(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     p = params
 
     def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float) -> MultiHopConfig:
@@ -268,12 +296,26 @@ def plan_multihop(params: dict, size: Callable) -> tuple[list[Group], list[Analy
             + groups_of("exp-multihop", "interactive demo", [demo], size), [])
 
 
-def plan_scaling(params: dict, size: Callable) -> tuple[list[Group], list[Analysis]]:
-    """The bisection's trials depend on what each measures: priced as a bracket and a bisection per
-    (curve, N, seed), ceil(log2(1 / rel_tol)) + 3 trials at the d the paper's thresholds suggest (128
-    learned, 512 frozen, at N = 4096, scaled by log N)."""
+# Trials of a chained d_min search (`geofact.d_min_search.chain_guess`: each N after the first starts at the d_min
+# its curve extrapolates and gallops from there): at the laptop profile (66d0687, 48 chained searches over N = 16
+# to 512) they took 2 to 4, 2.65 on average; priced at 3 (the first N of each chain brackets by doubling)
+CHAINED_TRIALS = 3
+
+
+def search_trials(d_guess: int, d_start: int, rel_tol: float, chained: bool) -> int:
+    """Trials a d_min search is priced at: a chained one CHAINED_TRIALS; the first of its chain doubles d from
+    d_start until it passes at about d_guess, then bisects the bracket (d / 2, d] down to rel_tol."""
+    if chained:
+        return CHAINED_TRIALS
+    doubling = max(0, math.ceil(math.log2(d_guess / d_start))) + 1
+    return doubling + max(0, math.ceil(math.log2(0.5 / rel_tol)))
+
+
+def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
+    """The searches' trials depend on what each measures: a search per (curve, N, seed), its trials
+    (`search_trials`: N after the first start from the chain's guess) at the d the paper's thresholds
+    suggest (128 learned, 512 frozen, at N = 4096, scaled by log N), each a stack of its own."""
     p = params
-    trials = math.ceil(math.log2(1 / p["rel_tol"])) + 3
     decided = (p["level"], p["decide_every"]) if p.get("decide_every") else None  # priced by `expected_steps`
     configs = []
     for frozen in (False, True):
@@ -283,6 +325,7 @@ def plan_scaling(params: dict, size: Callable) -> tuple[list[Group], list[Analys
                     continue
                 for N in p["N_values"]:
                     d = max(p["d_start"], round((512 if frozen else 128) * math.log2(N) / 12))
+                    trials = search_trials(d, p["d_start"], p["rel_tol"], chained=N != p["N_values"][0])
                     batch = (p["batch_size"] if budget == "fixed steps"
                              else max(1, min(p["batch_size"] * N // max(p["N_values"]), N * p["R"])))
                     for s in p["seeds"]:
@@ -290,10 +333,12 @@ def plan_scaling(params: dict, size: Callable) -> tuple[list[Group], list[Analys
                                                 frozen_embeddings=frozen, seed=s, lr=p["lr"], max_steps=p["max_steps"],
                                                 batch_size=min(batch, N * p["R"]), task_seed=t,
                                                 precision=p.get("precision", "fp32"), stop_accuracy=decided) for t in range(trials)]
-    return groups_of("exp-scaling", f"d_min searches ({trials} trials each, d guessed)", configs, size, guess=True), []
+    # one trial at a time: a search's next d waits for its last, and the chains' trials are at other d (shapes)
+    return groups_of("exp-scaling", "d_min searches (trials, d guessed)", configs, lambda c: 1, guess=True), []
 
 
-PLANNERS: dict[str, Callable[[dict, Callable], tuple[list[Group], list[Analysis]]]] = {
+# a page's planner: (its parameters, the stacking policy, the recorded runs by config key) -> its groups, analyses
+PLANNERS: dict[str, Callable[[dict, Callable, Mapping[str, dict]], tuple[list[Group], list[Analysis]]]] = {
     "exp-capacity": plan_capacity, "exp-readout": plan_readout, "exp-interventions": plan_interventions,
     "exp-freeze-transfer": plan_transfer, "exp-multihop": plan_multihop, "exp-scaling": plan_scaling,
 }
@@ -319,17 +364,34 @@ class PagePlan:
         return self.training_seconds + self.analysis_seconds
 
 
-def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size: Callable[[Any], int]) -> list[PagePlan]:
+def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size: Callable[[Any], int],
+               recorded: Mapping[str, dict] | None = None) -> list[PagePlan]:
     """Plans of the pages in `parameters` ({page: its parameters at the profile, defaults included}), in
-    the lease's order (LEASE_ORDER); pages without a planner are left out."""
+    the lease's order (LEASE_ORDER); pages without a planner are left out. `recorded` ({config key: run
+    record}, `recorded_runs`) decides the runs that depend on measurements where it can (the threshold
+    cells); every run is priced whether or not it is recorded (a lease retrains the grid runs whose weights
+    its analyses read)."""
+    recorded = {} if recorded is None else recorded
     out = []
     for page in [p for p in LEASE_ORDER if p in parameters] + [p for p in parameters if p not in LEASE_ORDER]:
         if page in PLANNERS:
             params = parameters[page]
             if params.get("precision") is not None:
                 check_precision(params["precision"])
-            groups, analyses = PLANNERS[page](params, group_size)
+            groups, analyses = PLANNERS[page](params, group_size, recorded)
             out.append(PagePlan(page, groups, analyses, calibration))
+    return out
+
+
+def recorded_runs(root: Path) -> dict[str, dict]:
+    """The single-hop run records under `root`, by config key: every GPU lease's archive (results/*/records)
+    and the run cache (.geofact/runs), whose record wins where both hold one."""
+    sources = [*sorted(Path(root).glob("results/*/records/*.tar.gz")), Path(root) / ".geofact" / "runs"]
+    out = {}
+    for source in (s for s in sources if s.exists()):
+        for record in read_run_records(source):
+            if record.get("schema") == "geofact.training.run/1":
+                out[TrainConfig(**record["config"]).key()] = record
     return out
 
 
@@ -354,9 +416,14 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
     for plan in plans:
         lines.append(f"{plan.page}: {plan.seconds / 60:.1f} min (training {plan.training_seconds / 60:.1f}, "
                      f"analyses {plan.analysis_seconds / 60:.1f})")
+        rows: dict[tuple, list[float]] = {}  # stacks alike (a search's trials, one run each) on one line
         for g in plan.groups:
-            lines.append(f"  {'~' if g.guess else ' '} {g.what:<36} {g.runs:>4} runs  {g.shape():<34} "
-                         f"{g.config.max_steps:>6} steps  {g.seconds(calibration) / 60:7.2f} min")
+            key = (g.guess, g.what, g.runs, g.shape(), g.config.max_steps)
+            rows.setdefault(key, []).append(g.seconds(calibration))
+        for (guess, what, runs, shape, steps), seconds in rows.items():
+            stacks = f"{len(seconds)} x {runs}" if len(seconds) > 1 else f"{runs}"
+            lines.append(f"  {'~' if guess else ' '} {what:<38} {stacks:>7} runs  {shape:<34} {steps:>6} steps  "
+                         f"{sum(seconds) / 60:7.2f} min")
         for a in plan.analyses:
             lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{a.seconds(calibration) / 60:7.2f} min")
     lines += ["", f"order in leases of {minutes:g} min (a page cut by --budget resumes in the next lease):"]
@@ -431,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         calibration = load_calibration(args.root, args.device, args.card)
         device = torch.device(args.device)  # the stacking policy of that kind of device, whether or not it is here
-        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device))
+        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded_runs(args.root))
     except ValueError as exc:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1

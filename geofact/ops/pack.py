@@ -226,3 +226,18 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
     for name in written:
         write_atomically(project.root / name, blobs[name])
     return Unpacked(written, identical, manifest, kept_newer)
+
+
+def read_run_records(source: Path) -> list[dict]:
+    """The run records (JSON with a loss curve) of a run-cache folder or a pack archive (or its parts)."""
+    source = Path(source)
+    if source.is_dir():
+        texts = [p.read_text() for p in sorted(source.glob("*.json"))]
+    else:
+        _, data = read_archive([source])
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            members = [m for m in archive.getmembers() if m.isfile() and m.name.endswith(".json")
+                       and Path(m.name).parent.name == "runs"]
+            texts = [archive.extractfile(m).read().decode() for m in members]
+    records = [json.loads(t) for t in texts]
+    return [r for r in records if isinstance(r, dict) and r.get("loss_curve") and "config" in r]

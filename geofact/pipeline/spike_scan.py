@@ -3,33 +3,14 @@ a run cache (`.geofact/runs`, `.geofact/rounding/<p>/runs`) or a `geofact pack` 
 
 from __future__ import annotations
 
-import io
-import json
 import math
-import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from geofact.ops.pack import read_run_records
 from geofact.spikes import SpikeRule, sensitivity, spike_rows
 
 CELL_FIELDS = ("N", "R", "d", "frozen_embeddings", "attention", "lr", "batch_size", "precision")  # a run's cell; multi-hop adds k, cot
-
-
-def read_run_records(source: Path) -> list[dict]:
-    """The run records (JSON with a loss curve) of a run-cache folder or a pack archive (or its parts)."""
-    source = Path(source)
-    if source.is_dir():
-        texts = [p.read_text() for p in sorted(source.glob("*.json"))]
-    else:
-        from geofact.ops.pack import read_archive
-
-        _, data = read_archive([source])
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            members = [m for m in archive.getmembers() if m.isfile() and m.name.endswith(".json")
-                       and Path(m.name).parent.name == "runs"]
-            texts = [archive.extractfile(m).read().decode() for m in members]
-    records = [json.loads(t) for t in texts]
-    return [r for r in records if isinstance(r, dict) and r.get("loss_curve") and "config" in r]
 
 
 def cell_of(record: dict) -> tuple:

@@ -123,3 +123,64 @@ def test_d_min_trials_decided_at_their_crossing_are_priced_below_their_budget_wi
     trained = 15000 * (1 - DECIDED_PASS_FRACTION * (1 - DECIDED_STEP_FRACTION))
     assert expected_steps(c) == pytest.approx(trained + (trained // 500) * 256 * 8 / 64 / 3)
     assert expected_steps(dataclasses.replace(c, stop_accuracy=None)) == 15000
+
+
+def _record(config: TrainConfig, accuracy: float) -> dict:
+    return {"schema": "geofact.training.run/1", "config": config.as_dict(), "accuracy": accuracy, "loss_curve": [[0, 1.0]]}
+
+
+def test_threshold_cells_are_measured_where_every_seed_of_every_d_is_recorded_and_guessed_elsewhere():
+    from geofact.ops.costs import threshold_cells
+    from geofact.training.grid import CapacityGrid
+
+    grid = CapacityGrid(N=64, R_values=(2, 4, 8), d_values=(8, 16, 32), seeds=(0, 1), lr=0.01, batch_size=32, max_steps=40)
+    accuracy = {(2, 8): 0.5, (2, 16): 1.0, (2, 32): 1.0,  # R = 2: every cell recorded, threshold 16
+                (4, 8): 0.3, (4, 16): 0.9}  # R = 4: d = 32 not recorded, taken as memorised: threshold 32
+    recorded = {grid.config(R, d, False, s).key(): _record(grid.config(R, d, False, s), a)
+                for (R, d), a in accuracy.items() for s in grid.seeds}
+    measured, guessed = threshold_cells(grid, None, recorded)
+    cells = lambda configs: sorted({(c.frozen_embeddings, c.R, c.d) for c in configs})  # noqa: E731
+    assert cells(measured) == [(False, 2, 8), (False, 2, 16)] and len(measured) == 2 * 2  # both seeds
+    # R = 4's estimate; R = 8 and the frozen regime, with nothing recorded: the two largest d
+    assert cells(guessed) == [(False, 4, 16), (False, 4, 32), (False, 8, 16), (False, 8, 32),
+                              *[(True, R, d) for R in (2, 4, 8) for d in (16, 32)]]
+    assert cells(threshold_cells(grid, [2], recorded)[0]) == [(False, 2, 8), (False, 2, 16)]  # precision_R: R = 2 alone
+    assert cells(threshold_cells(grid, [2], recorded)[1]) == [(True, 2, 16), (True, 2, 32)]
+    never = {k: {**r, "accuracy": 0.1} for k, r in recorded.items()}  # R = 2 never memorises: the page retrains nothing there
+    assert not [c for c in threshold_cells(grid, [2], never)[0]]
+
+
+def test_recorded_runs_come_from_lease_archives_and_the_run_cache_which_wins(tmp_path):
+    import io
+    import json
+    import tarfile
+
+    from geofact.ops.costs import recorded_runs
+
+    config = TrainConfig(N=64, R=2, d=8, batch_size=32)
+    other = dataclasses.replace(config, d=16)
+    (tmp_path / "results" / "paper" / "records").mkdir(parents=True)
+    with tarfile.open(tmp_path / "results" / "paper" / "records" / "lease.tar.gz", "w:gz") as archive:
+        for c, accuracy in ((config, 0.5), (other, 0.7)):
+            data = json.dumps(_record(c, accuracy)).encode()
+            member = tarfile.TarInfo(f".geofact/runs/{c.key()}.json")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    (tmp_path / ".geofact" / "runs").mkdir(parents=True)
+    (tmp_path / ".geofact" / "runs" / f"{config.key()}.json").write_text(json.dumps(_record(config, 0.9)))
+    runs = recorded_runs(tmp_path)
+    assert {k: r["accuracy"] for k, r in runs.items()} == {config.key(): 0.9, other.key(): 0.7}
+
+
+def test_d_min_searches_are_priced_as_chains_one_trial_at_a_time():
+    from geofact.ops.costs import CHAINED_TRIALS, search_trials
+
+    assert search_trials(75, 8, 0.1, chained=False) == 4 + 1 + 3  # 8, 16, 32, 64, 128, then (64, 128] to 10%
+    assert search_trials(8, 8, 0.1, chained=False) == 1 + 3 and search_trials(300, 8, 0.1, chained=True) == CHAINED_TRIALS
+    scaling = dict(N_values=[128, 256, 512], R=8, widths=[64], budgets=["fixed steps"], epoch_widths=[], seeds=[0, 1],
+                   lr=1e-3, batch_size=64, max_steps=15000, d_start=8, rel_tol=0.1, level=0.95, decide_every=500)
+    (plan,) = plan_pages({"exp-scaling": scaling}, H100_SPEC, lambda c: 64)
+    assert all(g.runs == 1 for g in plan.groups)  # a search's next d waits for its last
+    first = {False: search_trials(round(128 * 7 / 12), 8, 0.1, False), True: search_trials(round(512 * 7 / 12), 8, 0.1, False)}
+    per_regime = {frozen: 2 * (first[frozen] + 2 * CHAINED_TRIALS) for frozen in (False, True)}  # 2 seeds, 3 N
+    assert {frozen: sum(1 for g in plan.groups if g.config.frozen_embeddings == frozen) for frozen in (False, True)} == per_regime

@@ -5,7 +5,8 @@ import tarfile
 
 from geofact.spikes import SpikeRule
 from geofact.pipeline.cli import main
-from geofact.pipeline.spike_scan import read_run_records, report
+from geofact.ops.pack import read_run_records
+from geofact.pipeline.spike_scan import report
 
 CONFIG = {"N": 128, "R": 2, "d": 96, "frozen_embeddings": False, "attention": "uniform", "lr": 1e-3, "batch_size": 128,
           "precision": "fp32"}
