@@ -89,8 +89,8 @@ from geofact.evidence import Contrast, Estimate, Range, fraction_interval, sensi
 from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, final_values, reading_values,
                                          train_grid, train_grids)
 from geofact.analysis.transfer import TransferConfig, fresh_bijections, run_transfers, zero_shot
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
-from geofact.pages.curves import headroom_curves, trajectory_legend, trajectory_panels
+from geofact.pages.along_training import courses_by_n, drop_figure, erosion_summary
+from geofact.pages.curves import headroom_curves, trajectory_figure
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
@@ -178,11 +178,7 @@ plt.show()
 # Shown in {numref}`fig-transfer-trajectory`.
 
 # %% mystnb={"figure": {"caption": "Zero-shot accuracy of the smart initialisation written from each training checkpoint, against training step (left) and training loss (right), at the largest $d$ of each $R$.", "name": "fig-transfer-trajectory"}}
-cells = [(R, grid.d_values[-1]) for R in grid.R_values]
-fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
-trajectory_panels(axes[0], grid, points, "zero_shot", cells, "zero-shot accuracy on g'")
-trajectory_legend(fig, axes[0])
-plt.show()
+trajectory_figure(grid, points, "zero_shot", "zero-shot accuracy on g'")
 peaks = []
 for R in grid.R_values:
     for s in grid.seeds:
@@ -214,19 +210,15 @@ report.number("trajectory_final_zero_shot", float(final))
 
 # %%
 second_grids = ladder_grids(trajectory_grid, precision)
-cells_by_n = {grid.N: cell_courses(grid, points, "zero_shot", headroom, judged)}
-for N, cells in grid_cells(second_grids, cache, transfer_at, "zero-shot-transfer", {"new_task_offset": new_task_offset, "alpha": alpha}, "zero_shot",
-                           min_headroom, device, "zero-shot transfer").items():
-    cells_by_n.setdefault(N, []).extend(cells)
+cells_by_n = courses_by_n(grid, points, "zero_shot", headroom, judged, second_grids, cache, transfer_at, "zero-shot-transfer",
+                          {"new_task_offset": new_task_offset, "alpha": alpha}, min_headroom, device, "zero-shot transfer")
 report.number("erosion_tolerance", erosion_tolerance)
 if len(cells_by_n) > 1:
     display(Markdown("Shown in {numref}`fig-transfer-drop`."))
 
 # %% mystnb={"figure": {"caption": "Drop of the zero-shot accuracy on $g'$ between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-transfer-drop"}}
 if len(cells_by_n) > 1:
-    fig, axes = subplots(2, 1, width=5.0, height=3.8, sharey=True)
-    drop_panels(axes[0], cells_by_n, "zero-shot accuracy on g'", erosion_tolerance)
-    plt.show()
+    drop_figure(cells_by_n, "zero-shot accuracy on g'", erosion_tolerance)
 
 # %%
 erosion_text, erosion = erosion_summary(cells_by_n, "zero-shot transfer", erosion_tolerance, erosion_tolerances,

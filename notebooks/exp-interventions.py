@@ -85,8 +85,8 @@ from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, analyse_state, final_values,
                                          reading_values, train_grid, train_grids)
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
-from geofact.pages.curves import headroom_curves, r_colors, trajectory_legend, trajectory_panels
+from geofact.pages.along_training import courses_by_n, drop_figure, erosion_summary
+from geofact.pages.curves import headroom_curves, r_colors, trajectory_figure
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
@@ -173,11 +173,7 @@ plt.show()
 # Shown in {numref}`fig-interventions-trajectory`.
 
 # %% mystnb={"figure": {"caption": "Best selectivity at the training checkpoints against training step (left) and training loss (right), at the largest $d$ of each $R$.", "name": "fig-interventions-trajectory"}}
-cells = [(R, grid.d_values[-1]) for R in grid.R_values]
-fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
-trajectory_panels(axes[0], grid, points, "selectivity", cells, "best selectivity")
-trajectory_legend(fig, axes[0])
-plt.show()
+trajectory_figure(grid, points, "selectivity", "best selectivity")
 
 # %%
 first_high = []
@@ -209,19 +205,15 @@ display(Markdown(
 
 # %%
 second_grids = ladder_grids(trajectory_grid, precision)
-cells_by_n = {grid.N: cell_courses(grid, points, "selectivity", headroom, judged)}
-for N, cells in grid_cells(second_grids, cache, analyse, "interventions", analysis_params, "selectivity",
-                           min_headroom, device, "interventions").items():
-    cells_by_n.setdefault(N, []).extend(cells)
+cells_by_n = courses_by_n(grid, points, "selectivity", headroom, judged, second_grids, cache, analyse, "interventions",
+                          analysis_params, min_headroom, device, "interventions")
 report.number("erosion_tolerance", erosion_tolerance)
 if len(cells_by_n) > 1:
     display(Markdown("Shown in {numref}`fig-interventions-drop`."))
 
 # %% mystnb={"figure": {"caption": "Drop of the best selectivity between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-interventions-drop"}}
 if len(cells_by_n) > 1:
-    fig, axes = subplots(2, 1, width=5.0, height=3.8, sharey=True)
-    drop_panels(axes[0], cells_by_n, "best selectivity", erosion_tolerance)
-    plt.show()
+    drop_figure(cells_by_n, "best selectivity", erosion_tolerance)
 
 # %%
 erosion_text, erosion = erosion_summary(cells_by_n, "selectivity", erosion_tolerance, erosion_tolerances, high, "high")

@@ -104,7 +104,7 @@ from geofact.evidence import Contrast, Estimate, Range, fraction_interval, sensi
 from geofact.analysis.readout import model_readouts, model_readouts_cv, split_subjects
 from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, analyse_state, final_values,
                                          reading_values, train_grid, train_grids)
-from geofact.pages.along_training import cell_courses, drop_panels, erosion_summary, grid_cells
+from geofact.pages.along_training import courses_by_n, drop_figure, erosion_summary
 from geofact.pages.curves import headroom_curves, trajectory_legend, trajectory_panels
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
@@ -251,19 +251,15 @@ display(Markdown("**What the trajectory shows.** At the largest $d$, learned emb
 
 # %%
 second_grids = ladder_grids(trajectory_grid, precision)
-cells_by_n = {grid.N: cell_courses(grid, points, "s", headroom, judged)}
-for N, cells in grid_cells(second_grids, cache, readouts, "readouts", readout_params, "s",
-                           min_headroom, device, "readouts").items():
-    cells_by_n.setdefault(N, []).extend(cells)
+cells_by_n = courses_by_n(grid, points, "s", headroom, judged, second_grids, cache, readouts, "readouts", readout_params,
+                          min_headroom, device, "readouts")
 report.number("erosion_tolerance", erosion_tolerance)
 if len(cells_by_n) > 1:
     display(Markdown("Shown in {numref}`fig-readout-drop`."))
 
 # %% mystnb={"figure": {"caption": "Drop of the readout from $s_x$ between its peak along training and the stop rule, per cell (mean over seeds, bar: smallest to largest), against headroom, one colour per $R$ and one marker per $N$; filled markers are the judged cells, the dotted line the erosion tolerance.", "name": "fig-readout-drop"}}
 if len(cells_by_n) > 1:
-    fig, axes = subplots(2, 1, width=5.0, height=3.8, sharey=True)
-    drop_panels(axes[0], cells_by_n, "readout from s_x", erosion_tolerance)
-    plt.show()
+    drop_figure(cells_by_n, "readout from s_x", erosion_tolerance)
 
 # %%
 erosion_text, erosion = erosion_summary(cells_by_n, "readout from $s_x$", erosion_tolerance, erosion_tolerances,

@@ -26,6 +26,7 @@ from matplotlib import pyplot as plt
 
 from geofact.evidence import Contrast, Estimate, Range, t_interval
 from geofact.pages.legends import legend
+from geofact.pages.plotting import subplots
 from geofact.training.grid import REGIMES, CapacityGrid
 
 MARKERS = ("o", "s", "^", "D")  # one per N, in increasing N
@@ -77,6 +78,17 @@ def grid_cells(grids: list[CapacityGrid], cache_dir, analyse, name: str, params:
         print(f"N={grid.N}, R={grid.R_values[0]}: learned d_min {state.d_min[0]} on d = {list(grid.d_values)}; "
               f"{sum(r['stopped_early'] for r in records.values())} of {len(records)} runs met the stop rule")
     return cells
+
+
+def courses_by_n(grid: CapacityGrid, points: dict, metric: str, headroom: np.ndarray, judged: np.ndarray,
+                 second_grids: list[CapacityGrid], cache_dir, analyse, name: str, params: dict, min_headroom: float,
+                 device: str = "cpu", desc: str = "analyses") -> dict[int, list[CellCourse]]:
+    """{N: cells} of `metric`: the page's own grid's (`cell_courses` of its points, headroom and judged cells)
+    and the second grid's at their N (`grid_cells`, the same analysis cached as `name` with `params`)."""
+    cells_by_n = {grid.N: cell_courses(grid, points, metric, headroom, judged)}
+    for N, cells in grid_cells(second_grids, cache_dir, analyse, name, params, metric, min_headroom, device, desc).items():
+        cells_by_n.setdefault(N, []).extend(cells)
+    return cells_by_n
 
 
 def run_course(points: list, metric: str) -> tuple[float, int, float]:
@@ -218,6 +230,13 @@ def drop_panels(axes, cells_by_n: dict[int, list[CellCourse]], label: str, toler
         ax.set(xscale="log" if shown else "linear", xlabel="headroom d / d_min(R) (learned threshold)",
                ylabel=f"drop of {label}: peak - stop", title=f"{regime} embeddings" + ("" if shown else ": no threshold on the grid"))
         legend(ax, ncol=2, title="filled: judged cells")
+
+
+def drop_figure(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float | None = None) -> None:
+    """The drops of `drop_panels`, one row of panels (learned, frozen), shown."""
+    fig, axes = subplots(2, 1, width=5.0, height=3.8, sharey=True)
+    drop_panels(axes[0], cells_by_n, label, tolerance)
+    plt.show()
 
 
 def erosion_summary(cells_by_n: dict[int, list[CellCourse]], label: str, tolerance: float, tolerances: list[float],

@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from geofact.pages.legends import legend
+from geofact.pages.plotting import subplots
 from geofact.training.grid import CapacityGrid
 
 STYLES = {"learned": "-", "frozen": "--"}
@@ -86,3 +87,12 @@ def trajectory_legend(fig, row) -> None:
     handles, labels = ([*a, *b] for a, b in zip(row[0].get_legend_handles_labels(), row[1].get_legend_handles_labels()))
     fig.legend(handles, labels, loc="outside lower center", ncols=3)
 
+
+def trajectory_figure(grid: CapacityGrid, points: dict, metric: str, ylabel: str) -> None:
+    """`metric` along training at the largest d of each R, against step and training loss (`trajectory_panels`,
+    one colour per R, learned solid and frozen dashed), shown."""
+    cells = [(R, grid.d_values[-1]) for R in grid.R_values]
+    fig, axes = subplots(2, 1, width=5.0, height=3.6, sharey=True)
+    trajectory_panels(axes[0], grid, points, metric, cells, ylabel)
+    trajectory_legend(fig, axes[0])
+    plt.show()

@@ -111,3 +111,24 @@ def test_a_grid_keeping_a_tail_reports_the_range_over_its_tail_and_stop():
     assert "last 2 multiples of 10 steps" in text
     untailed = cell_courses(GRID, points, "m", np.ones((2, 2)), np.ones((2, 2), dtype=bool))
     assert untailed[0].tails == () and "tail" not in erosion_summary({16: untailed}, "metric", 0.09, [0.05], 0.8, "high")[1]
+
+
+def test_courses_by_n_are_the_pages_own_cells_at_its_n_and_the_drop_figure_shows_them(monkeypatch):
+    from matplotlib import pyplot as plt
+
+    from geofact.pages import along_training
+
+    points = {(regime, R, d, s): states([0.1, 0.9, 0.6]) for regime in REGIMES for R in GRID.R_values
+              for d in GRID.d_values for s in GRID.seeds}
+    headroom, judged = np.array([[1.0, 2.0], [3.0, 6.0]]), np.array([[False, False], [True, True]])
+    second = course_cells(0.1)[:2]
+    asked = []
+    monkeypatch.setattr(along_training, "grid_cells", lambda *args: asked.append(args) or {16: second, 32: second})
+    by_n = along_training.courses_by_n(GRID, points, "m", headroom, judged, ["second grid"], "cache", len, "name", {},
+                                       3.0, "cpu", "desc")
+    assert by_n[16] == cell_courses(GRID, points, "m", headroom, judged) + second and by_n[32] == second
+    assert asked == [(["second grid"], "cache", len, "name", {}, "m", 3.0, "cpu", "desc")]
+    monkeypatch.setattr(plt, "show", lambda: None)
+    along_training.drop_figure(by_n, "metric", 0.05)
+    assert [ax.get_xscale() for ax in plt.gcf().axes] == ["log", "log"]
+    plt.close("all")

@@ -35,3 +35,18 @@ def test_trajectory_rows_share_one_legend_below_them():
     fig.canvas.draw()
     assert legend.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes[-1]) + 1  # below the panels
     plt.close(fig)
+
+
+def test_the_trajectory_figure_draws_the_largest_d_of_each_r(monkeypatch):
+    from geofact.pages.curves import trajectory_figure
+
+    use_style()
+    grid = SimpleNamespace(R_values=[2, 4], d_values=[48, 96], seeds=[0], loss_threshold=1e-4)
+    points = {(name, R, 96, 0): [Point(0, loss=5.0, acc=0.0), Point(900, final=True, loss=1e-4, acc=1.0)]
+              for name in ("learned", "frozen") for R in grid.R_values}
+    monkeypatch.setattr(plt, "show", lambda: None)
+    trajectory_figure(grid, points, "acc", "accuracy")  # would raise KeyError at any other d
+    fig = plt.gcf()
+    (legend,) = fig.legends
+    assert len(fig.axes) == 2 and "R=4, d=96, frozen" in [t.get_text() for t in legend.get_texts()]
+    plt.close(fig)
