@@ -7,6 +7,12 @@ Each run keeps its own step count, learning rate and clipping norm; the entries 
 (a frozen tensor, frozen embeddings) are outside its column ranges, so they get no moments and no
 weight decay and never move, exactly as if they were not in that run's optimiser.
 
+A step passes over the buffer as few times as torch's kernels allow (issue 47, counted by
+geofact.training.traffic): the gradient is written there by the step itself (geofact.training.step), its
+norms read once, and the fused AdamW reads the weights, gradients and moments and writes back the weights
+and moments. On a GPU with large runs each run steps with its own call (PER_RUN_DEVICES), which folds the
+clipping and the stop rule into the kernel's arguments instead of two and three more passes.
+
 Nothing here reads a device value on the host: which run trains what is known from the configs, so a
 step can run inside a block of steps that the host does not watch (geofact.training.trainer).
 """
@@ -21,6 +27,14 @@ import torch
 BETAS = (0.9, 0.999)
 EPS = 1e-8
 FUSED_DEVICES = ("cpu", "cuda")  # where torch.optim.AdamW has a fused kernel
+# Stacks that step each run with its own kernel call (`StackedAdamW`, per run): one more launch a run, against
+# five fewer passes over the (M, P) buffer, two of the clipping's scaling (folded into the kernel's grad_scale) and
+# three of the stop rule's copy (a run that stopped is skipped by the kernel's found_inf instead of having its weights
+# copied out of the buffer). On a GPU, where a launch costs about 5 us in a CUDA graph (the H100 calibration: 4.8) and
+# a run's five passes 20 bytes a weight at ~3 TB/s, this pays from about a million weights a run (PER_RUN_MIN_PARAMS:
+# the paper's N = 4096 grid from d = 128 on, exp-scaling's large N); a CPU steps its runs together.
+PER_RUN_DEVICES = ("cuda", "meta")
+PER_RUN_MIN_PARAMS = 2**20
 
 Ranges = list[tuple[int, int]]  # column ranges [a, b) of a run's row
 
@@ -80,10 +94,15 @@ class FlatStack:
         self.views = self.unflatten(self.flat, leaves=True)
 
 
-def clip_grad_norms_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """Scale each run's row of grad (M, P) so its L2 norm is at most max_norm (torch's formula). Returns norms (M,)."""
+def clip_grad_norms_(grad: torch.Tensor, max_norm: float, divisors: torch.Tensor | None = None) -> torch.Tensor:
+    """Scale each run's row of grad (M, P) so its L2 norm is at most max_norm (torch's formula). Returns norms (M,).
+    With `divisors` (M,), grad is left as it is and each run's divisor, 1 / its factor, is written there (for
+    a kernel that divides as it reads: torch's fused AdamW's grad_scale)."""
     norms = torch.linalg.vector_norm(grad, dim=1)
-    grad.mul_((max_norm / (norms + 1e-6)).clamp(max=1.0)[:, None])
+    if divisors is None:
+        grad.mul_((max_norm / (norms + 1e-6)).clamp(max=1.0)[:, None])
+    else:
+        torch.div(norms + 1e-6, max_norm, out=divisors).clamp_(min=1.0)
     return norms
 
 
@@ -96,11 +115,15 @@ class StackedAdamW:
     once. The unfused update took about 14 passes over the (M, P) buffer, 25% of a d = 96 step on a
     CPU. Entries outside the ranges are never touched: no moments, no weight decay.
 
-    Every run in the stack steps: a run that has stopped is dropped from the stack (`keep`) at the
-    end of its block of steps, and its weights at the stop were kept before (geofact.training.trainer).
+    A run that has stopped is dropped from the stack (`keep`) at the end of its block of steps; until then
+    it steps with the others, its weights at the stop kept before (geofact.training.trainer), or, with
+    `per_run` (PER_RUN_DEVICES), is skipped: `skip` (M,) holds 1 for such a run, and each run's kernel call
+    reads its entry as found_inf (the kernel then leaves its weights and moments as they are). Per run, the
+    clipping is folded into the call too (`divisors`, read as grad_scale).
     """
 
-    def __init__(self, stack: FlatStack, lr: Sequence[float], weight_decay: float, ranges: Sequence[Ranges]) -> None:
+    def __init__(self, stack: FlatStack, lr: Sequence[float], weight_decay: float, ranges: Sequence[Ranges],
+                 per_run: bool | None = None) -> None:
         if not len(lr) == len(ranges) == stack.M:
             raise ValueError(f"lr and ranges must have one entry per run ({stack.M}), got {len(lr)} and {len(ranges)}")
         self.stack, self.weight_decay = stack, weight_decay
@@ -109,13 +132,20 @@ class StackedAdamW:
         self.m = torch.zeros_like(stack.flat)
         self.v = torch.zeros_like(stack.flat)
         self.t = torch.zeros(len(self.lr), dtype=torch.float32, device=stack.flat.device)  # the kernel reads float32 steps
+        if per_run is None:
+            per_run = stack.flat.device.type in PER_RUN_DEVICES and stack.flat.shape[1] >= PER_RUN_MIN_PARAMS
+        self.per_run = per_run
+        if self.per_run:
+            self.skip = torch.zeros_like(self.t)  # (M,): 1 for a run the kernel leaves as it is
+            self.divisors = torch.ones_like(self.t)  # (M,): each run's gradient divisor (its clipping)
         self.groups = self._groups()
 
-    def _groups(self) -> dict[float, tuple[list[torch.Tensor], ...]]:
-        """{lr: (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments, as views."""
-        groups: dict[float, tuple[list[torch.Tensor], ...]] = {}
+    def _groups(self) -> dict[tuple[float, int | None], tuple[list[torch.Tensor], ...]]:
+        """{(lr, run or None): (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments, as views;
+        one call per learning rate, or per run."""
+        groups: dict[tuple[float, int | None], tuple[list[torch.Tensor], ...]] = {}
         for run, (lr, ranges) in enumerate(zip(self.lr, self.ranges)):
-            lists = groups.setdefault(lr, ([], [], [], [], []))
+            lists = groups.setdefault((lr, run if self.per_run else None), ([], [], [], [], []))
             for a, b in ranges:
                 for out, buffer in zip(lists, (self.stack.flat, self.grad, self.m, self.v)):
                     out.append(buffer[run, a:b])
@@ -126,12 +156,22 @@ class StackedAdamW:
         """Keep only the runs at positions `runs` (`rows`: the same on the device); call after stack.keep."""
         self.lr, self.ranges = [self.lr[i] for i in runs], [self.ranges[i] for i in runs]
         self.grad, self.t, self.m, self.v = self.grad[rows], self.t[rows], self.m[rows], self.v[rows]
+        if self.per_run:
+            self.skip, self.divisors = self.skip[rows], self.divisors[rows]
         self.groups = self._groups()
 
     @torch.no_grad()
     def step(self) -> None:
-        """One AdamW step of every run from `grad`."""
+        """One AdamW step of every run from `grad` (per run: of every run not skipped, `grad` divided by `divisors`)."""
         self.t += 1
-        for lr, (params, grads, m, v, steps) in self.groups.items():
+        for (lr, run), (params, grads, m, v, steps) in self.groups.items():
+            scaling = {} if run is None else {"grad_scale": self.divisors[run], "found_inf": self.skip[run]}
             torch._fused_adamw_(params, grads, m, v, [], steps, lr=lr, beta1=BETAS[0], beta2=BETAS[1],
-                                weight_decay=self.weight_decay, eps=EPS, amsgrad=False, maximize=False)
+                                weight_decay=self.weight_decay, eps=EPS, amsgrad=False, maximize=False, **scaling)
+
+    @torch.no_grad()
+    def clip_and_step(self, max_norm: float) -> torch.Tensor:
+        """Clip each run's `grad` to max_norm (`clip_grad_norms_`), then `step`; returns the norms (M,)."""
+        norms = clip_grad_norms_(self.grad, max_norm, self.divisors if self.per_run else None)
+        self.step()
+        return norms

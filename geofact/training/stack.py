@@ -20,7 +20,7 @@ from geofact.device import configure_cpu
 from geofact.host import as_device
 from geofact.training.model import init_params
 from geofact.precision import check_precision
-from geofact.training.optim import FlatStack, StackedAdamW, clip_grad_norms_
+from geofact.training.optim import FlatStack, StackedAdamW
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack
 
 
@@ -87,6 +87,7 @@ class StackedUpdates:
         # Each rate as the stack's dtype holds it, as the trainer always has (cached runs stay reproducible).
         lr = [float(np.array(c.lr, dtype=str(dtype).removeprefix("torch."))) for c in configs]
         self.opt = StackedAdamW(self.stack, lr, configs[0].weight_decay, ranges)
+        self._in_place: dict[str, torch.Tensor] = {}  # the gradient buffer's views `grad_targets` handed out
 
     @property
     def params(self) -> dict[str, torch.Tensor]:
@@ -100,7 +101,21 @@ class StackedUpdates:
         self.masks = {k: v[rows] for k, v in self.masks.items()}
         self.no_grad = {k: v[rows] for k, v in self.no_grad.items()}
         self.opt.keep(runs, rows)
+        self._in_place = {}  # views of the old buffer: a step asks grad_targets again
         return self.params
+
+    def grad_targets(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] | None:
+        """Where a step that writes its gradients in place (geofact.training.step.loss_and_grads' `out` and
+        `row_masks`) puts them: ({name: view of the optimiser's gradient buffer} for the tensors runs train,
+        {table: (M,) mask} for the embedding tables some runs do not train); None where a mask is on another
+        tensor (the step scales a table's gathered rows, nothing else). A step given these saves the
+        buffer's concatenation of new gradients and the masks' multiply: `__call__` sees them in place."""
+        if not set(self.masks) <= {"E_ent", "E_rel"}:
+            return None
+        if not self._in_place:
+            views = self.stack.unflatten(self.opt.grad)
+            self._in_place = {k: views[k] for k in self.names}
+        return self._in_place, {k: v.flatten() for k, v in self.masks.items()}
 
     def gradients(self, losses: torch.Tensor) -> dict[str, torch.Tensor]:
         """The gradients of losses.sum() (losses (M,) from `params`) by autograd, for the tensors runs train."""
@@ -110,10 +125,11 @@ class StackedUpdates:
     def __call__(self, grads: dict[str, torch.Tensor]) -> None:
         """One step of every run from `grads`, the gradients of the summed losses {name: (M, ...)} (at
         least of the tensors in `names`)."""
-        values = {k: grads[k] * self.masks[k] if k in self.masks else grads[k] for k in self.names}
-        grad = self.stack.columns({**values, **self.no_grad}, out=self.opt.grad)  # (M, P)
-        clip_grad_norms_(grad, self.grad_clip)
-        self.opt.step()
+        in_place = self._in_place
+        if not (in_place and all(grads.get(k) is in_place[k] for k in self.names)):  # else written there, masked
+            values = {k: grads[k] * self.masks[k] if k in self.masks else grads[k] for k in self.names}
+            self.stack.columns({**values, **self.no_grad}, out=self.opt.grad)  # (M, P)
+        self.opt.clip_and_step(self.grad_clip)
 
 
 class StackedGroup:

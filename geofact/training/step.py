@@ -3,9 +3,12 @@
 `geofact.training.model.forward` under autograd is the definition; this computes the same losses and
 gradients in fewer, larger operations: the cross-entropy gradient as softmax minus one-hot, each
 RMSNorm through torch's fused kernel and its backward, the GELU's through torch's own kernel, the
-embeddings' as one scatter-add per table. A small model's step is mostly per-operation costs and
-passes over the (runs, batch, N) logits, which is what this saves. tests/training/test_step.py checks
-it against autograd in float64, in one chunk of the output and in several.
+embeddings' as one accumulating index-put of their gathered rows per table. A small model's step is
+mostly per-operation costs and passes over the (runs, batch, N) logits, which is what this saves; a
+large one's, passes over its weights: the gradients can be written straight into the optimiser's flat
+buffer (`out`, geofact.training.stack.StackedUpdates.grad_targets), and the tables' rows are gathered
+from the stack's strided views without copying them whole. tests/training/test_step.py checks it
+against autograd in float64, in one chunk of the output and in several.
 
 The N-way output in chunks of entities. Where a run's (B, N) logits exceed `WHOLE` entries, a first
 pass takes each chunk's row maximum and sum of exponentials, whose combination is the log-sum-exp; a
@@ -81,11 +84,11 @@ def _rms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x * r, r
 
 
-def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: torch.Tensor, gain: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, dgain) for y = gain * x^ ; dy, x, x^ (M, ..., d), r (M, ..., 1), gain (M, d)."""
+def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: torch.Tensor, gain: torch.Tensor,
+                  out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dgain) for y = gain * x^ ; dy, x, x^ (M, ..., d), r (M, ..., 1), gain (M, d); dgain written into `out` if given."""
     gain = gain.reshape(gain.shape[0], *([1] * (dy.dim() - 2)), gain.shape[-1])
-    d_gain = (dy * x_hat).flatten(1, -2).sum(1)  # (M, d)
+    d_gain = torch.sum((dy * x_hat).flatten(1, -2), 1, out=out)  # (M, d)
     u = dy * gain
     if _FUSED_RMS_BACKWARD and x.device.type in FUSED_BACKWARD_DEVICES:
         return torch.ops.aten._fused_rms_norm_backward(u, x, [x.shape[-1]], r, None, [True, False])[0], d_gain
@@ -93,21 +96,23 @@ def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: tor
 
 
 def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, width: int,
-                          keep: bool | None = None, way: str | None = None, want_E_out: bool = True
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                          keep: bool | None = None, way: str | None = None, want_E_out: bool = True,
+                          out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The unembedding and cross-entropy of final states hf (M, B, d) against E_out (M, d, N) and targets
     (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
     the gradients of the losses' sum. `keep`: whether chunks keep their exponentials for the second
     pass (default: on the devices of KEEP_EXPONENTIALS); `way`: one of WAYS, how whole logits become
     the softmax (default: the device's entry of WHOLE_WAY, else DEFAULT_WAY). With `want_E_out` False
-    d_E_out is None and its matmul is skipped (runs that train other tensors only)."""
+    d_E_out is None and its matmul is skipped (runs that train other tensors only). `out`: where d_E_out is
+    written, if given (a view of an optimiser's gradient buffer: no copy of it afterwards)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
     way = WHOLE_WAY.get(hf.device.type, DEFAULT_WAY) if way is None else way
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
     if width >= N:  # passes over the logits for a kernel: the matmul's write, the kernel's read and write,
-        # one more read and write (exp_) or two reads (the two maxima), the two gradient matmuls' reads
+        # one more read and write (exp_) or two reads (the two maxima), the two gradient matmuls' reads (and,
+        # on the CPU's way, d_E_out's division by B: a pass over E_out, bit for bit what the cached runs did)
         logits = torch.bmm(hf, E_out)  # (M, B, N)
         if way == "log-softmax kernel":
             softmax = torch.log_softmax(logits, -1)
@@ -126,10 +131,14 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
                 softmax = logits.sub_(lse).exp_()
                 softmax.scatter_add_(-1, targets[..., None], torch.full_like(picked, -1.0)).div_(B)
                 return (losses, torch.bmm(softmax, E_out.transpose(1, 2)),
-                        torch.bmm(hf.transpose(1, 2), softmax) if want_E_out else None)
+                        torch.bmm(hf.transpose(1, 2), softmax, out=out) if want_E_out else None)
         softmax.scatter_add_(-1, targets[..., None], torch.full((M, B, 1), -1.0, dtype=hf.dtype, device=hf.device))
-        return (losses, torch.bmm(softmax, E_out.transpose(1, 2)).div_(B),
-                torch.bmm(hf.transpose(1, 2), softmax).div_(B) if want_E_out else None)
+        d_hf = torch.bmm(softmax, E_out.transpose(1, 2)).div_(B)
+        if not want_E_out:
+            return losses, d_hf, None
+        if way == "log-softmax kernel" and B < N:  # 1/B on the (M, B, d) states rather than the (M, d, N) gradient
+            return losses, d_hf, torch.bmm(hf.transpose(1, 2).div(B), softmax, out=out)
+        return losses, d_hf, torch.bmm(hf.transpose(1, 2), softmax, out=out).div_(B)
 
     keep = hf.device.type in KEEP_EXPONENTIALS if keep is None else keep
     spans = [(lo, min(lo + width, N)) for lo in range(0, N, width)]
@@ -163,7 +172,7 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
         d_hf += torch.bmm(softmax, E_out[:, :, lo:hi].transpose(1, 2))  # a CPU's baddbmm_ loops over runs
     if not want_E_out:
         return losses, d_hf.div_(B), None
-    d_E_out = torch.cat(d_out, 2).scatter_add_(2, columns, hf.transpose(1, 2).neg())
+    d_E_out = torch.cat(d_out, 2, out=out).scatter_add_(2, columns, hf.transpose(1, 2).neg())
     return losses, d_hf.div_(B), d_E_out.div_(B)
 
 
@@ -213,25 +222,34 @@ def _attend_backward(p: dict[str, torch.Tensor], xn: torch.Tensor, q: torch.Tens
 
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
                    width: int | None = None, keep: bool | None = None, way: str | None = None,
-                   wanted: Collection[str] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                   wanted: Collection[str] | None = None, out: dict[str, torch.Tensor] | None = None,
+                   row_masks: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Each run's mean cross-entropy (M,) on the queries (subject, relation) (M, B) each with answers
     targets (M, B), and the gradient of their sum with respect to every tensor of p
     (geofact.training.model's layout: the sequence is (s, r), the answer predicted at r). `width`: entities
     at a time in the output layer (default: `entity_chunk` of the device); `keep`, `way`: how it
     computes them (default: by device, see `output_loss_and_grads`). `wanted`: the tensors whose
     gradients are returned (default: all); the weight matrices' gradient matmuls of the others are skipped
-    (a transfer's retraining trains the entity table alone: a third of the step's matmul FLOPs)."""
+    (a transfer's retraining trains the entity table alone: a third of the step's matmul FLOPs).
+
+    `out`: {name: (M, ...)} tensors the gradients of those names are written into and returned as (views of an
+    optimiser's flat gradient buffer, geofact.training.stack.StackedUpdates.grad_targets): the buffer needs
+    no concatenation of new gradients, two passes over every weight a step. `row_masks`: {"E_ent" or
+    "E_rel": (M,)} factors of each run's table gradient (0 where a run does not train that table: frozen
+    embeddings), applied to its B gathered rows before they are added, not to the whole table."""
     if not covers(p):
         raise ValueError("loss_and_grads covers models without learned positions; use autograd")
+    out, row_masks = out or {}, row_masks or {}
+    if not set(row_masks) <= {"E_ent", "E_rel"}:
+        raise ValueError(f"row_masks must name embedding tables among ['E_ent', 'E_rel'], got {sorted(row_masks)}")
     p = {k: v.detach() for k, v in p.items()}
     M, B = subjects.shape
     L = 2
     width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
-    # each query's rows in the two tables flattened over runs (no concatenated copy of the tables)
-    run = torch.arange(M, device=subjects.device)[:, None]
-    entity_rows = (subjects + run * p["E_ent"].shape[1]).flatten()
-    relation_rows = (relations + run * p["E_rel"].shape[1]).flatten()
-    x = torch.stack([p["E_ent"].flatten(0, 1)[entity_rows], p["E_rel"].flatten(0, 1)[relation_rows]], 1).view(M, B, L, -1)
+    # each query's rows gathered from the two tables by (run, row): the tables are views of the stack's flat
+    # buffer, strided by run, which a flattening over runs would copy whole (a weight-sized pass)
+    run = torch.arange(M, device=subjects.device)[:, None].expand(M, B)
+    x = torch.stack([p["E_ent"][run, subjects], p["E_rel"][run, relations]], 2)  # (M, B, L, d)
 
     # forward, keeping what the backward reads
     x_hat, r0 = _rms(x)
@@ -252,22 +270,23 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     h2_hat, r2 = _rms(h2)
     hf = h2_hat * p["g_final"][:, None]
     wanted = set(p) if wanted is None else set(wanted)
-    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way, "E_out" in wanted)
+    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way, "E_out" in wanted,
+                                                  out.get("E_out"))
 
     # backward of losses.sum()
     g = {"E_out": g_E_out}
 
     def weight_grad(name: str, inputs: torch.Tensor, d_outputs: torch.Tensor) -> None:
         if name in wanted:
-            g[name] = torch.bmm(inputs.transpose(1, 2), d_outputs)
+            g[name] = torch.bmm(inputs.transpose(1, 2), d_outputs, out=out.get(name))
 
-    d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"])
+    d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"], out.get("g_final"))
     weight_grad("W_2", z, d_h2)
-    g["b_2"] = d_h2.sum(1)
+    g["b_2"] = torch.sum(d_h2, 1, out=out.get("b_2"))
     d_z1 = torch.ops.aten.gelu_backward(torch.bmm(d_h2, p["W_2"].transpose(1, 2)), z1)
     weight_grad("W_1", hn, d_z1)
-    g["b_1"] = d_z1.sum(1)
-    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"])
+    g["b_1"] = torch.sum(d_z1, 1, out=out.get("b_1"))
+    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"], out.get("g_mlp"))
     d_h += d_h2
     weight_grad("W_O", a, d_h)
     d_a = torch.bmm(d_h, p["W_O"].transpose(1, 2))
@@ -279,8 +298,14 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
         weight_grad("W_K", xn.flatten(1, 2), d_k.flatten(1, 2))
     else:
         d_xn = d_mixed.div_(L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
-    d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"])
+    d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, -1] += d_h
-    g["E_ent"] = torch.zeros_like(p["E_ent"]).flatten(0, 1).index_add_(0, entity_rows, d_x[:, :, 0].flatten(0, 1)).view_as(p["E_ent"])
-    g["E_rel"] = torch.zeros_like(p["E_rel"]).flatten(0, 1).index_add_(0, relation_rows, d_x[:, :, 1].flatten(0, 1)).view_as(p["E_rel"])
+    for position, (name, rows) in enumerate((("E_ent", subjects), ("E_rel", relations))):
+        if name in wanted:
+            d_rows = d_x[:, :, position]  # (M, B, d)
+            if name in row_masks:
+                d_rows = d_rows * row_masks[name][:, None, None]
+            # a table's gradient: its gathered rows added back where they came from (a row drawn twice, twice)
+            table = out[name].zero_() if name in out else torch.zeros_like(p[name])
+            g[name] = table.index_put_((run, rows), d_rows, accumulate=True)
     return losses, {name: value for name, value in g.items() if name in wanted}

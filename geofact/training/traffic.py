@@ -8,7 +8,9 @@ on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels la
 - **ops**: dispatcher ops that launch a kernel (views apart);
 - **bytes**: for each such op, the bytes of its tensor inputs and outputs (an `out=` argument counted as
   written only). Every op reads its inputs from device memory and writes its outputs there, so this is
-  the traffic of the step without fusion: an upper bound on what a fused or cached kernel moves. Three
+  the traffic of the step without fusion: an upper bound on what a fused or cached kernel moves. An
+  argument the op's schema says it writes and that it does not return (torch's fused AdamW updates its
+  weights and moments in place and returns nothing) counts as written too. Three
   kinds of op touch less than their tensors, and are counted for what they touch: a gather, scatter or
   indexed add reads (and writes) only the indexed elements of the tensor it indexes (`INDEXED`); a copy
   or fill writes its first argument without reading it (`WRITTEN`); `zeros_like` and its kin read no
@@ -47,13 +49,34 @@ H100_PEAK = {"fp32": 495e12, "tf32": 495e12, "bf16": 990e12}  # FLOP/s
 
 # op -> which argument says how many elements of the indexed tensor (argument 0) it touches
 INDEXED = {"gather": 2, "scatter_add_": 2, "scatter_": 2, "index_add_": 3, "index_put_": 2, "index_select": None,
-           "embedding": None}  # None: as many as the output has
+           "embedding": None, "index": None}  # None: as many as the output has
 WRITTEN = {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
 SHAPED = {"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
 
 
 def _nbytes(t: torch.Tensor, elements: int | None = None) -> int:
     return (t.numel() if elements is None else min(elements, t.numel())) * t.element_size()
+
+
+# Mutable arguments a kernel writes only in some calls: torch's fused Adam and AdamW store the gradients back only
+# when they unscale them by a grad_scale (aten/src/ATen/native/cuda/fused_adam_utils.cuh), though the schema marks them
+WRITTEN_IF = {"_fused_adamw_": {"grads": "grad_scale"}, "_fused_adam_": {"grads": "grad_scale"}}
+
+
+def _mutated_unreturned(func, args, kwargs, outputs: list[torch.Tensor]) -> int:
+    """Bytes of the tensors an op writes in place (its schema's mutable arguments) and does not return."""
+    returned = {id(t) for t in outputs}
+    conditions = WRITTEN_IF.get(func.overloadpacket.__name__, {})
+    moved = 0
+    for i, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in conditions and kwargs.get(conditions[argument.name]) is None:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        tensors = value if isinstance(value, (list, tuple)) else [value]
+        moved += sum(_nbytes(t) for t in tensors if isinstance(t, torch.Tensor) and id(t) not in returned)
+    return moved
 
 
 class TrafficCounter(TorchDispatchMode):
@@ -80,7 +103,7 @@ class TrafficCounter(TorchDispatchMode):
         inputs = [t for t in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
                   if isinstance(t, torch.Tensor)]
         read = sum(_nbytes(t) for t in inputs)
-        written = sum(_nbytes(t) for t in outputs)
+        written = sum(_nbytes(t) for t in outputs) + _mutated_unreturned(func, args, kwargs, outputs)
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if first is not None and name in INDEXED:
             which = INDEXED[name]

@@ -162,9 +162,10 @@ class FactGroup(StackedGroup):
         float32 whatever the precision policy."""
         params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
         with computing_in(self.precision, self.device):
-            if self.by_hand:
+            if self.by_hand:  # the gradients straight into the optimiser's buffer
+                out, row_masks = self.update.grad_targets() or (None, None)
                 return loss_and_grads(params, batch[..., 0], batch[..., 1], batch[..., 2],  # (M',), {name: (M', ...)}
-                                      wanted=self.update.names)
+                                      wanted=self.update.names, out=out, row_masks=row_masks)
             tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
             logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
             losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
@@ -225,7 +226,12 @@ class StopRuleStep:
         self.loss = torch.zeros(M, dtype=flat.dtype, device=device)  # (M',): this step's batch losses
         self.stop_at = torch.full((M,), self.max_steps, dtype=torch.long, device=device)  # (M',)
         self.running = torch.ones(M, dtype=torch.bool, device=device)  # (M',)
-        self.at_stop = torch.zeros_like(flat)  # (M', P)
+        # A stack that steps each run with its own optimiser call (geofact.training.optim.PER_RUN_DEVICES) and reads
+        # no run past its stop freezes a run where it stops (its call skipped): its row of the weights is then its
+        # weights at the stop, with no copy of them; elsewhere the rows of the runs that stop are copied out
+        opt = group.update.opt
+        self.frozen = opt.per_run and not group.past_stop
+        self.at_stop = flat if self.frozen else torch.zeros_like(flat)  # (M', P)
         if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it, -1 if none did
             self.decided = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',)
         self.past_stop = group.past_stop
@@ -248,8 +254,7 @@ class StopRuleStep:
         self.loss.copy_(loss)
         now = self.running & (self.loss < self.threshold)
         torch.where(now, self.step, self.stop_at, out=self.stop_at)
-        copy_rows_(now, self.flat, self.at_stop)  # before the update: a run stopping here keeps these
-        self.running &= ~now
+        self._stop(now)
         if self.past_stop:
             memorised = self.min_loss < DEFAULT_FLOOR
             self.spiked |= memorised & (~torch.isfinite(self.loss) | (self.loss > DEFAULT_FACTOR * self.min_loss))
@@ -266,8 +271,16 @@ class StopRuleStep:
         now = self.running & (correct >= self.group.needed)
         self.stop_at.masked_fill_(now, step)
         torch.where(now, correct, self.decided, out=self.decided)  # the record's accuracy: this very count
-        copy_rows_(now, self.flat, self.at_stop)
-        self.running &= ~now
+        self._stop(now)
+
+    def _stop(self, now: torch.Tensor) -> None:
+        """The runs in `now` (M',) stop before this step's update: their weights are kept as they are now."""
+        if self.frozen:
+            self.running &= ~now
+            self.group.update.opt.skip.copy_(~self.running)
+        else:
+            copy_rows_(now, self.flat, self.at_stop)
+            self.running &= ~now
 
     def __call__(self, step: int, batch: torch.Tensor) -> torch.Tensor:
         """Take step number `step` on `batch` (M', B, 3); its losses (M',) (a buffer the next step overwrites)."""

@@ -163,3 +163,14 @@ def test_each_way_of_the_whole_output_layer_runs_on_the_device_without_a_host_re
         losses, d_hf, d_E_out = output_loss_and_grads(hf, E_out, targets, width=N, way=way)
         assert [t.device.type for t in (losses, d_hf, d_E_out)] == ["meta"] * 3
         assert (losses.shape, d_hf.shape, d_E_out.shape) == ((M,), (M, B, d), (M, d, N))
+
+
+def test_a_stack_stepping_each_run_apart_freezes_a_stopped_run_without_a_host_read(monkeypatch):
+    from geofact.training import optim
+
+    monkeypatch.setattr(optim, "PER_RUN_MIN_PARAMS", 0)  # the paper's large stacks' way, at this test's shapes
+    reads = Reads(fill=10**6, stops={0: (1, 3)})  # the run at stack position 1 stops at step 3
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(12), device="meta", block_steps=5, checkpoints=(4,))
+    assert [r.steps for r in results] == [12, 3, 12] and results[1].stopped_early
+    assert results[1].params["E_out"].device.type == "cpu"  # its weights at the stop, read once with the block's

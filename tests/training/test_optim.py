@@ -97,3 +97,34 @@ def test_column_ranges_merge_adjacent_tensors():
     assert stack.column_ranges(["c", "a", "b"]) == [(0, 9)]
     assert stack.column_ranges(["a", "c"]) == [(0, 3), (5, 9)]
     assert stack.column_ranges([]) == []
+
+
+def test_stepping_each_run_with_its_own_call_folds_the_clipping_in_and_skips_the_runs_told_to():
+    start, M, lrs = _tensors(3), 3, [1e-2, 3e-3, 1e-1]
+    stacks = [FlatStack(start) for _ in range(2)]
+    ranges = [stacks[0].column_ranges(["a", "b"]), stacks[0].column_ranges(["a"]), stacks[0].column_ranges(["a", "b"])]
+    together, apart = (StackedAdamW(stack, lrs, 0.1, ranges, per_run=per_run) for stack, per_run in zip(stacks, (False, True)))
+    assert len(together.groups) == 3 and len(apart.groups) == 3 and not together.per_run and apart.per_run
+    g = torch.Generator().manual_seed(1)
+    for step in range(4):
+        grad = torch.randn(M, 17, generator=g, dtype=torch.float64) * 10  # clipped at 1 every step
+        for opt in (together, apart):
+            opt.grad.copy_(grad)
+            norms = opt.clip_and_step(1.0)
+        torch.testing.assert_close(norms, torch.linalg.vector_norm(grad, dim=1))
+    # a division for a product, by a divisor the kernel reads in float32 (its grad_scale): float32's rounding
+    torch.testing.assert_close(stacks[1].flat, stacks[0].flat, rtol=1e-6, atol=1e-9)
+    apart.skip[1] = 0.0  # unclipped, dividing by 1 is multiplying by 1: bit for bit, from the same state
+    stacks[1].flat.copy_(stacks[0].flat)
+    apart.m.copy_(together.m), apart.v.copy_(together.v), apart.t.copy_(together.t)
+    for opt in (together, apart):
+        opt.grad.copy_(torch.randn(M, 17, generator=torch.Generator().manual_seed(2), dtype=torch.float64))
+        opt.clip_and_step(1e9)
+    assert torch.equal(stacks[1].flat, stacks[0].flat)
+    before = [t.clone() for t in (stacks[1].flat, apart.m, apart.v)]
+    apart.skip[1] = 1.0
+    apart.grad.fill_(1.0)
+    apart.clip_and_step(1.0)
+    after = (stacks[1].flat, apart.m, apart.v)
+    assert all(torch.equal(b[1], a[1]) for b, a in zip(before, after))  # run 1 left as it was, weights and moments
+    assert not torch.equal(before[0][0], after[0][0]) and not torch.equal(before[0][2], after[0][2])

@@ -84,3 +84,26 @@ def test_every_way_keeps_a_collapsed_runs_loss_finite_and_a_memorised_runs_loss_
         torch.testing.assert_close(losses.double(), expected, rtol=1e-6, atol=3e-6, msg=way)
     with pytest.raises(ValueError, match="way must be one of"):
         output_loss_and_grads(hf, E_out, targets, N, way="fused")
+
+
+def test_gradients_written_into_a_flat_buffer_with_row_masks_are_the_returned_ones_bit_for_bit():
+    from geofact.training.optim import FlatStack
+
+    M, B, N, R = 3, 16, 24, 3
+    configs = [TrainConfig(N=N, R=R, d=8, batch_size=B, seed=s, attention="learned") for s in range(M)]
+    stack = FlatStack(stack_params(configs, torch.float32))
+    g = torch.Generator().manual_seed(0)
+    subjects, relations = torch.randint(0, N, (M, B), generator=g), torch.randint(0, R, (M, B), generator=g)
+    targets = torch.randint(0, N, (M, B), generator=g)
+    losses, grads = loss_and_grads(stack.views, subjects, relations, targets)
+    buffer = torch.full_like(stack.flat, float("nan"))  # every trained entry must be written
+    out = stack.unflatten(buffer)
+    mask = torch.tensor([1.0, 0.0, 1.0])  # run 1 does not train its entity table
+    again, written = loss_and_grads(stack.views, subjects, relations, targets, out=out, row_masks={"E_ent": mask})
+    assert torch.equal(losses, again) and all(written[k] is out[k] for k in written)
+    assert not torch.isnan(buffer).any()
+    for name, value in grads.items():
+        expected = value * mask[:, None, None] if name == "E_ent" else value
+        assert torch.equal(out[name], expected), name
+    with pytest.raises(ValueError, match="row_masks"):
+        loss_and_grads(stack.views, subjects, relations, targets, row_masks={"W_1": mask})

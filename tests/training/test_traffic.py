@@ -71,3 +71,22 @@ def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_l
                 losses.sum().backward()
         moved[way] = counter.bytes / (M * B * N * 4)  # passes over the float32 logits
     assert moved["autograd"] == pytest.approx(11.6, abs=0.1) and moved["one function"] == pytest.approx(8.3, abs=0.1)
+
+
+def test_an_op_that_writes_its_arguments_in_place_and_returns_nothing_counts_them_written():
+    params, grads, m, v = ([torch.ones(100)] for _ in range(4))
+    steps = [torch.zeros(())]
+    with TrafficCounter() as counter:
+        torch._fused_adamw_(params, grads, m, v, [], steps, lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0,
+                            eps=1e-8, amsgrad=False, maximize=False)
+    # reads the weights, gradients, moments and step count; writes the weights and the moments
+    assert counter.bytes == 4 * 400 + 4 + 4 * 300
+    with TrafficCounter() as counter:
+        torch._fused_adamw_(params, grads, m, v, [], steps, lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0,
+                            eps=1e-8, amsgrad=False, maximize=False, grad_scale=torch.ones(()), found_inf=torch.zeros(()))
+    # and the gradients it unscales (with the scale and the flag it reads)
+    assert counter.by_op["_fused_adamw_"] == 4 * 400 + 4 + 4 + 4 + 4 * 400
+    table, rows = torch.ones(1000, 8), torch.zeros(16, dtype=torch.long)
+    with TrafficCounter() as counter:
+        table[rows]  # a gather: the 16 rows it reads, the index, the 16 rows it writes
+    assert counter.bytes == 4 * 16 * 8 + 8 * 16 + 4 * 16 * 8

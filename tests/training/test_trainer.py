@@ -268,3 +268,19 @@ def test_copy_rows_is_torch_where_bit_for_bit(picked):
     copy_rows_(rows, source, into)
     assert torch.equal(into.view(torch.int32), expected.view(torch.int32))
     assert (into[~rows] != source[~rows]).any() or not (~rows).any()
+
+
+def test_a_stack_stepping_each_run_apart_freezes_a_run_at_its_stop_as_the_copy_of_its_weights_does(monkeypatch):
+    from geofact.training import optim
+
+    # unclipped (the GPU's way reads the clipping's divisor in float32): the two ways then step bit for bit alike
+    configs = [TrainConfig(N=16, R=2, d=16, batch_size=16, max_steps=300, lr=lr, loss_threshold=0.05, seed=s,
+                           frozen_embeddings=s == 1, grad_clip=1e9) for s, lr in enumerate((5e-2, 3e-2, 1e-4))]
+    together = train_group(configs, dtype=torch.float64, block_steps=64)
+    monkeypatch.setattr(optim, "PER_RUN_DEVICES", ("cpu",))  # the GPU's way, on the CPU
+    monkeypatch.setattr(optim, "PER_RUN_MIN_PARAMS", 0)
+    apart = train_group(configs, dtype=torch.float64, block_steps=64)
+    assert [r.steps for r in apart] == [r.steps for r in together] and together[0].stopped_early
+    assert together[0].steps % 64 != 0 and not together[2].stopped_early  # a stop inside a block, a run that trains on
+    for a, t in zip(apart, together):
+        assert all(torch.equal(a.params[name], t.params[name]) for name in t.params)
