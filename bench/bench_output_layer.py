@@ -1,8 +1,9 @@
 """The stacked step with each way of its output layer (torch's softmax and log-softmax kernels, the
-written-out softmax), in one process.
+written-out softmax) and each way of stepping its runs' optimiser (together, or each with its own call),
+in one process.
 
 Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 20]
-                                        [--precision tf32 bf16] [--json]
+                                        [--precision tf32 bf16] [--no-optimisers] [--json]
 The next GPU lease runs it first (book/leases.md): see geofact.ops.step_ab. Each row is the difference of
 two calls (5 and 5 + --steps steps), so fixed costs cancel; --json prints one JSON object a line.
 """
@@ -23,16 +24,18 @@ def main() -> None:
     parser.add_argument("--N", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--precision", nargs="+", default=["tf32", "bf16"])
+    parser.add_argument("--no-optimisers", action="store_true", help="time the output layer's ways alone")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     # one line a row as it is timed, flushed: a command cut by its time limit keeps the rows it finished
-    for r in rows(args.device, tuple(args.d), args.runs, args.N, args.steps, tuple(args.precision)):
+    for r in rows(args.device, tuple(args.d), args.runs, args.N, args.steps, tuple(args.precision), not args.no_optimisers):
         if args.json:
             print(json.dumps(r), flush=True)
             continue
         ways = ", ".join(f"{way} {ms:.2f} ms ({r['relative'][way]:.2f}x)" for way, ms in r["ms"].items())
+        stepped = "".join(f"; runs stepped {how}: {ms:.2f} ms" for how, ms in r.get("optimiser_ms", {}).items())
         print(f"N={r['N']} d={r['d']} {r['runs']} runs {r['precision']}, a step: {ways}; fastest: {r['fastest']}; "
-              f"last losses differ by {r['loss_difference']:.2g}", flush=True)
+              f"last losses differ by {r['loss_difference']:.2g}{stepped}", flush=True)
 
 if __name__ == "__main__":
     main()

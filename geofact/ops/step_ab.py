@@ -3,20 +3,23 @@
 geofact.training.step computes whole logits one of three ways (`WAYS`): off the CPU through torch's
 log-softmax kernel (7 passes over them), on the CPU through torch's softmax kernel (7 passes), and the
 written-out softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before
-2026-11-29). Fewer bytes need not mean faster on every card, so the next GPU lease times all three, at
-the paper's shapes and each precision, before it spends its minutes on scale (bench/bench_output_layer.py):
-a way that loses on the GPU is not the GPU's.
+2026-11-29). Its optimiser steps the stack's runs together, or each with its own call (`OPTIMISERS`;
+geofact.training.optim.PER_RUN_DEVICES: five fewer passes over the weights for one launch more a run; a GPU's
+way from a million weights a run, never measured on one before 2026-11-29). Fewer bytes need not mean faster on
+every card, so the next GPU lease times them all, at the paper's shapes and each precision, before it spends
+its minutes on scale (bench/bench_output_layer.py): a way that loses on the GPU is not the GPU's.
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
 import torch
 
 from geofact.host import as_device
+from geofact.training import optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.trainer import train_group
@@ -24,6 +27,7 @@ from geofact.training.step import WAYS
 from geofact.training.traffic import paper_shape
 
 WARM_STEPS = 5  # the shorter call of each timing; its steps carry the fixed cost
+OPTIMISERS = ("together", "per run")  # one fused AdamW call per learning rate, or per run
 
 
 @contextmanager
@@ -40,6 +44,20 @@ def output_layer(way: str, device: torch.device) -> Iterator[None]:
         step_module.WHOLE_WAY.update(before)
 
 
+@contextmanager
+def stepping(how: str, device: torch.device) -> Iterator[None]:
+    """Stacks made inside step their runs `how` (one of OPTIMISERS) on `device`, whatever their size."""
+    if how not in OPTIMISERS:
+        raise ValueError(f"how must be one of {OPTIMISERS}, got {how!r}")
+    before = optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS
+    optim.PER_RUN_DEVICES = (device.type,) if how == "per run" else ()
+    optim.PER_RUN_MIN_PARAMS = 0
+    try:
+        yield
+    finally:
+        optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS = before
+
+
 def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
     """Wall seconds of one `train_group` call of `configs` at `steps` steps, and the runs' last losses."""
     configs = [TrainConfig(**{**c.as_dict(), "max_steps": steps}) for c in configs]
@@ -52,8 +70,10 @@ def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tu
     return time.perf_counter() - start, [r.final_loss for r in results]
 
 
-def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps: int) -> tuple[float, list[float]]:
-    """(seconds a step, each run's last batch loss) of `configs` trained as one stack, `way`.
+def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps: int, how: str | None = None
+              ) -> tuple[float, list[float]]:
+    """(seconds a step, each run's last batch loss) of `configs` trained as one stack, `way`, its runs stepped
+    `how` (one of OPTIMISERS; None: as the device and the stack's size decide).
 
     A `train_group` call has a fixed cost that `steps` steps do not amortise: the runs' weights drawn
     on the host (at d = 768 and 42 runs, seconds), the stack built, a CUDA graph captured. The lease of
@@ -62,7 +82,7 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
     WARM_STEPS steps, divided by `steps`: the fixed cost cancels. A first, discarded call takes the
     costs paid once per shape (kernels chosen, the allocator grown) out of the shorter call. A
     difference of 0 or less is returned as it is: the ratio then says nothing (NaN), and shows it."""
-    with output_layer(way, device):
+    with output_layer(way, device), (stepping(how, device) if how is not None else nullcontext()):
         _seconds(configs, WARM_STEPS, device)
         short, _ = _seconds(configs, WARM_STEPS, device)
         long, losses = _seconds(configs, WARM_STEPS + steps, device)
@@ -70,12 +90,13 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
 
 
 def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
-         precisions=("tf32", "bf16")) -> Iterator[dict]:
+         precisions=("tf32", "bf16"), optimisers: bool = True) -> Iterator[dict]:
     """Per (d, precision), as each is timed: ms a step each way (`ms`, by way), the fastest way, each
     way's ms over the fastest's (`relative`: 1 for the fastest) and the largest difference of the runs'
-    last losses between any two ways (rounding only). A short first call takes the process's one-time
-    costs (the CUDA context, the libraries' handles) out of the first row; each way of each row costs
-    three calls (time_step)."""
+    last losses between any two ways (rounding only); with `optimisers`, also ms a step of the device's own
+    way with the runs stepped each way of OPTIMISERS (`optimiser_ms`) and the faster (`optimiser_fastest`).
+    A short first call takes the process's one-time costs (the CUDA context, the libraries' handles) out of
+    the first row; each timing costs three calls (time_step)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     device = as_device(device)
@@ -87,9 +108,14 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
             ms = {way: 1e3 * seconds for way, (seconds, _) in timed.items()}
             fastest = min(ms, key=ms.get)
             losses = [last for _, last in timed.values()]
-            yield {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps, "ms": ms, "fastest": fastest,
+            row = {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps, "ms": ms, "fastest": fastest,
                    "relative": {w: t / ms[fastest] if ms[fastest] > 0 and t > 0 else float("nan") for w, t in ms.items()},
                    "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y))}
+            if optimisers:
+                own = step_module.WHOLE_WAY.get(device.type, step_module.DEFAULT_WAY)
+                row["optimiser_ms"] = {how: 1e3 * time_step(configs, device, own, steps, how)[0] for how in OPTIMISERS}
+                row["optimiser_fastest"] = min(row["optimiser_ms"], key=row["optimiser_ms"].get)
+            yield row
 
 
 def compare(*args, **kwargs) -> list[dict]:

@@ -3,7 +3,7 @@
 import pytest
 
 from geofact.training import step as step_module
-from geofact.ops.step_ab import WAYS, compare, output_layer
+from geofact.ops.step_ab import OPTIMISERS, WAYS, compare, output_layer, stepping
 
 
 def test_every_output_layer_trains_the_same_runs_and_the_setting_is_put_back():
@@ -14,6 +14,7 @@ def test_every_output_layer_trains_the_same_runs_and_the_setting_is_put_back():
     assert set(row["ms"]) == set(row["relative"]) == set(WAYS) and row["fastest"] in WAYS
     assert all(isinstance(v, float) for v in (*row["ms"].values(), *row["relative"].values()))
     assert row["loss_difference"] < 1e-4  # the same arithmetic to rounding
+    assert set(row["optimiser_ms"]) == set(OPTIMISERS) and row["optimiser_fastest"] in OPTIMISERS
     with pytest.raises(ValueError, match="way must be one of"):
         with output_layer("fused", __import__("torch").device("cpu")):
             pass
@@ -37,3 +38,20 @@ def test_a_step_is_timed_without_the_calls_fixed_cost(monkeypatch):
     assert seconds == pytest.approx(0.1) and calls == [5, 5, 25]  # the first call discarded
     with pytest.raises(ValueError, match="steps must be >= 1"):
         next(step_ab.rows("cpu", steps=0))
+
+
+def test_the_optimiser_is_stepped_each_way_asked_and_the_settings_put_back():
+    import torch
+
+    from geofact.training import optim
+    from geofact.training.optim import FlatStack, StackedAdamW
+
+    before = optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS
+    stack = FlatStack({"a": torch.zeros(3, 4)})
+    for how, per_run in (("per run", True), ("together", False)):
+        with stepping(how, torch.device("cpu")):
+            assert StackedAdamW(stack, [1e-3] * 3, 0.0, [[(0, 4)]] * 3).per_run == per_run
+    assert (optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS) == before
+    with pytest.raises(ValueError, match="how must be one of"):
+        with stepping("fused", torch.device("cpu")):
+            pass
