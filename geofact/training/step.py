@@ -232,22 +232,18 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     gradients are returned (default: all); the weight matrices' gradient matmuls of the others are skipped
     (a transfer's retraining trains the entity table alone: a third of the step's matmul FLOPs).
 
-    `out`: {name: (M, ...)} tensors the gradients of those names are written into and returned as (views of an
-    optimiser's flat gradient buffer, geofact.training.stack.StackedUpdates.grad_targets): the buffer needs
-    no concatenation of new gradients, two passes over every weight a step. `row_masks`: {"E_ent" or
-    "E_rel": (M,)} factors of each run's table gradient (0 where a run does not train that table: frozen
-    embeddings), applied to its B gathered rows before they are added, not to the whole table."""
+    `out`: {name: (M, ...)} where those gradients are written and returned (views of an optimiser's flat buffer,
+    geofact.training.stack.StackedUpdates.grad_targets: no concatenation of them, two passes over the weights);
+    `row_masks`: {"E_ent" or "E_rel": (M,)} factors of each run's table gradient (0: a frozen table), on its rows."""
     if not covers(p):
         raise ValueError("loss_and_grads covers models without learned positions; use autograd")
     out, row_masks = out or {}, row_masks or {}
     if not set(row_masks) <= {"E_ent", "E_rel"}:
         raise ValueError(f"row_masks must name embedding tables among ['E_ent', 'E_rel'], got {sorted(row_masks)}")
     p = {k: v.detach() for k, v in p.items()}
-    M, B = subjects.shape
-    L = 2
+    (M, B), L = subjects.shape, 2
     width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
-    # each query's rows gathered from the two tables by (run, row): the tables are views of the stack's flat
-    # buffer, strided by run, which a flattening over runs would copy whole (a weight-sized pass)
+    # rows gathered by (run, row) from the tables, strided views of the flat buffer (flattened, copied whole)
     run = torch.arange(M, device=subjects.device)[:, None].expand(M, B)
     x = torch.stack([p["E_ent"][run, subjects], p["E_rel"][run, relations]], 2)  # (M, B, L, d)
 
@@ -302,10 +298,16 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     d_x[:, :, -1] += d_h
     for position, (name, rows) in enumerate((("E_ent", subjects), ("E_rel", relations))):
         if name in wanted:
-            d_rows = d_x[:, :, position]  # (M, B, d)
-            if name in row_masks:
-                d_rows = d_rows * row_masks[name][:, None, None]
-            # a table's gradient: its gathered rows added back where they came from (a row drawn twice, twice)
-            table = out[name].zero_() if name in out else torch.zeros_like(p[name])
-            g[name] = table.index_put_((run, rows), d_rows, accumulate=True)
+            g[name] = _table_grad(p[name], run, rows, d_x[:, :, position], out.get(name), row_masks.get(name))
     return losses, {name: value for name, value in g.items() if name in wanted}
+
+
+def _table_grad(table: torch.Tensor, run: torch.Tensor, rows: torch.Tensor, d_rows: torch.Tensor,
+                out: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
+    """An embedding table's (M, n, d) gradient: the gradients of its gathered rows d_rows (M, B, d), at (run, rows)
+    (M, B), added back where they came from (a row drawn twice, twice), into `out` if given, each run's scaled by
+    its `mask` (M,) entry if given."""
+    if mask is not None:
+        d_rows = d_rows * mask[:, None, None]
+    grad = out.zero_() if out is not None else torch.zeros_like(table)
+    return grad.index_put_((run, rows), d_rows, accumulate=True)
