@@ -383,16 +383,23 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
     return out
 
 
-def recorded_runs(root: Path) -> dict[str, dict]:
-    """The single-hop run records under `root`, by config key: every GPU lease's archive (results/*/records)
-    and the run cache (.geofact/runs), whose record wins where both hold one."""
+def run_records(root: Path) -> list[dict]:
+    """The single-hop run records under `root`, each once: every GPU lease's archive (results/*/records, in
+    name order; an archive holds the records of the leases before it too) and the run cache (.geofact/runs),
+    last. A run trained twice (on two leases) is two records."""
     sources = [*sorted(Path(root).glob("results/*/records/*.tar.gz")), Path(root) / ".geofact" / "runs"]
-    out = {}
+    out: dict[tuple, dict] = {}
     for source in (s for s in sources if s.exists()):
         for record in read_run_records(source):
             if record.get("schema") == "geofact.training.run/1":
-                out[TrainConfig(**record["config"]).key()] = record
-    return out
+                made = (record.get("provenance") or {}).get("executed_at") or record.get("group_seconds")
+                out[TrainConfig(**record["config"]).key(), json.dumps(made)] = record
+    return list(out.values())
+
+
+def recorded_runs(root: Path) -> dict[str, dict]:
+    """`run_records` by config key: the last of a run trained more than once (the run cache's where it holds one)."""
+    return {TrainConfig(**record["config"]).key(): record for record in run_records(root)}
 
 
 def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> list[tuple[str, float, float, int]]:
@@ -498,14 +505,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         calibration = load_calibration(args.root, args.device, args.card)
         device = torch.device(args.device)  # the stacking policy of that kind of device, whether or not it is here
-        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded_runs(args.root))
+        records = run_records(args.root)
+        recorded = {TrainConfig(**record["config"]).key(): record for record in records}
+        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded)
     except ValueError as exc:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1
     print(format_plan(plans, calibration, args.minutes))
     if args.check:
-        runs_dir = args.root / ".geofact" / "runs"
-        records = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
         print("\n".join(plan_errors(records, calibration, args.device.split(":")[0])))
     return 0
 
