@@ -123,7 +123,7 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
     # tensor-core ratio for tf32 / bf16 (where matmuls are a small share of the step, the fit alone cannot bound them)
     cap = PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]
     rate = 1 / max(inverse_rate, 1 / cap)
-    predicted = A @ (x / scale)
+    predicted = A @ np.array([1 / rate, inverse_bandwidth, fixed])  # as the capped calibration prices them
     worst = float(np.max(np.abs(predicted / t - 1)))
     # the fit's rate is its policy's; float32 work (the analyses) gets no more than the measured float32 peak
     return Calibration(device=bench["device"], matmul_flops={"fp32": min(rate, bench["matmul_peak_flops"]), precision: rate},
