@@ -78,7 +78,9 @@ DEFAULT_BLOCK_STEPS = 64  # steps between host reads
 # a run read past its stop or keeping a tail, whose spikes its page reads, logs every 10; the others keep the
 # 100 their cached records were made with.
 LOG_EVERY = {False: 100, True: 10}  # TrainConfig.read_past_stop or keep_tail -> steps
-BATCH_BLOCK_KEYS = 2**22  # hash keys drawn at once by the batch sampler (bounds its memory)
+# hash keys the batch sampler draws at once (bounds its memory: 8 bytes a key, a few times over): on a CPU 32 MiB;
+# on a GPU 512 MiB, so that a block of the paper's capacity stack (2.75M keys a step) takes 3 draws, not 64
+BATCH_BLOCK_KEYS = {"cpu": 2**22, "other": 2**26}
 ACCURACY_LOGITS = {"cpu": 2**24, "other": 2**28}  # logit entries per chunk of an accuracy pass (runs x facts x N)
 
 
@@ -145,7 +147,8 @@ class FactGroup(StackedGroup):
 
     def step_batches(self, steps: range) -> list[torch.Tensor]:
         """Each step's batch (M', B, 3) of facts, drawn a few steps at a time (the sampler's memory is bounded)."""
-        per_draw = max(1, BATCH_BLOCK_KEYS // (len(self.alive) * self.padded.shape[1]))
+        keys = BATCH_BLOCK_KEYS["cpu" if self.device.type == "cpu" else "other"]
+        per_draw = max(1, keys // (len(self.alive) * self.padded.shape[1]))
         batches = []
         for start in range(steps.start, steps.stop, per_draw):
             drawn = self.sampler(range(start, min(start + per_draw, steps.stop)))  # (M', steps, B)

@@ -39,3 +39,13 @@ def test_facts_are_the_tasks_queries_with_their_answers():
     table, q = facts(7, 3, 5), SharedAttributeTask.random(7, 3, 5).queries()
     assert table.dtype == torch.int64 and table.shape == (21, 3)
     assert torch.equal(table, torch.stack([q.tokens[:, 0], q.tokens[:, 1] - 7, q.targets], dim=1))
+
+
+def test_runs_hashed_together_over_the_largest_count_draw_the_batches_of_their_groups():
+    seeds, n_facts = [5, 6, 7, 8], [96, 32, 64, 32]
+    grouped = FactSampler(seeds, n_facts, 16, 96, padded=False)
+    together = FactSampler(seeds, n_facts, 16, 96, padded=True)
+    assert len(grouped.groups) == 3 and len(together.groups) == 1  # one hash over every run (a GPU's way)
+    assert torch.equal(together(range(3, 40)), grouped(range(3, 40)))
+    assert torch.equal(together.keep([1, 2])(range(5, 9)), grouped(range(5, 9))[[1, 2]])
+    assert FactSampler(seeds, n_facts, 16, 96, device="cpu").padded is False
