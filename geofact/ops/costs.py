@@ -397,9 +397,9 @@ def run_records(root: Path) -> list[dict]:
     return list(out.values())
 
 
-def recorded_runs(root: Path) -> dict[str, dict]:
+def recorded_runs(records: list[dict]) -> dict[str, dict]:
     """`run_records` by config key: the last of a run trained more than once (the run cache's where it holds one)."""
-    return {TrainConfig(**record["config"]).key(): record for record in run_records(root)}
+    return {TrainConfig(**record["config"]).key(): record for record in records}
 
 
 def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> list[tuple[str, float, float, int]]:
@@ -506,8 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         calibration = load_calibration(args.root, args.device, args.card)
         device = torch.device(args.device)  # the stacking policy of that kind of device, whether or not it is here
         records = run_records(args.root)
-        recorded = {TrainConfig(**record["config"]).key(): record for record in records}
-        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded)
+        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded_runs(records))
     except ValueError as exc:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1

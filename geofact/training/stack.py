@@ -22,6 +22,7 @@ from geofact.training.model import init_params
 from geofact.precision import check_precision
 from geofact.training.optim import FlatStack, StackedAdamW
 from geofact.training.resume import GroupCheckpoint, GroupState, restore_stack
+from geofact.training.step import TABLES
 
 
 def stack_params(configs: list, dtype: torch.dtype, init: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
@@ -88,6 +89,7 @@ class StackedUpdates:
         lr = [float(np.array(c.lr, dtype=str(dtype).removeprefix("torch."))) for c in configs]
         self.opt = StackedAdamW(self.stack, lr, configs[0].weight_decay, ranges)
         self._in_place: dict[str, torch.Tensor] = {}  # the gradient buffer's views `grad_targets` handed out
+        self._row_masks: dict[str, torch.Tensor] = {}  # and the tables' masks, (M,) each
 
     @property
     def params(self) -> dict[str, torch.Tensor]:
@@ -110,12 +112,13 @@ class StackedUpdates:
         {table: (M,) mask} for the embedding tables some runs do not train); None where a mask is on another
         tensor (the step scales a table's gathered rows, nothing else). A step given these saves the
         buffer's concatenation of new gradients and the masks' multiply: `__call__` sees them in place."""
-        if not set(self.masks) <= {"E_ent", "E_rel"}:
+        if not set(self.masks) <= set(TABLES):
             return None
         if not self._in_place:
             views = self.stack.unflatten(self.opt.grad)
             self._in_place = {k: views[k] for k in self.names}
-        return self._in_place, {k: v.flatten() for k, v in self.masks.items()}
+            self._row_masks = {k: v.flatten() for k, v in self.masks.items()}
+        return self._in_place, self._row_masks
 
     def gradients(self, losses: torch.Tensor) -> dict[str, torch.Tensor]:
         """The gradients of losses.sum() (losses (M,) from `params`) by autograd, for the tensors runs train."""

@@ -51,6 +51,7 @@ from geofact.training.model import RMS_EPS, attend
 # GPU's bound is its memory, not its cache.
 WHOLE = {"cpu": 2**20, "other": 2**22}
 CHUNK = {"cpu": 2**18, "other": 2**22}
+TABLES = ("E_ent", "E_rel")  # the embedding tables, whose gradients are their gathered rows added back
 # torch's fused RMSNorm forward (with its rstd) and, on CUDA (and the tests' meta device), its backward;
 # written out where a torch or a device lacks them
 _FUSED_RMS = hasattr(torch.ops.aten, "_fused_rms_norm")
@@ -238,8 +239,8 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     if not covers(p):
         raise ValueError("loss_and_grads covers models without learned positions; use autograd")
     out, row_masks = out or {}, row_masks or {}
-    if not set(row_masks) <= {"E_ent", "E_rel"}:
-        raise ValueError(f"row_masks must name embedding tables among ['E_ent', 'E_rel'], got {sorted(row_masks)}")
+    if not set(row_masks) <= set(TABLES):
+        raise ValueError(f"row_masks must name embedding tables among {list(TABLES)}, got {sorted(row_masks)}")
     p = {k: v.detach() for k, v in p.items()}
     (M, B), L = subjects.shape, 2
     width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
@@ -296,7 +297,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
         d_xn = d_mixed.div_(L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
     d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, -1] += d_h
-    for position, (name, rows) in enumerate((("E_ent", subjects), ("E_rel", relations))):
+    for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
         if name in wanted:
             g[name] = _table_grad(p[name], run, rows, d_x[:, :, position], out.get(name), row_masks.get(name))
     return losses, {name: value for name, value in g.items() if name in wanted}

@@ -232,9 +232,8 @@ class StopRuleStep:
         # A stack that steps each run with its own optimiser call (geofact.training.optim.PER_RUN_DEVICES) and reads
         # no run past its stop freezes a run where it stops (its call skipped): its row of the weights is then its
         # weights at the stop, with no copy of them; elsewhere the rows of the runs that stop are copied out
-        opt = group.update.opt
-        self.frozen = opt.per_run and not group.past_stop
-        self.at_stop = flat if self.frozen else torch.zeros_like(flat)  # (M', P)
+        self.freezes = group.update.opt.per_run and not group.past_stop
+        self.at_stop = flat if self.freezes else torch.zeros_like(flat)  # (M', P)
         if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it, -1 if none did
             self.decided = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',)
         self.past_stop = group.past_stop
@@ -278,12 +277,11 @@ class StopRuleStep:
 
     def _stop(self, now: torch.Tensor) -> None:
         """The runs in `now` (M',) stop before this step's update: their weights are kept as they are now."""
-        if self.frozen:
-            self.running &= ~now
-            self.group.update.opt.skip.copy_(~self.running)
-        else:
+        if not self.freezes:
             copy_rows_(now, self.flat, self.at_stop)
-            self.running &= ~now
+        self.running &= ~now
+        if self.freezes:
+            self.group.update.opt.skip.copy_(~self.running)
 
     def __call__(self, step: int, batch: torch.Tensor) -> torch.Tensor:
         """Take step number `step` on `batch` (M', B, 3); its losses (M',) (a buffer the next step overwrites)."""

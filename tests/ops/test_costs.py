@@ -155,7 +155,7 @@ def test_recorded_runs_come_from_lease_archives_and_the_run_cache_which_wins(tmp
     import json
     import tarfile
 
-    from geofact.ops.costs import recorded_runs
+    from geofact.ops.costs import recorded_runs, run_records
 
     config = TrainConfig(N=64, R=2, d=8, batch_size=32)
     other = dataclasses.replace(config, d=16)
@@ -168,7 +168,7 @@ def test_recorded_runs_come_from_lease_archives_and_the_run_cache_which_wins(tmp
             archive.addfile(member, io.BytesIO(data))
     (tmp_path / ".geofact" / "runs").mkdir(parents=True)
     (tmp_path / ".geofact" / "runs" / f"{config.key()}.json").write_text(json.dumps(_record(config, 0.9)))
-    runs = recorded_runs(tmp_path)
+    runs = recorded_runs(run_records(tmp_path))
     assert {k: r["accuracy"] for k, r in runs.items()} == {config.key(): 0.9, other.key(): 0.7}
 
 
