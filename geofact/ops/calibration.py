@@ -37,6 +37,7 @@ class Calibration:
     op_seconds: float  # fixed cost of one dispatched op (launch and framework)
     ops_per_step: float  # ops of a single-hop step (views excluded)
     source: str  # where the numbers come from
+    counted: CountedRates | None = None  # rates of a step's counted work, where the timed steps have been counted
 
     def step_seconds(self, config: TrainConfig | MultiHopConfig, runs: int) -> float:
         rate = self.matmul_flops.get(config.precision) or self.matmul_flops["fp32"]
@@ -45,6 +46,31 @@ class Calibration:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: dict) -> Calibration:
+        counted = stored.get("counted")
+        return cls(**{**stored, "counted": CountedRates(**counted) if counted else None})
+
+
+@dataclass(frozen=True)
+class CountedRates:
+    """A card's rates for the work of a step as `geofact.training.traffic` counts it (bytes, FLOPs and ops on
+    fake `meta` tensors), fitted to the steps the card timed, each counted as the code that trained it ran
+    (bench/count_lease_steps.py). A step changed since is then priced by its own count: fewer bytes, fewer
+    ops, less time, before any GPU has timed it. What the fit assumes is that the card moves the new
+    step's bytes at the rate it moved the old step's (the same kinds of kernel: matmuls, elementwise
+    passes, reductions); a lease's timing of the new step tests that."""
+
+    matmul_flops: dict[str, float]  # achieved FLOP/s of the counted FLOPs, per precision policy
+    bandwidth: float  # achieved bytes/s of the counted bytes
+    op_seconds: float  # seconds per counted op
+    source: str
+
+    def seconds(self, flops: float, moved: float, ops: float, precision: str) -> float:
+        """A step's seconds from its counted FLOPs, bytes `moved` and ops."""
+        rate = self.matmul_flops.get(precision) or self.matmul_flops["fp32"]
+        return flops / rate + moved / self.bandwidth + ops * self.op_seconds
 
 
 # H100 SXM data sheet: 67 TFLOP/s float32, 495 dense TF32, 990 dense bf16; 3.35 TB/s HBM3. The step's matmuls
@@ -76,12 +102,26 @@ def step_bytes(c: TrainConfig | MultiHopConfig) -> float:
     return 4.0 * (10 * c.batch_size * targets * c.N + 12 * n_params(c))
 
 
-def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> list[tuple[TrainConfig, float, float]]:
-    """(config, runs, seconds a step) of the stacked groups that trained `records` on `device` (a kind such
-    as "cuda", or a whole description): the steadiest timing there is, whole groups at their real shapes.
-    A group's records share its `group_seconds` and `group_size`; its runs leave the stack as they stop,
-    so it counts as its mean stack (run-steps / the longest run's steps) over the longest run's steps.
-    Groups shorter than `min_steps` are left out: their time is mostly warm-up and a CUDA graph's capture."""
+@dataclass(frozen=True)
+class TimedGroup:
+    """A stacked group a device trained, as its run records say: its runs, and how long a step took."""
+
+    configs: tuple[TrainConfig, ...]  # its runs
+    runs: float  # its mean stack: run-steps / the longest run's steps (runs leave the stack as they stop)
+    seconds: float  # a step, over the longest run's steps
+    commit: str  # the code that trained it (its records' provenance)
+
+    @property
+    def config(self) -> TrainConfig:
+        """The run whose shape the stack takes (the largest R)."""
+        return max(self.configs, key=lambda c: c.R)
+
+
+def timed_groups(records: list[dict], device: str, min_steps: int = 1000) -> list[TimedGroup]:
+    """The stacked groups that trained `records` on `device` (a kind such as "cuda", or a whole description):
+    the steadiest timing there is, whole groups at their real shapes. A group's records share its
+    `group_seconds` and `group_size`. Groups shorter than `min_steps` are left out: their time is mostly
+    warm-up and a CUDA graph's capture."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         made_on = (r.get("provenance") or {}).get("device", "")
@@ -94,9 +134,14 @@ def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> li
         longest = max(m["steps"] for m in members)
         if longest < min_steps:
             continue
-        config = max((TrainConfig(**m["config"]) for m in members), key=lambda c: c.R)
-        out.append((config, sum(m["steps"] for m in members) / longest, seconds / longest))
-    return sorted(out, key=lambda group: (group[0].N, group[0].d, group[1]))
+        out.append(TimedGroup(tuple(TrainConfig(**m["config"]) for m in members), sum(m["steps"] for m in members) / longest,
+                              seconds / longest, (members[0].get("provenance") or {}).get("git_commit", "")))
+    return sorted(out, key=lambda g: (g.config.N, g.config.d, g.runs))
+
+
+def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> list[tuple[TrainConfig, float, float]]:
+    """(config, runs, seconds a step) of `timed_groups`: the stack's largest-R run, its mean stack, its step."""
+    return [(g.config, g.runs, g.seconds) for g in timed_groups(records, device, min_steps)]
 
 
 def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
@@ -135,6 +180,33 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
                                  "identify it, matmuls being a small share of these steps" if rate >= cap * (1 - 1e-9) else ""))
 
 
+def fit_counted(points: list[tuple[dict, float, str]], fp32_peak: float, precision: str) -> CountedRates:
+    """CountedRates from timed steps: (the step's counts {"flops", "bytes", "ops"}, its measured seconds, what it
+    is), fitted as `fit` fits its model (non-negative least squares in relative error), the matmul rate
+    capped at the policy's peak (`fp32_peak` times the data sheet's tensor-core ratio)."""
+    from scipy.optimize import nnls
+
+    if not points:
+        raise ValueError("fit_counted needs at least one counted, timed step")
+    A = np.array([[c["flops"], c["bytes"], c["ops"]] for c, _, _ in points])
+    t = np.array([seconds for _, seconds, _ in points])
+    scale = A.max(0)
+    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))
+    inverse_rate, inverse_bandwidth, op_seconds = x / scale
+    cap = PEAK_OVER_FP32[precision] * fp32_peak
+    rate = 1 / max(inverse_rate, 1 / cap)
+    errors = A @ np.array([1 / rate, inverse_bandwidth, op_seconds]) / t - 1
+    worst = int(np.argmax(np.abs(errors)))
+    # another policy's matmuls at this one's rate times the data sheet's ratio of their peaks (its own rate once timed)
+    rates = {other: float(min(rate * PEAK_OVER_FP32[other] / PEAK_OVER_FP32[precision], PEAK_OVER_FP32[other] * fp32_peak))
+             for other in PEAK_OVER_FP32}
+    return CountedRates(matmul_flops={**rates, precision: float(rate)},
+                        bandwidth=float(1 / max(inverse_bandwidth, 1e-15)), op_seconds=float(op_seconds),
+                        source=f"fitted to {len(points)} timed steps counted as the code that ran them: worst error "
+                               f"{errors[worst]:+.0%} ({points[worst][2]})"
+                               + (f"; the matmul rate is the cap ({cap / 1e12:.0f} TFLOP/s, {precision})" if rate >= cap * (1 - 1e-9) else ""))
+
+
 def card_of(description: str) -> str:
     """The card a calibration belongs to, from `geofact.device.describe_device`'s words: 'cuda (NVIDIA H100 80GB
     HBM3)' -> 'h100', 'cuda (NVIDIA H200)' -> 'h200'; '' where it names none (a CPU). Cards are calibrated apart."""
@@ -164,7 +236,7 @@ def load_calibration(root: Path, device: str, card: str | None = None) -> Calibr
     if card is not None and card not in cards:
         raise ValueError(f"card must be one of the calibrated {device} cards {cards}, got {card!r}")
     if cards:
-        return Calibration(**json.loads(calibration_path(root, device, cards[0] if card is None else card).read_text())["calibration"])
+        return Calibration.from_dict(json.loads(calibration_path(root, device, cards[0] if card is None else card).read_text())["calibration"])
     if device.startswith("cuda"):
         return H100_SPEC
     raise ValueError(f"no calibration for device {device!r} at {calibration_path(root, device)}: run `python "

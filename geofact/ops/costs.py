@@ -24,10 +24,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from geofact.ops.calibration import H100_SPEC, Calibration, group_timings, load_calibration, step_bytes
+from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, group_timings, load_calibration, step_bytes,
+                                     stored_cards)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.ops.pack import read_run_records
+from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
@@ -72,8 +74,15 @@ class Group:
         """The run whose shape the stack takes (the largest R)."""
         return max(self.configs, key=lambda c: c.R)
 
-    def seconds(self, calibration: Calibration) -> float:
-        return expected_steps(self.config) * calibration.step_seconds(self.config, self.runs)
+    def seconds(self, calibration: Calibration, counts: Callable[[list], dict] | None = None) -> float:
+        """Its predicted seconds: each step by its counted work (`counts`, geofact.ops.step_counts.StepCounts) at the
+        card's counted rates where there are both and the runs are single-hop, else by the calibration's formula."""
+        if counts is not None and calibration.counted is not None and isinstance(self.config, TrainConfig):
+            counted = counts(list(self.configs))
+            step = calibration.counted.seconds(counted["flops"], counted["bytes"], counted["ops"], self.config.precision)
+        else:
+            step = calibration.step_seconds(self.config, self.runs)
+        return expected_steps(self.config) * step
 
     def shape(self) -> str:
         c, Rs = self.config, sorted({c.R for c in self.configs})
@@ -350,10 +359,11 @@ class PagePlan:
     groups: list[Group]
     analyses: list[Analysis]
     calibration: Calibration
+    counts: Callable[[list], dict] | None = None  # the stacks' counted steps (Group.seconds)
 
     @property
     def training_seconds(self) -> float:
-        return sum(g.seconds(self.calibration) for g in self.groups)
+        return sum(g.seconds(self.calibration, self.counts) for g in self.groups)
 
     @property
     def analysis_seconds(self) -> float:
@@ -365,12 +375,13 @@ class PagePlan:
 
 
 def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size: Callable[[Any], int],
-               recorded: Mapping[str, dict] | None = None) -> list[PagePlan]:
+               recorded: Mapping[str, dict] | None = None, counts: Callable[[list], dict] | None = None) -> list[PagePlan]:
     """Plans of the pages in `parameters` ({page: its parameters at the profile, defaults included}), in
     the lease's order (LEASE_ORDER); pages without a planner are left out. `recorded` ({config key: run
     record}, `recorded_runs`) decides the runs that depend on measurements where it can (the threshold
     cells); every run is priced whether or not it is recorded (a lease retrains the grid runs whose weights
-    its analyses read)."""
+    its analyses read). `counts`: the stacks' counted steps, which single-hop groups are priced by where the
+    calibration has counted rates (Group.seconds)."""
     recorded = {} if recorded is None else recorded
     out = []
     for page in [p for p in LEASE_ORDER if p in parameters] + [p for p in parameters if p not in LEASE_ORDER]:
@@ -379,7 +390,7 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
             if params.get("precision") is not None:
                 check_precision(params["precision"])
             groups, analyses = PLANNERS[page](params, group_size, recorded)
-            out.append(PagePlan(page, groups, analyses, calibration))
+            out.append(PagePlan(page, groups, analyses, calibration, counts))
     return out
 
 
@@ -417,7 +428,11 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
     lines = [f"calibration: {calibration.device}; {calibration.source}",
              "  matmul " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in calibration.matmul_flops.items())
              + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
-               f"{calibration.ops_per_step:.0f} ops/step",
+               f"{calibration.ops_per_step:.0f} ops/step"
+             + (" (multi-hop steps)" if calibration.counted is not None and plans and plans[0].counts is not None else ""),
+             *([f"  single-hop steps by their counted work (this checkout's step on fake meta tensors): "
+                f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op; "
+                f"{calibration.counted.source}"] if calibration.counted is not None and plans and plans[0].counts is not None else []),
              "training is priced at each run's step budget (an upper bound; d_min trials with an accuracy stop at what "
              "they are expected to train); '~' marks runs that are a guess", ""]
     for plan in plans:
@@ -426,7 +441,7 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
         rows: dict[tuple, list[float]] = {}  # stacks alike (a search's trials, one run each) on one line
         for g in plan.groups:
             key = (g.guess, g.what, g.runs, g.shape(), g.config.max_steps)
-            rows.setdefault(key, []).append(g.seconds(calibration))
+            rows.setdefault(key, []).append(g.seconds(calibration, plan.counts))
         for (guess, what, runs, shape, steps), seconds in rows.items():
             stacks = f"{len(seconds)} x {runs}" if len(seconds) > 1 else f"{runs}"
             lines.append(f"  {'~' if guess else ' '} {what:<38} {stacks:>7} runs  {shape:<34} {steps:>6} steps  "
@@ -463,6 +478,27 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
         if errors:
             worst = max(errors, key=abs)
             lines.append(f"  {card}: {len(errors)} groups, worst error {worst:+.0%}")
+    return lines
+
+
+def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -> list[str]:
+    """The counted rates of `calibration` against every timed step a card's calibration file stores counted as the
+    code that ran it ("counted_steps", bench/count_lease_steps.py), of every card: one line a step, one a card."""
+    if calibration.counted is None:
+        return [f"counted check: {calibration.device} has no counted rates (bench/count_lease_steps.py)"]
+    lines = [f"counted check against {calibration.device}'s counted rates ({calibration.counted.source.split(':')[0]}):"]
+    for card in stored_cards(root, device):
+        rows = json.loads(calibration_path(root, device, card).read_text()).get("counted_steps", [])
+        errors = []
+        for row in rows:
+            share = row["runs_timed"] / row["runs_counted"]
+            precision = "tf32" if device.startswith("cuda") else "fp32"
+            predicted = calibration.counted.seconds(row["flops"] * share, row["bytes"] * share, row["ops"], precision)
+            errors.append(predicted / row["seconds"] - 1)
+            lines.append(f"  {card}: {row['what']}: {row['seconds'] * 1e3:.2f} ms a step measured, {predicted * 1e3:.2f} "
+                         f"predicted from {row['bytes'] * share / 1e9:.2f} GB and {row['ops']:.0f} ops ({errors[-1]:+.0%})")
+        if errors:
+            lines.append(f"  {card}: {len(errors)} steps, worst error {max(errors, key=abs):+.0%}")
     return lines
 
 
@@ -506,13 +542,15 @@ def main(argv: list[str] | None = None) -> int:
         calibration = load_calibration(args.root, args.device, args.card)
         device = torch.device(args.device)  # the stacking policy of that kind of device, whether or not it is here
         records = run_records(args.root)
-        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded_runs(records))
+        counts = StepCounts(args.root) if calibration.counted is not None else None
+        plans = plan_pages(parameters, calibration, lambda c: default_group_size(c, device), recorded_runs(records), counts)
     except ValueError as exc:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1
     print(format_plan(plans, calibration, args.minutes))
     if args.check:
         print("\n".join(plan_errors(records, calibration, args.device.split(":")[0])))
+        print("\n".join(counted_errors(args.root, calibration, args.device.split(":")[0])))
     return 0
 
 

@@ -1,9 +1,9 @@
 """The stacked step with each of its output layers, timed in one process (issue 47, item 6).
 
-geofact.training.step computes whole logits one of three ways (`WAYS`): off the CPU through torch's
-log-softmax kernel (7 passes over them), on the CPU through torch's softmax kernel (7 passes), and the
-written-out softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before
-2026-11-29). Its optimiser steps the stack's runs together, or each with its own call (`OPTIMISERS`;
+geofact.training.step computes whole logits one of four ways (`WAYS`): off the CPU, from 2026-11-29,
+through torch's softmax kernel and one maximum (6 passes over them), before that through its log-softmax
+kernel (7 passes), on the CPU through its softmax kernel and two maxima (7 passes), and the written-out
+softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before 2026-11-29). Its optimiser steps the stack's runs together, or each with its own call (`OPTIMISERS`;
 geofact.training.optim.PER_RUN_DEVICES: five fewer passes over the weights for one launch more a run; a GPU's
 way from a million weights a run, never measured on one before 2026-11-29). Fewer bytes need not mean faster on
 every card, so the next GPU lease times them all, at the paper's shapes and each precision, before it spends

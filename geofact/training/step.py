@@ -26,10 +26,15 @@ the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole, and a
   lse = max logit - log(max softmax) (that entry is at least 1/N, so its log never underflows). Its exponentials are
   torch's vectorised ones inside the kernel: on the 2-core AMD VM at N = 512, batch 512, d = 12, 4 runs, a
   step took 6.1 ms against 7.9-8.8 for the written-out softmax, whose two `exp_` passes were a quarter of it;
-- "log-softmax kernel" (a GPU; every GPU lease since 2026-11-27): torch's log-softmax, then `exp_`;
+- "softmax kernel, one max" (a GPU, from 2026-11-29): the CPU's way with one maximum instead of two: the
+  softmax's largest entry p_j and where it is, j, in one read, and lse = l_j - log p_j from the logit
+  gathered there. Six passes over the logits, one fewer than either other kernel's. The loss -log p_t
+  alone would be five, but a collapsed run's p_t underflows float32 (a loss past 87 nats reads as 87);
+  lse - l_t does not;
+- "log-softmax kernel" (every GPU lease from 2026-11-27 to 2026-11-29): torch's log-softmax, then `exp_`;
 - "written-out softmax": `logsumexp`, `sub_`, `exp_`. Every laptop run was trained so until 2026-11-29,
   and GPU leases before 2026-11-27; kept for `geofact.ops.step_ab`'s comparison on a GPU.
-The three agree to rounding (tests/training/test_step.py checks each against autograd in float64).
+The four agree to rounding (tests/training/test_step.py checks each against autograd in float64).
 
 RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
     dg = sum over positions of dy * v^,    dv = RMSNorm's own backward of (dy * g)
@@ -47,9 +52,11 @@ from geofact.training.model import RMS_EPS, attend
 
 # A run's (B, N) logits are computed whole up to WHOLE entries, beyond it in chunks of CHUNK entries (a
 # whole number of entities). Per run, so that a run's rounding does not depend on the runs stacked with
-# it. A CPU keeps a run's chunk in its L2 cache (1 MiB of float32); a
-# GPU's bound is its memory, not its cache.
-WHOLE = {"cpu": 2**20, "other": 2**22}
+# it. A CPU keeps a run's chunk in its L2 cache (1 MiB of float32); a GPU's bound is its memory, not its
+# cache, and geofact.training.sweep.GPU_LOGITS_BUDGET bounds a stack's: every run of the paper is whole
+# there (exp-scaling's N = 32768 at batch 1024 moved 5.1 GB a step in chunks, which recompute the logits,
+# 3.5 GB whole; until 2026-11-29 the bound was 2**22, N = 4096 at batch 1024)
+WHOLE = {"cpu": 2**20, "other": 2**26}
 CHUNK = {"cpu": 2**18, "other": 2**22}
 TABLES = ("E_ent", "E_rel")  # the embedding tables, whose gradients are their gathered rows added back
 # torch's fused RMSNorm forward (with its rstd) and, on CUDA (and the tests' meta device), its backward;
@@ -59,11 +66,11 @@ _FUSED_RMS_BACKWARD = hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 FUSED_BACKWARD_DEVICES = ("cuda", "meta")
 # where the first pass over the chunks keeps their exponentials for the second (memory for arithmetic)
 KEEP_EXPONENTIALS = ("cpu",)
-WAYS = ("softmax kernel", "log-softmax kernel", "written-out softmax")
-# how whole logits become the softmax, by device type (see above); elsewhere DEFAULT_WAY: 7 passes over the
-# (M, B, N) logits for either kernel instead of 17 (issue 47; geofact.training.traffic counts them)
+WAYS = ("softmax kernel", "log-softmax kernel", "softmax kernel, one max", "written-out softmax")
+# how whole logits become the softmax, by device type (see above); elsewhere DEFAULT_WAY: 6 passes over the
+# (M, B, N) logits, against 7 for either other kernel and 17 written out (issue 47; geofact.training.traffic counts them)
 WHOLE_WAY = {"cpu": "softmax kernel"}
-DEFAULT_WAY = "log-softmax kernel"
+DEFAULT_WAY = "softmax kernel, one max"
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
@@ -112,13 +119,19 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
     if width >= N:  # passes over the logits for a kernel: the matmul's write, the kernel's read and write,
-        # one more read and write (exp_) or two reads (the two maxima), the two gradient matmuls' reads (and,
-        # on the CPU's way, d_E_out's division by B: a pass over E_out, bit for bit what the cached runs did)
+        # the two gradient matmuls' reads (5), and for the log-softmax one more read and write (exp_), for the
+        # softmax kernel two reads (the two maxima), each 7, or one (one max), 6 (and, on the CPU's way, d_E_out's
+        # division by B: a pass over E_out, bit for bit what the cached runs did)
         logits = torch.bmm(hf, E_out)  # (M, B, N)
         if way == "log-softmax kernel":
             softmax = torch.log_softmax(logits, -1)
             losses = softmax.gather(-1, targets[..., None])[..., 0].mean(1).neg()  # (M,)
             softmax.exp_()
+        elif way == "softmax kernel, one max":  # lse = l_j - log p_j at the softmax's largest entry j: one read
+            softmax = torch.softmax(logits, -1)
+            p_max, j = softmax.max(-1, keepdim=True)  # (M, B, 1)
+            lse = logits.gather(-1, j) - p_max.log_()
+            losses = (lse - logits.gather(-1, targets[..., None]))[..., 0].mean(1)
         else:
             picked = logits.gather(-1, targets[..., None])  # (M, B, 1)
             if way == "softmax kernel":
@@ -137,7 +150,7 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
         d_hf = torch.bmm(softmax, E_out.transpose(1, 2)).div_(B)
         if not want_E_out:
             return losses, d_hf, None
-        if way == "log-softmax kernel" and B < N:  # 1/B on the (M, B, d) states rather than the (M, d, N) gradient
+        if way != "softmax kernel" and B < N:  # 1/B on the (M, B, d) states rather than the (M, d, N) gradient
             return losses, d_hf, torch.bmm(hf.transpose(1, 2).div(B), softmax, out=out)
         return losses, d_hf, torch.bmm(hf.transpose(1, 2), softmax, out=out).div_(B)
 
@@ -183,7 +196,8 @@ class UnembedCrossEntropy(torch.autograd.Function):
     becomes d logits in place; the backward only scales them by the incoming gradient). Counted on fake
     `meta` tensors at the paper's multi-hop shapes (18 runs, N = 2048, d = 256, batch 1024, k = 4 with
     CoT): 7.0 GB through autograd's bmm, log-softmax, its backward and the NLL's zero-filled gradient
-    (11.6 passes over the logits), here 5.0 GB (8.3; tests/training/test_traffic.py), while the single-hop
+    (11.6 passes over the logits), here 4.4 GB (7.3 with the GPU's way, "softmax kernel, one max";
+    tests/training/test_traffic.py), while the single-hop
     step's chunks, which recompute them on a GPU, would be 19.3. Autograd held the logits whole too, so
     memory is no worse."""
 

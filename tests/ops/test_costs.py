@@ -1,6 +1,7 @@
 """geofact plan's cost model (geofact.ops.calibration, geofact.ops.costs): stacking, the fit of a calibration, the lease order."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -184,3 +185,51 @@ def test_d_min_searches_are_priced_as_chains_one_trial_at_a_time():
     first = {False: search_trials(round(128 * 7 / 12), 8, 0.1, False), True: search_trials(round(512 * 7 / 12), 8, 0.1, False)}
     per_regime = {frozen: 2 * (first[frozen] + 2 * CHAINED_TRIALS) for frozen in (False, True)}  # 2 seeds, 3 N
     assert {frozen: sum(1 for g in plan.groups if g.config.frozen_embeddings == frozen) for frozen in (False, True)} == per_regime
+
+
+def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_its_count():
+    from geofact.ops.calibration import CountedRates, fit_counted
+
+    truth = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=2e12, op_seconds=1.5e-6, source="test")
+    steps = [{"flops": f, "bytes": b, "ops": o} for f, b, o in [(3.6e10, 9e9, 540), (1.8e11, 1.4e10, 540), (2e8, 4e7, 300),
+                                                                 (5e8, 1.2e8, 336), (2.3e12, 5e10, 520), (1e9, 1e9, 260)]]
+    points = [(s, truth.seconds(s["flops"], s["bytes"], s["ops"], "tf32"), f"step {i}") for i, s in enumerate(steps)]
+    fitted = fit_counted(points, fp32_peak=67e12, precision="tf32")
+    assert fitted.bandwidth == pytest.approx(2e12, rel=1e-6) and fitted.op_seconds == pytest.approx(1.5e-6, rel=1e-6)
+    assert fitted.matmul_flops["tf32"] == pytest.approx(2e14, rel=1e-6) and re.search(r"worst error [+-]0%", fitted.source)
+    assert fitted.matmul_flops["bf16"] == pytest.approx(4e14, rel=1e-6)  # the data sheet's ratio to tf32's
+    with pytest.raises(ValueError, match="at least one"):
+        fit_counted([], 67e12, "tf32")
+    # stored and read back; a group of single-hop runs priced by its count, a multi-hop one by the formula
+    calibration = dataclasses.replace(H100_SPEC, counted=fitted)
+    assert Calibration.from_dict(calibration.as_dict()) == calibration
+    single = Group("p", "w", tuple(TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=100, seed=s, precision="tf32")
+                                   for s in range(2)))
+    asked = []
+
+    def counts(configs):
+        asked.append(len(configs))
+        return steps[0]
+
+    assert single.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(3.6e10, 9e9, 540, "tf32"), rel=1e-6)
+    assert single.seconds(calibration) == pytest.approx(100 * H100_SPEC.step_seconds(single.config, 2))  # no counts given
+    hop = Group("p", "w", (MultiHopConfig(N=64, R=2, k=2, d=16, batch_size=32, max_steps=100),))
+    assert hop.seconds(calibration, counts) == pytest.approx(100 * H100_SPEC.step_seconds(hop.config, 1))
+    assert asked == [2]
+
+
+def test_step_counts_are_kept_by_code_version_and_ignore_seeds_and_budgets(tmp_path):
+    from geofact.ops.step_counts import StepCounts, code_version
+
+    stack = [TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=100, seed=s) for s in range(2)]
+    counts = StepCounts(tmp_path)
+    first = counts(stack)
+    assert first["bytes"] > 0 and first["ops"] > 50 and first["flops"] > 0
+    kept = tmp_path / ".geofact" / "traffic" / f"{code_version()}.json"
+    assert kept.exists()
+    again = StepCounts(tmp_path)  # read back, not counted again: a count in the file is what it returns
+    assert again([dataclasses.replace(c, seed=c.seed + 7, max_steps=15000) for c in stack]) == first
+    key = next(iter(again.counts))
+    again.counts[key] = {"flops": 1.0, "bytes": 2.0, "ops": 3.0}
+    assert again(stack) == {"flops": 1.0, "bytes": 2.0, "ops": 3.0}
+    assert counts([dataclasses.replace(stack[0], d=16)])["bytes"] != first["bytes"]  # another shape: counted

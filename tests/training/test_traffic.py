@@ -7,7 +7,8 @@ from torch.nn import functional as F
 
 from geofact.training.config import TrainConfig
 from geofact.training.step import unembed_cross_entropy
-from geofact.training.traffic import StepTraffic, TrafficCounter, grid_column, step_traffic
+from geofact.training.dispatch_count import TrafficCounter
+from geofact.training.traffic import StepTraffic, grid_column, step_traffic
 
 
 def test_the_counter_counts_inputs_and_outputs_of_kernels_and_not_views():
@@ -70,7 +71,7 @@ def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_l
                     losses = unembed_cross_entropy(hf, E_out, targets)
                 losses.sum().backward()
         moved[way] = counter.bytes / (M * B * N * 4)  # passes over the float32 logits
-    assert moved["autograd"] == pytest.approx(11.6, abs=0.1) and moved["one function"] == pytest.approx(8.3, abs=0.1)
+    assert moved["autograd"] == pytest.approx(11.6, abs=0.1) and moved["one function"] == pytest.approx(7.3, abs=0.1)
 
 
 def test_an_op_that_writes_its_arguments_in_place_and_returns_nothing_counts_them_written():

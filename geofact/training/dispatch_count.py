@@ -1,0 +1,121 @@
+"""The bytes a sequence of torch ops reads and writes, counted as they are dispatched (issue 47, item 1).
+
+Only torch and numpy are imported here, so that `count_step` can count the training step of an older
+checkout of geofact as well as this one's: bench/count_lease_steps.py loads this file by its path beside
+the code a GPU lease ran, and the plan's cost model is then fitted to what those steps moved
+(geofact.ops.calibration). geofact.training.traffic counts this checkout's step with it, and says what
+is counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import FlopCounterMode
+
+# op -> which argument says how many elements of the indexed tensor (argument 0) it touches
+INDEXED = {"gather": 2, "scatter_add_": 2, "scatter_": 2, "index_add_": 3, "index_put_": 2, "index_select": None,
+           "embedding": None, "index": None}  # None: as many as the output has
+WRITTEN = {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
+SHAPED = {"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
+
+
+def _nbytes(t: torch.Tensor, elements: int | None = None) -> int:
+    return (t.numel() if elements is None else min(elements, t.numel())) * t.element_size()
+
+
+# Mutable arguments a kernel writes only in some calls: torch's fused Adam and AdamW store the gradients back only
+# when they unscale them by a grad_scale (aten/src/ATen/native/cuda/fused_adam_utils.cuh), though the schema marks them
+WRITTEN_IF = {"_fused_adamw_": {"grads": "grad_scale"}, "_fused_adam_": {"grads": "grad_scale"}}
+
+
+def _mutated_unreturned(func, args, kwargs, outputs: list[torch.Tensor]) -> int:
+    """Bytes of the tensors an op writes in place (its schema's mutable arguments) and does not return."""
+    returned = {id(t) for t in outputs}
+    conditions = WRITTEN_IF.get(func.overloadpacket.__name__, {})
+    moved = 0
+    for i, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in conditions and kwargs.get(conditions[argument.name]) is None:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        tensors = value if isinstance(value, (list, tuple)) else [value]
+        moved += sum(_nbytes(t) for t in tensors if isinstance(t, torch.Tensor) and id(t) not in returned)
+    return moved
+
+
+class TrafficCounter(TorchDispatchMode):
+    """Ops (views apart) and the bytes they read and write, as they are dispatched (the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops, self.bytes = 0, 0
+        self.by_op: Counter[str] = Counter()  # bytes per op name: where the traffic goes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view:
+            return out
+        self.ops += 1  # as geofact.ops.benchmark.OpCounter counts them
+        if func.namespace == "prim":  # metadata queries (a tensor's device): no kernel reads anything
+            return out
+        name = func.overloadpacket.__name__
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if name in SHAPED:
+            self._add(name, sum(_nbytes(t) for t in outputs))
+            return out
+        inputs = [t for t in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
+                  if isinstance(t, torch.Tensor)]
+        read = sum(_nbytes(t) for t in inputs)
+        written = sum(_nbytes(t) for t in outputs) + _mutated_unreturned(func, args, kwargs, outputs)
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if first is not None and name in INDEXED:
+            which = INDEXED[name]
+            index = args[which] if which is not None and len(args) > which else None
+            if isinstance(index, (list, tuple)):  # index_put_'s indices: one tensor per indexed dimension
+                index = next((i for i in index if isinstance(i, torch.Tensor)), None)
+            touched = index.numel() if isinstance(index, torch.Tensor) else sum(t.numel() for t in outputs)
+            read -= _nbytes(first) - _nbytes(first, touched)
+            if name.endswith("_"):  # in place: it writes only the indexed elements back
+                written -= _nbytes(first) - _nbytes(first, touched)
+        elif first is not None and name in WRITTEN:
+            read -= _nbytes(first)
+        self._add(name, read + written)
+        return out
+
+    def _add(self, name: str, moved: int) -> None:
+        self.bytes += moved
+        self.by_op[name] += moved
+
+
+def fake_read(tensors):
+    """`to_host` under fake tensors: losses 0.5 (no run meets the stop rule), stop steps past any budget."""
+    return tuple(np.zeros(tuple(t.shape), dtype=bool) if t.dtype == torch.bool
+                 else np.full(tuple(t.shape), 0.5) if t.dtype.is_floating_point
+                 else np.full(tuple(t.shape), 2**40, dtype=np.int64) for t in tensors)
+
+
+def count_step(train: Callable[[int], object], block_steps: int) -> dict:
+    """Per step of `train(max_steps)` (a stacked trainer run for that many steps on the `meta` device, its host
+    reads answered by `fake_read`): ops, bytes, FLOPs and bytes by op, the difference between two blocks of
+    `block_steps` steps and one, so that set-up and final bookkeeping cancel."""
+
+    def count(blocks: int) -> tuple[TrafficCounter, int]:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            with TrafficCounter() as traffic, FlopCounterMode(display=False) as flops:
+                train(blocks * block_steps)
+        return traffic, flops.get_total_flops()
+
+    (one, flops_one), (two, flops_two) = count(1), count(2)
+    by_op = {k: (two.by_op[k] - one.by_op[k]) / block_steps for k in two.by_op}
+    return {"ops": (two.ops - one.ops) / block_steps, "bytes": (two.bytes - one.bytes) / block_steps,
+            "flops": (flops_two - flops_one) / block_steps,
+            "bytes_by_op": dict(sorted(((k, v) for k, v in by_op.items() if v > 0), key=lambda kv: -kv[1]))}
