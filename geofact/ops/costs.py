@@ -503,9 +503,10 @@ def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -
 
 
 def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32") -> list[dict]:
-    """`step_traffic` at each (N, d, runs), with what geofact.ops.costs assumes for the same stack: its
-    bytes (`plan_bytes`, the analytic `step_bytes`) and its calibrated milliseconds (`predicted_ms`), at
-    `precision` (the paper profile's on CUDA: tf32; the count itself is of the float32 step's tensors)."""
+    """`step_traffic` at each (N, d, runs), with what geofact.ops.costs assumes for the same stack: the analytic
+    formula's bytes (`plan_bytes`, `step_bytes`) and its milliseconds (`formula_ms`), and the milliseconds the plan
+    prices the step at (`predicted_ms`: the count at the calibration's counted rates where it has them, else the
+    formula's), at `precision` (the paper profile's on CUDA: tf32; the count itself is of the float32 step's tensors)."""
     calibration = H100_SPEC if calibration is None else calibration
     rows = []
     for N, d, runs in shapes:
@@ -513,9 +514,12 @@ def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32")
         traffic = step_traffic([TrainConfig(**{**c.as_dict(), "precision": "fp32"}) for c in configs])
         traffic = StepTraffic(**{**asdict(traffic), "precision": precision})
         shape = max(configs, key=lambda c: c.R)
+        formula = calibration.step_seconds(shape, runs)
+        counted = (calibration.counted.seconds(traffic.flops, traffic.bytes, traffic.ops, precision)
+                   if calibration.counted is not None else None)
         rows.append({**traffic.as_dict(), "bytes_per_step": traffic.bytes, "flops_per_step": traffic.flops,
-                     "ops_per_step": traffic.ops, "plan_bytes": runs * step_bytes(shape),
-                     "predicted_ms": 1e3 * calibration.step_seconds(shape, runs)})
+                     "ops_per_step": traffic.ops, "plan_bytes": runs * step_bytes(shape), "formula_ms": 1e3 * formula,
+                     "predicted_ms": 1e3 * (formula if counted is None else counted)})
     return rows
 
 
