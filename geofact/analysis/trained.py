@@ -90,10 +90,13 @@ class TrainedModel:
         return hidden(p, tokens[None])[0].view(R, N, -1)
 
     @torch.no_grad()
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits (..., N) from hidden states (..., d): the MLP block and unembedding."""
+        return head(self._stacked(), h.reshape(1, -1, h.shape[-1]))[0].view(*h.shape[:-1], self.config.N)
+
     def predict(self, h: torch.Tensor) -> torch.Tensor:
-        """Predicted entity ids (...) from hidden states (..., d): the MLP block and unembedding, argmax."""
-        shape = h.shape[:-1]
-        return head(self._stacked(), h.reshape(1, -1, h.shape[-1]))[0].argmax(-1).view(shape)
+        """Predicted entity ids (...) from hidden states (..., d): the argmax of `logits`."""
+        return self.logits(h).argmax(-1)
 
     def correct_fraction(self, embeddings: torch.Tensor | None = None, answers: torch.Tensor | None = None) -> torch.Tensor:
         """Fraction of the N R facts answered right (a 0-d tensor on the device), optionally with other subject

@@ -28,6 +28,7 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, g
                                      stored_cards)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.analysis.interventions import RECHECKED_SHARE
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
@@ -101,9 +102,13 @@ class Analysis:
     states: int
     flops: float
     ops: float
+    rechecked: float | None = None  # TF32 where the device has it, this share of the FLOPs again in float32
 
     def seconds(self, calibration: Calibration) -> float:
-        return self.flops / calibration.matmul_flops["fp32"] + self.ops * calibration.op_seconds
+        fp32 = self.flops / calibration.matmul_flops["fp32"]
+        if self.rechecked is not None and "tf32" in calibration.matmul_flops:
+            fp32 = self.flops / calibration.matmul_flops["tf32"] + self.rechecked * fp32
+        return fp32 + self.ops * calibration.op_seconds
 
 
 def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False) -> list[Group]:
@@ -268,8 +273,10 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
             + groups_of("exp-interventions", "erosion control trained on", [replace(c, loss_threshold=0.0) for c in retrained],
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
-    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
-                    *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
+    # through TF32 with the least certain rows again in float32 (geofact.analysis.interventions.FAST_DEVICES)
+    sweeps = [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
+              *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
+    return groups, [replace(a, rechecked=RECHECKED_SHARE) for a in sweeps]
 
 
 def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:

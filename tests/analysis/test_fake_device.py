@@ -72,6 +72,20 @@ def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model):
     assert reads.calls == [[((len(ks),), "meta"), ((len(ks),), "meta")]]
 
 
+def test_the_rank_sweep_through_tf32_reads_its_certainty_with_its_counts(fake_model, monkeypatch):
+    # CUDA's fast path (geofact.analysis.interventions.FAST_DEVICES): the recheck of the least certain rows takes a
+    # fixed share of them, so it makes no host read; whether the others were certain is read with the counts
+    from geofact.analysis import interventions
+
+    monkeypatch.setattr(interventions, "FAST_DEVICES", ("meta",))
+    reads = Reads()  # integers (and booleans) read as 1: certain
+    ks = rank_grid(fake_model.config.d, 4)
+    with host_reads(reads):
+        sweep = selectivity_sweep(fake_model, ks)
+    assert [s.k for s in sweep] == ks
+    assert reads.calls == [[((len(ks),), "meta"), ((len(ks),), "meta"), ((), "meta")]]
+
+
 def test_zero_shot_transfer_reads_once(fake_model):
     reads = Reads()
     c = fake_model.config

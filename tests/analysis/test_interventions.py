@@ -78,3 +78,64 @@ def test_rank_grid_covers_one_to_d():
     assert rank_grid(5) == [1, 2, 3, 4, 5]
     grid = rank_grid(100, points=10)
     assert grid[0] == 1 and grid[-1] == 100 and len(grid) <= 12 and grid == sorted(set(grid))
+
+
+def _tf32_logits(model, states):
+    """`fast_logits` as CUDA's TF32 computes it, emulated: every matmul's inputs rounded to a 10-bit mantissa."""
+    def tf32(x):
+        return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+    from torch.nn import functional as F
+
+    from geofact.training.model import rms
+
+    p = {k: v[None] for k, v in model.weights.items()}
+    x = rms(states[None], p["g_mlp"])
+    z = F.gelu(torch.baddbmm(p["b_1"][:, None], tf32(x), tf32(p["W_1"])))
+    h2 = states[None] + torch.baddbmm(p["b_2"][:, None], tf32(z), tf32(p["W_2"]))
+    return torch.bmm(tf32(rms(h2, p["g_final"])), tf32(p["E_out"]))[0]
+
+
+def test_the_rank_sweep_through_tf32_with_its_recheck_gives_float32s_answer(tmp_path, monkeypatch):
+    from geofact.analysis import interventions
+
+    config = TrainConfig(N=256, R=4, d=16, batch_size=256, max_steps=300, lr=3e-2)
+    run_sweep([config], tmp_path, progress=False)
+    model = TrainedModel.load(tmp_path, config)
+    ks = rank_grid(16, 8)
+    # the readout maps fitted once: LAPACK's lstsq (geofact.analysis.readout.ridge on a CPU) is not the same bit for
+    # bit from call to call, and a map's last bit can move an edit's prediction
+    train = split_subjects(config.N, 0.2, 1)
+    subjects = torch.nonzero(~train).flatten()
+    hidden, vectors = model.hidden_states(), model.attribute_vectors("unembedding")
+    maps = [W for W, _ in linear_readout(hidden, model.answers, vectors, train, 1e-3).maps]
+    swaps = random_swaps(model.answers, subjects, 1)
+    exact = intervene(hidden, model.answers, model.predict, maps, vectors, subjects, swaps, ks)
+    monkeypatch.setattr(interventions, "FAST_DEVICES", ("cpu",))
+    monkeypatch.setattr(interventions, "fast_logits", _tf32_logits)
+    monkeypatch.setattr(interventions, "computing_in", lambda precision, device: __import__("contextlib").nullcontext())
+    # this model (about 77% of its facts after 300 steps) has up to a fifth of an edited call's rows within 1% of a tie
+    monkeypatch.setattr(interventions, "RECHECKED_SHARE", 0.5)
+    calls = []
+
+    def predict(h):  # the rechecked predictor, and how often TF32 alone would have answered otherwise
+        ids, certain = interventions.rechecked_predict(model, h)
+        calls.append((int((_tf32_logits(model, h.reshape(-1, 16)).argmax(-1) != model.predict(h).flatten()).sum()),
+                      int((ids != model.predict(h)).sum()), bool(certain)))
+        return ids, certain
+
+    fast, certain = interventions.sweep(hidden, model.answers, predict, maps, vectors, subjects, swaps, ks)
+    assert certain and all(c for *_, c in calls)
+    assert sum(flips for flips, *_ in calls) > 0  # TF32 alone changes some argmaxes of these edited states
+    assert sum(left for _, left, _ in calls) == 0  # the recheck puts every one back
+    assert fast == exact
+    swept = selectivity_sweep(model, ks, seed=1)  # the whole sweep on the fast path
+    assert [s.k for s in swept] == ks and all(0 <= s.follows <= 1 and 0 <= s.stays <= 1 for s in swept)
+    # a recheck too small to cover the uncertain rows says so: the sweep is then float32's again
+    monkeypatch.setattr(interventions, "RECHECKED_SHARE", 0.0)
+    monkeypatch.setattr(interventions, "CERTAIN_MARGIN", 1.0)
+    assert not interventions.sweep(hidden, model.answers, lambda h: interventions.rechecked_predict(model, h), maps,
+                                   vectors, subjects, swaps, ks)[1]
+    fallen_back = []
+    monkeypatch.setattr(interventions, "intervene", lambda *a: fallen_back.append(a) or exact)
+    assert selectivity_sweep(model, ks, seed=1) == exact and len(fallen_back) == 1
