@@ -36,11 +36,12 @@ def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor,
     x_mean, y_mean = X.mean(0), Y.mean(0)
     Xc, Yc = X - x_mean, Y - y_mean
     gram = Xc.T @ Xc + alpha * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)  # (d, d)
-    if X.device.type == "cpu":  # LAPACK's pivoted QR: a singular gram (alpha = 0, n < d) still solves
-        W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution
-    elif alpha > 0:  # a GPU's lstsq assumes full rank and returns data-dependent shapes: the gram is positive definite
+    if alpha > 0:  # positive definite: LU, the same bit for bit from call to call (LAPACK's lstsq on a CPU is not:
+        # 23 distinct results in 50 calls on one 16 x 16 system, 2026-11-29, which moved the rank sweeps at high ranks)
         W = torch.linalg.solve(gram, Xc.T @ Yc)
-    else:
+    elif X.device.type == "cpu":  # LAPACK's pivoted QR: a singular gram (alpha = 0, n < d) still solves
+        W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution
+    else:  # a GPU's lstsq assumes full rank and returns data-dependent shapes
         W = torch.linalg.pinv(gram, hermitian=True) @ (Xc.T @ Yc)
     return W, y_mean - x_mean @ W
 
