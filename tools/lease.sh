@@ -46,7 +46,7 @@ $python -c "import torch; print('torch', torch.__version__)"
 passed=.geofact/cuda-tests-passed  # once per machine: a later command of the lease spends its time on scale
 if [ -e "$passed" ]; then step "CUDA tests: passed on this machine earlier"; else
     step "CUDA tests"
-    $python -m pytest -q -p no:cacheprovider tests/training/test_cuda.py >"$OUT/tests.log" 2>&1
+    $python -m pytest -q -p no:cacheprovider tests/training/test_cuda.py tests/analysis/test_cuda.py >"$OUT/tests.log" 2>&1
     status=$?
     tail -3 "$OUT/tests.log"
     if [ $status -ne 0 ]; then step "the CUDA tests failed (status $status): nothing run at scale"; exit 1; fi

@@ -1,0 +1,37 @@
+"""The analyses on a real CUDA device: skipped where there is none (CI, the project's machines), run on a GPU
+lease by tools/lease.sh with tests/training/test_cuda.py, before any paper-scale work.
+
+The CPU checks the rank sweep's TF32 path with TF32 emulated (tests/analysis/test_interventions.py); this checks
+it where TF32 is real: the sweep through TF32 with its float32 recheck gives the float32 sweep's answer.
+"""
+
+import pytest
+import torch
+
+from geofact.analysis import interventions
+from geofact.analysis.readout import linear_readout, split_subjects
+from geofact.analysis.trained import TrainedModel
+from geofact.precision import computing_in
+from geofact.training.config import TrainConfig
+from geofact.training.sweep import run_sweep
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (a GPU lease)")
+
+
+def test_the_rank_sweep_through_tf32_is_the_float32_sweep_on_cuda(tmp_path):
+    config = TrainConfig(N=256, R=4, d=32, batch_size=256, max_steps=400, lr=2e-2)
+    run_sweep([config], tmp_path, progress=False)
+    model = TrainedModel.load(tmp_path, config, device="cuda")
+    ks = interventions.rank_grid(config.d, 8)
+    train = split_subjects(config.N, 0.2, 1)
+    subjects = torch.nonzero(~train).flatten()
+    hidden, vectors = model.hidden_states(), model.attribute_vectors("unembedding")
+    maps = [W for W, _ in linear_readout(hidden, model.answers, vectors, train, 1e-3).maps]
+    swaps = interventions.random_swaps(model.answers, subjects, 1)
+    with computing_in("fp32", model.device):
+        exact = interventions.intervene(hidden, model.answers, model.predict, maps, vectors, subjects, swaps, ks)
+    fast, certain = interventions.sweep(hidden, model.answers, lambda h: interventions.rechecked_predict(model, h),
+                                        maps, vectors, subjects, swaps, ks)
+    assert certain, "more rows within 1% of a tie than the recheck covers: the sweep would fall back to float32"
+    assert fast == exact
+    assert interventions.selectivity_sweep(model, ks, seed=1) == exact
