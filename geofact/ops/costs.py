@@ -77,8 +77,8 @@ class Group:
 
     def seconds(self, calibration: Calibration, counts: Callable[[list], dict] | None = None) -> float:
         """Its predicted seconds: each step by its counted work (`counts`, geofact.ops.step_counts.StepCounts) at the
-        card's counted rates where there are both and the runs are single-hop, else by the calibration's formula."""
-        if counts is not None and calibration.counted is not None and isinstance(self.config, TrainConfig):
+        card's counted rates where there are both, else by the calibration's formula."""
+        if counts is not None and calibration.counted is not None:
             counted = counts(list(self.configs))
             step = calibration.counted.seconds(counted["flops"], counted["bytes"], counted["ops"], self.config.precision)
         else:
@@ -436,8 +436,8 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
              "  matmul " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in calibration.matmul_flops.items())
              + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
                f"{calibration.ops_per_step:.0f} ops/step"
-             + (" (multi-hop steps)" if calibration.counted is not None and plans and plans[0].counts is not None else ""),
-             *([f"  single-hop steps by their counted work (this checkout's step on fake meta tensors): "
+             + (" (the analyses)" if calibration.counted is not None and plans and plans[0].counts is not None else ""),
+             *([f"  steps by their counted work (this checkout's step on fake meta tensors): "
                 f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op; "
                 f"{calibration.counted.source}"] if calibration.counted is not None and plans and plans[0].counts is not None else []),
              "training is priced at each run's step budget (an upper bound; d_min trials with an accuracy stop at what "

@@ -1,9 +1,10 @@
 """This checkout's training step counted per stack, for the plan (issue 47, items 1 and 5).
 
-`geofact plan` prices a single-hop group by what its step moves and computes as this checkout's code
-runs it (geofact.training.traffic.step_traffic: bytes, FLOPs and ops on fake `meta` tensors) at the rates
-its card was fitted to (geofact.ops.calibration.CountedRates), so a change to the step moves the plan
-before any GPU has timed it. A count takes about a second a stack; they are kept in
+`geofact plan` prices a group by what its step moves and computes as this checkout's code runs it
+(geofact.training.traffic.step_traffic, and hop_step_traffic for a multi-hop stack, a step with its share of
+the checks: bytes, FLOPs and ops on fake `meta` tensors) at the rates its card was fitted to
+(geofact.ops.calibration.CountedRates), so a change to the step moves the plan before any GPU has timed it.
+A count takes a few seconds a single-hop stack, about a minute a multi-hop one; they are kept in
 `.geofact/traffic/<code version>.json`, where the code version hashes the trainer's sources (`code_version`):
 a change to the step counts again, a change to a page or an analysis reads the kept counts.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from geofact.store import write_json
-from geofact.training.config import TrainConfig
-from geofact.training.traffic import step_traffic
+from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.traffic import hop_step_traffic, step_traffic
 
 
 def code_version() -> str:
@@ -31,24 +33,47 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def stack_key(configs: list[TrainConfig]) -> str:
-    """What a stack's count depends on: its runs' configs, their seeds, budgets and loss thresholds aside."""
-    runs = sorted(json.dumps({**c.as_dict(), "seed": 0, "max_steps": 0, "loss_threshold": 0.0}, sort_keys=True) for c in configs)
+WORK = ("flops", "bytes", "ops")
+
+
+def kinds(configs: list[TrainConfig | MultiHopConfig]) -> list[TrainConfig | MultiHopConfig]:
+    """One run of each kind in a stack (its runs alike but for seed, R and budget), each at the stack's largest R
+    (the stack pads its relation tables to it), seed 0: what a stack's step is made of, run for run."""
+    top = max(c.R for c in configs)
+    return list(dict.fromkeys(replace(c, R=top, seed=0, max_steps=1, loss_threshold=0.0) for c in configs))
+
+
+def stack_key(configs: list[TrainConfig | MultiHopConfig]) -> str:
+    """What a stack's count per run depends on: the kinds of its runs (`kinds`)."""
+    runs = sorted(json.dumps({**c.as_dict(), "kind": type(c).__name__}, sort_keys=True) for c in kinds(configs))
     return hashlib.sha256(json.dumps(runs).encode()).hexdigest()[:24]
 
 
+def _count(configs: list[TrainConfig | MultiHopConfig]) -> dict:
+    traffic = hop_step_traffic(configs) if isinstance(configs[0], MultiHopConfig) else step_traffic(configs)
+    return {k: getattr(traffic, k) for k in WORK}
+
+
 class StepCounts:
-    """Counted steps {"flops", "bytes", "ops"} by stack, kept under `root`/.geofact/traffic (none: in memory only)."""
+    """Counted steps {"flops", "bytes", "ops"} by stack, kept under `root`/.geofact/traffic (none: in memory only).
+
+    A stack of M runs of k kinds is counted at its k kinds and at twice them (other seeds), and priced at the
+    line through the two: the stack's work is its fixed part and the same again for every run, runs of one kind
+    being alike. So a stack of 42 costs two small counts, not one of 42 runs (whose set-up on fake tensors
+    dominates: minutes for the paper profile); tests/ops/test_costs.py checks the line against whole counts."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.path = None if root is None else Path(root) / ".geofact" / "traffic" / f"{code_version()}.json"
         self.counts: dict[str, dict] = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
 
-    def __call__(self, configs: list[TrainConfig]) -> dict:
+    def __call__(self, configs: list[TrainConfig | MultiHopConfig]) -> dict:
         key = stack_key(configs)
         if key not in self.counts:
-            traffic = step_traffic(configs)
-            self.counts[key] = {"flops": traffic.flops, "bytes": traffic.bytes, "ops": traffic.ops}
+            each = kinds(configs)
+            one = _count(each)
+            two = _count(each + [replace(c, seed=1) for c in each])
+            self.counts[key] = {"runs": len(each), "at": one, "per_run": {k: (two[k] - one[k]) / len(each) for k in WORK}}
             if self.path is not None:
                 write_json(self.path, self.counts)
-        return self.counts[key]
+        line = self.counts[key]
+        return {k: line["at"][k] + (len(configs) - line["runs"]) * line["per_run"][k] for k in WORK}

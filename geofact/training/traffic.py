@@ -26,11 +26,16 @@ prices what it does do).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Iterator
 
 from geofact.host import host_reads
-from geofact.training.dispatch_count import TrafficCounter, count_step, fake_read
-from geofact.training.config import TrainConfig
+from geofact.training import hop_trainer
+from geofact.training.dispatch_count import count_step, fake_read
+from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.training.hop_queries import query_sets
+from geofact.training.hop_trainer import train_multihop
 from geofact.training.graphs import eager_steps
 from geofact.training.grid import PAPER_GRID, CapacityGrid
 from geofact.training.trainer import train_group
@@ -78,6 +83,42 @@ def step_traffic(configs: list[TrainConfig], block_steps: int = 2) -> StepTraffi
     shape = max(configs, key=lambda c: c.R)
     return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision, counted["ops"], counted["bytes"],
                        counted["flops"], counted["bytes_by_op"])
+
+
+def hop_step_traffic(configs: list[MultiHopConfig]) -> StepTraffic:
+    """`step_traffic` of a multi-hop stack (geofact.training.hop_trainer): a step and its share of a check, which
+    evaluates the eval queries every `check_every` steps. Counted at checks every 2 and every 4 steps, so a
+    block of c steps and its check is c x step + check: step = (block4 - block2) / 2, check = block2 - 2 step."""
+    if not configs:
+        raise ValueError("hop_step_traffic needs at least one run config")
+    sets = {c: query_sets(c) for c in configs}  # host data (numpy draws), made outside the fake mode
+
+    def block(every: int) -> dict:
+        def train(max_steps: int) -> None:
+            runs = [replace(c, max_steps=max_steps, check_every=every) for c in configs]
+            with host_reads(fake_read), eager_steps(), _query_sets({r: sets[c] for r, c in zip(runs, configs)}):
+                train_multihop(runs, device="meta")
+        return count_step(train, every)  # per step of (two blocks - one block) / every: (every steps + a check) / every
+
+    two, four = block(2), block(4)
+    per_block = {k: (2 * two[k], 4 * four[k]) for k in ("ops", "bytes", "flops")}
+    step = {k: (b4 - b2) / 2 for k, (b2, b4) in per_block.items()}
+    check = {k: b2 - 2 * step[k] for k, (b2, _) in per_block.items()}
+    every = configs[0].check_every
+    shape = max(configs, key=lambda c: c.R)
+    return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision,
+                       *(step[k] + check[k] / every for k in ("ops", "bytes", "flops")))
+
+
+@contextmanager
+def _query_sets(sets: dict) -> Iterator[None]:
+    """The multi-hop trainer's query sets read from `sets` (drawn beforehand) while inside."""
+    before = hop_trainer.query_sets
+    hop_trainer.query_sets = sets.__getitem__
+    try:
+        yield
+    finally:
+        hop_trainer.query_sets = before
 
 
 PAPER_SHAPES = ((4096, 32, 42), (4096, 128, 42), (4096, 768, 42), (32768, 640, 4))  # (N, d, runs) issue 47 counts

@@ -213,23 +213,40 @@ def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_
 
     assert single.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(3.6e10, 9e9, 540, "tf32"), rel=1e-6)
     assert single.seconds(calibration) == pytest.approx(100 * H100_SPEC.step_seconds(single.config, 2))  # no counts given
-    hop = Group("p", "w", (MultiHopConfig(N=64, R=2, k=2, d=16, batch_size=32, max_steps=100),))
-    assert hop.seconds(calibration, counts) == pytest.approx(100 * H100_SPEC.step_seconds(hop.config, 1))
-    assert asked == [2]
+    hop = Group("p", "w", (MultiHopConfig(N=64, R=2, k=2, d=16, batch_size=32, max_steps=100, precision="tf32"),))
+    assert hop.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(3.6e10, 9e9, 540, "tf32"), rel=1e-6)
+    assert hop.seconds(calibration) == pytest.approx(100 * H100_SPEC.step_seconds(hop.config, 1))  # the formula's
+    assert asked == [2, 1]
 
 
-def test_step_counts_are_kept_by_code_version_and_ignore_seeds_and_budgets(tmp_path):
+def test_a_multi_hop_stacks_count_is_a_step_and_its_share_of_a_check():
+    from geofact.training.traffic import hop_step_traffic
+
+    stack = [MultiHopConfig(N=32, R=2, k=2, d=8, batch_size=32, eval_queries=64, cot=True, seed=s) for s in range(2)]
+    often, rarely = (hop_step_traffic([dataclasses.replace(c, check_every=every) for c in stack]) for every in (10, 1000))
+    assert rarely.ops > 100 and rarely.bytes > 0 and rarely.flops > 0
+    assert often.bytes > rarely.bytes and often.ops > rarely.ops  # checks every 10 steps cost more a step than every 1000
+    with pytest.raises(ValueError, match="at least one"):
+        hop_step_traffic([])
+
+
+def test_step_counts_are_kept_by_code_version_and_price_a_stack_on_the_line_through_two_counts(tmp_path):
     from geofact.ops.step_counts import StepCounts, code_version
+    from geofact.training.traffic import step_traffic
 
-    stack = [TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=100, seed=s) for s in range(2)]
+    stack = [TrainConfig(N=64, R=R, d=8, batch_size=32, max_steps=100, seed=s, frozen_embeddings=bool(s % 2))
+             for s, R in enumerate([2, 4, 3, 2, 4, 4, 2])]
     counts = StepCounts(tmp_path)
     first = counts(stack)
-    assert first["bytes"] > 0 and first["ops"] > 50 and first["flops"] > 0
+    whole = step_traffic(stack)  # the line through two small counts against the whole stack's count
+    for k in ("flops", "bytes", "ops"):
+        assert first[k] == pytest.approx(getattr(whole, k), rel=0.02), k
     kept = tmp_path / ".geofact" / "traffic" / f"{code_version()}.json"
     assert kept.exists()
-    again = StepCounts(tmp_path)  # read back, not counted again: a count in the file is what it returns
+    again = StepCounts(tmp_path)  # read back, not counted again: the file's line is what it prices by
     assert again([dataclasses.replace(c, seed=c.seed + 7, max_steps=15000) for c in stack]) == first
-    key = next(iter(again.counts))
-    again.counts[key] = {"flops": 1.0, "bytes": 2.0, "ops": 3.0}
-    assert again(stack) == {"flops": 1.0, "bytes": 2.0, "ops": 3.0}
+    (key,) = again.counts
+    again.counts[key]["at"] = {"flops": 1.0, "bytes": 2.0, "ops": 3.0}
+    again.counts[key]["per_run"] = {"flops": 0.0, "bytes": 1.0, "ops": 0.0}
+    assert again(stack[:4]) == {"flops": 1.0, "bytes": 2.0 + 4 - again.counts[key]["runs"], "ops": 3.0}
     assert counts([dataclasses.replace(stack[0], d=16)])["bytes"] != first["bytes"]  # another shape: counted
