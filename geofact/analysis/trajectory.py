@@ -119,13 +119,19 @@ def code_without_prose(source: str) -> str:
     return ast.dump(tree)
 
 
+# besides geofact/analysis/, the package's modules an analysis evaluates: the model it runs (hidden states, the
+# MLP block and unembedding of TrainedModel) and the task whose bijections it reads (relative to geofact/)
+ANALYSED_SOURCES = ("training/model.py", "task.py")
+
+
 def analysis_code_hash(analyse: Callable) -> str:
-    """sha256 of the code an analysis runs: the geofact.analysis package, the function's own source and
-    that of the functions of its module it calls, and the plain values they read there (the package's
-    modules without their prose: `code_without_prose`)."""
+    """sha256 of the code an analysis runs: the geofact.analysis package and ANALYSED_SOURCES, the function's
+    own source and that of the functions of its module it calls, and the plain values they read there (the
+    package's modules without their prose: `code_without_prose`)."""
     h = hashlib.sha256()
-    for path in sorted((Path(geofact.__file__).parent / "analysis").glob("*.py")):
-        h.update(path.name.encode() + code_without_prose(path.read_text()).encode())
+    package = Path(geofact.__file__).parent
+    for path in [*sorted((package / "analysis").glob("*.py")), *(package / name for name in ANALYSED_SOURCES)]:
+        h.update(str(path.relative_to(package)).encode() + code_without_prose(path.read_text()).encode())
     for part in _code_and_globals(analyse, set()):
         h.update(part.encode())
     return h.hexdigest()

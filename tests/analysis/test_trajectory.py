@@ -1,5 +1,6 @@
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,6 +94,26 @@ def test_the_code_hash_follows_the_helpers_and_constants_an_analysis_reads():
     assert trajectory.analysis_code_hash(namespace["analyse"]) != before
     namespace["SCALE"] = 2
     assert trajectory.analysis_code_hash(namespace["analyse"]) == before
+
+
+def test_the_code_hash_follows_the_model_the_analyses_evaluate(monkeypatch, tmp_path):
+    import geofact
+    from geofact.analysis import trajectory
+
+    namespace = {"__name__": "page"}
+    exec("def analyse(model):\n    return {'v': 1}\n", namespace)
+    before = trajectory.analysis_code_hash(namespace["analyse"])
+    package = Path(geofact.__file__).parent
+    copy = tmp_path / "geofact"  # the package with its head changed: the same analysis reads another model
+    for name in [*(p.relative_to(package) for p in (package / "analysis").glob("*.py")), *map(Path, trajectory.ANALYSED_SOURCES)]:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_text((package / name).read_text())
+    monkeypatch.setattr(geofact, "__file__", str(copy / "__init__.py"))
+    assert trajectory.analysis_code_hash(namespace["analyse"]) == before
+    model = copy / "training" / "model.py"
+    model.write_text(model.read_text().replace("return torch.bmm(final_state(p, h), p[\"E_out\"])",
+                                               "return torch.bmm(final_state(p, h), p[\"E_out\"]) * 2"))
+    assert trajectory.analysis_code_hash(namespace["analyse"]) != before
 
 
 def test_attribute_names_are_not_mistaken_for_globals():
