@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -71,7 +72,7 @@ def count_at(commit: str, jobs: list[list[dict]]) -> list[dict]:
     with tempfile.TemporaryDirectory() as tree:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, "geofact"],
                                  check=True, capture_output=True).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tree, filter="data")
         env = {**os.environ, "PYTHONPATH": tree, "GEOFACT_COUNTER": str(COUNTER), "GEOFACT_TREE": tree}
         done = subprocess.run([sys.executable, __file__, "--worker"], input=json.dumps(jobs), env=env, cwd=tree,
@@ -87,7 +88,7 @@ def small_stack(config: dict, runs: int) -> list[dict]:
 def main() -> None:
     if "--worker" in sys.argv:
         return worker()
-    from geofact.ops.calibration import Calibration, calibration_path, fit_counted, timed_groups
+    from geofact.ops.calibration import Calibration, calibration_path, fit_counted, timed_groups, timed_step
     from geofact.ops.costs import run_records
     from geofact.provenance import git_commit
     from geofact.store import write_json
@@ -113,13 +114,10 @@ def main() -> None:
         print(f"counting {len(which)} steps at {commit[:10]}", file=sys.stderr)
         for i, counted in zip(which, count_at(commit, [timed[i][2] for i in which])):
             counts[i] = counted
-    points, rows = [], []
-    for (what, commit, configs, runs, seconds), counted in zip(timed, counts):
-        share = runs / len(configs)  # the mean stack's share of the counted, full one
-        scaled = {"flops": counted["flops"] * share, "bytes": counted["bytes"] * share, "ops": counted["ops"]}
-        points.append((scaled, seconds, what))
-        rows.append({"what": what, "commit": commit, "runs_counted": len(configs), "runs_timed": runs, "seconds": seconds,
-                     **{k: counted[k] for k in ("flops", "bytes", "ops")}})
+    rows = [{"what": what, "commit": commit, "runs_counted": len(configs), "runs_timed": runs, "seconds": seconds,
+             **{k: counted[k] for k in ("flops", "bytes", "ops")}}
+            for (what, commit, configs, runs, seconds), counted in zip(timed, counts)]
+    points = [(timed_step(row), row["seconds"], row["what"]) for row in rows]
     # the groups' policy (their records name it; the benchmark's small stacks ran in the device's default, the same)
     precision = Counter(c["precision"] for _, _, cs, *_ in timed for c in cs if "precision" in c).most_common(1)[0][0]
     counted_rates = fit_counted(points, bench["matmul_peak_flops"], precision)

@@ -144,6 +144,27 @@ def group_timings(records: list[dict], device: str, min_steps: int = 1000) -> li
     return [(g.config, g.runs, g.seconds) for g in timed_groups(records, device, min_steps)]
 
 
+def _capped_fit(A: np.ndarray, t: np.ndarray, cap: float) -> tuple[float, float, float, np.ndarray]:
+    """(matmul rate, 1 / bandwidth, the third column's seconds, relative errors) for step seconds t = A @ (1 / rate,
+    1 / bandwidth, third): non-negative least squares in relative error (small and large steps count alike), the
+    rate no higher than `cap`, the device's peak for the policy (where matmuls are a small share of the step, the
+    fit alone cannot bound it); the errors as the capped rates price the steps."""
+    from scipy.optimize import nnls
+
+    scale = A.max(0)  # columns of comparable size for the solver
+    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))
+    inverse_rate, inverse_bandwidth, third = x / scale
+    rate = 1 / max(inverse_rate, 1 / cap)
+    return rate, inverse_bandwidth, third, A @ np.array([1 / rate, inverse_bandwidth, third]) / t - 1
+
+
+def timed_step(row: dict) -> dict:
+    """A counted step of bench/count_lease_steps.py's "counted_steps", scaled to the stack it was timed at (runs leave
+    the stack as they stop, so the timing is of its mean stack): bytes and FLOPs in proportion, ops not."""
+    share = row["runs_timed"] / row["runs_counted"]
+    return {"flops": row["flops"] * share, "bytes": row["bytes"] * share, "ops": row["ops"]}
+
+
 def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
         bench_rows: bool = True) -> Calibration:
     """A Calibration from a benchmark (geofact.ops.benchmark.benchmark's result, its stacked rates) and
@@ -152,8 +173,6 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
     fixed seconds a step that best explain every timing (non-negative least squares in 1/rate,
     1/bandwidth and the fixed cost). `bench_rows=False` leaves the benchmark's stacked rates out of the
     fit: short timings whose first-call costs (a CUDA graph's capture) they do not amortise."""
-    from scipy.optimize import nnls
-
     rows = [(TrainConfig(N=bench["N"], R=bench["R"], d=r["d"], batch_size=bench["batch_size"]), r["runs"], r["runs"] / r["stacked"])
             for r in bench["rows"]] if bench_rows else []
     rows += list(timings)
@@ -161,15 +180,9 @@ def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float
         raise ValueError("nothing to fit: no timings given and bench_rows=False")
     A = np.array([[runs * step_flops(c), runs * step_bytes(c), 1.0] for c, runs, _ in rows])
     t = np.array([seconds for *_, seconds in rows])
-    scale = A.max(0)  # columns of comparable size for the solver
-    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))  # relative errors: small and large steps count alike
-    inverse_rate, inverse_bandwidth, fixed = x / scale
-    # no rate above the device's peak for the policy: the measured float32 peak, times the data sheet's
-    # tensor-core ratio for tf32 / bf16 (where matmuls are a small share of the step, the fit alone cannot bound them)
     cap = PEAK_OVER_FP32[precision] * bench["matmul_peak_flops"]
-    rate = 1 / max(inverse_rate, 1 / cap)
-    predicted = A @ np.array([1 / rate, inverse_bandwidth, fixed])  # as the capped calibration prices them
-    worst = float(np.max(np.abs(predicted / t - 1)))
+    rate, inverse_bandwidth, fixed, errors = _capped_fit(A, t, cap)
+    worst = float(np.max(np.abs(errors)))
     # the fit's rate is its policy's; float32 work (the analyses) gets no more than the measured float32 peak
     return Calibration(device=bench["device"], matmul_flops={"fp32": min(rate, bench["matmul_peak_flops"]), precision: rate},
                        bandwidth=1 / max(inverse_bandwidth, 1e-15), op_seconds=fixed / ops_per_step, ops_per_step=ops_per_step,
@@ -184,18 +197,12 @@ def fit_counted(points: list[tuple[dict, float, str]], fp32_peak: float, precisi
     """CountedRates from timed steps: (the step's counts {"flops", "bytes", "ops"}, its measured seconds, what it
     is), fitted as `fit` fits its model (non-negative least squares in relative error), the matmul rate
     capped at the policy's peak (`fp32_peak` times the data sheet's tensor-core ratio)."""
-    from scipy.optimize import nnls
-
     if not points:
         raise ValueError("fit_counted needs at least one counted, timed step")
     A = np.array([[c["flops"], c["bytes"], c["ops"]] for c, _, _ in points])
     t = np.array([seconds for _, seconds, _ in points])
-    scale = A.max(0)
-    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))
-    inverse_rate, inverse_bandwidth, op_seconds = x / scale
     cap = PEAK_OVER_FP32[precision] * fp32_peak
-    rate = 1 / max(inverse_rate, 1 / cap)
-    errors = A @ np.array([1 / rate, inverse_bandwidth, op_seconds]) / t - 1
+    rate, inverse_bandwidth, op_seconds, errors = _capped_fit(A, t, cap)
     worst = int(np.argmax(np.abs(errors)))
     # another policy's matmuls at this one's rate times the data sheet's ratio of their peaks (its own rate once timed)
     rates = {other: float(min(rate * PEAK_OVER_FP32[other] / PEAK_OVER_FP32[precision], PEAK_OVER_FP32[other] * fp32_peak))

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, group_timings, load_calibration, step_bytes,
-                                     stored_cards)
+                                     stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.analysis.interventions import RECHECKED_SHARE
@@ -432,14 +432,14 @@ def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> lis
 
 def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> str:
     """The plan as text: per page its groups and analyses, then the lease order with the running total."""
+    counted = calibration.counted is not None and bool(plans) and plans[0].counts is not None  # steps priced by count
     lines = [f"calibration: {calibration.device}; {calibration.source}",
              "  matmul " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in calibration.matmul_flops.items())
              + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
-               f"{calibration.ops_per_step:.0f} ops/step"
-             + (" (the analyses)" if calibration.counted is not None and plans and plans[0].counts is not None else ""),
+               f"{calibration.ops_per_step:.0f} ops/step" + (" (the analyses)" if counted else ""),
              *([f"  steps by their counted work (this checkout's step on fake meta tensors): "
                 f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op; "
-                f"{calibration.counted.source}"] if calibration.counted is not None and plans and plans[0].counts is not None else []),
+                f"{calibration.counted.source}"] if counted else []),
              "training is priced at each run's step budget (an upper bound; d_min trials with an accuracy stop at what "
              "they are expected to train); '~' marks runs that are a guess", ""]
     for plan in plans:
@@ -497,13 +497,13 @@ def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -
     for card in stored_cards(root, device):
         rows = json.loads(calibration_path(root, device, card).read_text()).get("counted_steps", [])
         errors = []
+        precision = "tf32" if device.startswith("cuda") else "fp32"  # what the leases' groups ran under
         for row in rows:
-            share = row["runs_timed"] / row["runs_counted"]
-            precision = "tf32" if device.startswith("cuda") else "fp32"
-            predicted = calibration.counted.seconds(row["flops"] * share, row["bytes"] * share, row["ops"], precision)
+            step = timed_step(row)
+            predicted = calibration.counted.seconds(step["flops"], step["bytes"], step["ops"], precision)
             errors.append(predicted / row["seconds"] - 1)
             lines.append(f"  {card}: {row['what']}: {row['seconds'] * 1e3:.2f} ms a step measured, {predicted * 1e3:.2f} "
-                         f"predicted from {row['bytes'] * share / 1e9:.2f} GB and {row['ops']:.0f} ops ({errors[-1]:+.0%})")
+                         f"predicted from {step['bytes'] / 1e9:.2f} GB and {step['ops']:.0f} ops ({errors[-1]:+.0%})")
         if errors:
             lines.append(f"  {card}: {len(errors)} steps, worst error {max(errors, key=abs):+.0%}")
     return lines
