@@ -1,6 +1,7 @@
 """The stacked step with each of its output layers, timed in one process (issue 47, item 6).
 
-geofact.training.step computes whole logits one of four ways (`WAYS`): off the CPU, from 2026-11-29,
+geofact.training.step computes the output layer one of five ways (`WAYS`): off the CPU with Triton, from the evening of
+2026-11-29, by its fused kernels (geofact.training.fused_ce: the logits never written); without Triton, from 2026-11-29,
 through torch's softmax kernel and one maximum (6 passes over them), before that through its log-softmax
 kernel (7 passes), on the CPU through its softmax kernel and two maxima (7 passes), and the written-out
 softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before 2026-11-29). Its optimiser steps the stack's runs together, or each with its own call (`OPTIMISERS`;
@@ -19,7 +20,7 @@ from typing import Iterator
 import torch
 
 from geofact.host import as_device
-from geofact.training import optim
+from geofact.training import fused_ce, optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.trainer import train_group
@@ -89,6 +90,12 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
     return (long - short) / steps, losses
 
 
+def ways(device: torch.device) -> list[str]:
+    """The WAYS a step can take on `device`: all, but the fused kernels only where they run
+    (geofact.training.fused_ce.runs_on: CUDA with Triton, or a CPU in Triton's interpreter)."""
+    return [way for way in WAYS if way != "fused kernels" or fused_ce.runs_on(device)]
+
+
 def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
          precisions=("tf32", "bf16"), optimisers: bool = True) -> Iterator[dict]:
     """Per (d, precision), as each is timed: ms a step each way (`ms`, by way), the fastest way, each
@@ -96,7 +103,8 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     last losses between any two ways (rounding only); with `optimisers`, also ms a step of the device's own
     way with the runs stepped each way of OPTIMISERS (`optimiser_ms`) and the faster (`optimiser_fastest`).
     A short first call takes the process's one-time costs (the CUDA context, the libraries' handles) out of
-    the first row; each timing costs three calls (time_step)."""
+    the first row; each timing costs three calls (time_step). A way that raises is left out of `ms` and its
+    error kept (`errors`): only the fused kernels may, which no GPU had compiled before a lease ran them."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     device = as_device(device)
@@ -104,15 +112,23 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     for d in ds:
         for precision in precisions:
             configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
-            timed = {way: time_step(configs, device, way, steps) for way in WAYS}
+            timed, errors = {}, {}
+            for way in ways(device):
+                try:
+                    timed[way] = time_step(configs, device, way, steps)
+                except Exception as error:  # noqa: BLE001 - new kernels that fail on a card are reported, the rest timed
+                    if way != "fused kernels":
+                        raise
+                    errors[way] = f"{type(error).__name__}: {error}"[:1000]
             ms = {way: 1e3 * seconds for way, (seconds, _) in timed.items()}
             fastest = min(ms, key=ms.get)
             losses = [last for _, last in timed.values()]
             row = {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps, "ms": ms, "fastest": fastest,
                    "relative": {w: t / ms[fastest] if ms[fastest] > 0 and t > 0 else float("nan") for w, t in ms.items()},
-                   "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y))}
+                   "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y)), "errors": errors}
             if optimisers:
-                own = step_module.WHOLE_WAY.get(device.type, step_module.DEFAULT_WAY)
+                own = step_module.default_way(device)
+                own = step_module.DEFAULT_WAY if own in errors else own
                 row["optimiser_ms"] = {how: 1e3 * time_step(configs, device, own, steps, how)[0] for how in OPTIMISERS}
                 row["optimiser_fastest"] = min(row["optimiser_ms"], key=row["optimiser_ms"].get)
             yield row

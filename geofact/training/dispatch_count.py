@@ -26,6 +26,10 @@ WRITTEN = {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "rand
 SHAPED = {"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
 
 
+# Namespaces of ops whose mutable arguments are outputs they write without reading (geofact.training.fused_ce's kernels)
+WRITE_ONLY = {"geofact"}
+
+
 def _nbytes(t: torch.Tensor, elements: int | None = None) -> int:
     return (t.numel() if elements is None else min(elements, t.numel())) * t.element_size()
 
@@ -72,7 +76,9 @@ class TrafficCounter(TorchDispatchMode):
         if name in SHAPED:
             self._add(name, sum(_nbytes(t) for t in outputs))
             return out
-        inputs = [t for t in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
+        read_args = args if func.namespace not in WRITE_ONLY else [
+            a for a, argument in zip(args, func._schema.arguments) if argument.alias_info is None or not argument.alias_info.is_write]
+        inputs = [t for t in tree_flatten((read_args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
                   if isinstance(t, torch.Tensor)]
         read = sum(_nbytes(t) for t in inputs)
         written = sum(_nbytes(t) for t in outputs) + _mutated_unreturned(func, args, kwargs, outputs)

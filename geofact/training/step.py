@@ -34,7 +34,12 @@ the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole, and a
 - "log-softmax kernel" (every GPU lease from 2026-11-27 to 2026-11-29): torch's log-softmax, then `exp_`;
 - "written-out softmax": `logsumexp`, `sub_`, `exp_`. Every laptop run was trained so until 2026-11-29,
   and GPU leases before 2026-11-27; kept for `geofact.ops.step_ab`'s comparison on a GPU.
-The four agree to rounding (tests/training/test_step.py checks each against autograd in float64).
+- "fused kernels" (a GPU with Triton, from the evening of 2026-11-29, at any B N: `default_way`): geofact.training.fused_ce's
+  Triton kernels, which compute tiles of logits in registers and never write the logits; for d <= 128 nothing of
+  their size is written at all, above it (softmax - one-hot) / B once, read by the two gradient matmuls (3 passes).
+  Counted at 42 runs, N = 4096, batch 1024: 6.54 -> 2.35 GB a step at d = 32, 48.9 -> 46.9 at d = 768.
+The five agree to rounding (tests/training/test_step.py checks the first four against autograd in float64,
+tests/training/test_fused_ce.py the fifth, in Triton's interpreter).
 
 RMSNorm backward, for y = g * v^ with v^ = v r, r = (mean(v^2) + eps)^(-1/2):
     dg = sum over positions of dy * v^,    dv = RMSNorm's own backward of (dy * g)
@@ -48,6 +53,7 @@ from collections.abc import Collection
 import torch
 from torch.nn import functional as F
 
+from geofact.training import fused_ce
 from geofact.training.model import RMS_EPS, attend
 
 # A run's (B, N) logits are computed whole up to WHOLE entries, beyond it in chunks of CHUNK entries (a
@@ -66,11 +72,19 @@ _FUSED_RMS_BACKWARD = hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 FUSED_BACKWARD_DEVICES = ("cuda", "meta")
 # where the first pass over the chunks keeps their exponentials for the second (memory for arithmetic)
 KEEP_EXPONENTIALS = ("cpu",)
-WAYS = ("softmax kernel", "log-softmax kernel", "softmax kernel, one max", "written-out softmax")
+WAYS = ("softmax kernel", "log-softmax kernel", "softmax kernel, one max", "written-out softmax", "fused kernels")
 # how whole logits become the softmax, by device type (see above); elsewhere DEFAULT_WAY: 6 passes over the
 # (M, B, N) logits, against 7 for either other kernel and 17 written out (issue 47; geofact.training.traffic counts them)
 WHOLE_WAY = {"cpu": "softmax kernel"}
 DEFAULT_WAY = "softmax kernel, one max"
+
+
+def default_way(device: torch.device) -> str:
+    """How a device's output layer is computed unless asked: its WHOLE_WAY entry, else the fused kernels where
+    Triton is installed (geofact.training.fused_ce.wanted), else DEFAULT_WAY."""
+    if device.type in WHOLE_WAY:
+        return WHOLE_WAY[device.type]
+    return "fused kernels" if fused_ce.wanted() else DEFAULT_WAY
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
@@ -110,14 +124,17 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
     (M, B), `width` entities at a time: (each run's mean loss (M,), d_hf (M, B, d), d_E_out (M, d, N)),
     the gradients of the losses' sum. `keep`: whether chunks keep their exponentials for the second
     pass (default: on the devices of KEEP_EXPONENTIALS); `way`: one of WAYS, how whole logits become
-    the softmax (default: the device's entry of WHOLE_WAY, else DEFAULT_WAY). With `want_E_out` False
+    the softmax (default: `default_way` of the device; "fused kernels", geofact.training.fused_ce, never holds
+    the logits, so it takes no `width`). With `want_E_out` False
     d_E_out is None and its matmul is skipped (runs that train other tensors only). `out`: where d_E_out is
     written, if given (a view of an optimiser's gradient buffer: no copy of it afterwards)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
-    way = WHOLE_WAY.get(hf.device.type, DEFAULT_WAY) if way is None else way
+    way = default_way(hf.device) if way is None else way
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    if way == "fused kernels":
+        return fused_ce.loss_and_grads(hf, E_out, targets, want_E_out, out)
     if width >= N:  # passes over the logits for a kernel: the matmul's write, the kernel's read and write,
         # the two gradient matmuls' reads (5), and for the log-softmax one more read and write (exp_), for the
         # softmax kernel two reads (the two maxima), each 7, or one (one max), 6 (and, on the CPU's way, d_E_out's
@@ -196,8 +213,8 @@ class UnembedCrossEntropy(torch.autograd.Function):
     becomes d logits in place; the backward only scales them by the incoming gradient). Counted on fake
     `meta` tensors at the paper's multi-hop shapes (18 runs, N = 2048, d = 256, batch 1024, k = 4 with
     CoT): 7.0 GB through autograd's bmm, log-softmax, its backward and the NLL's zero-filled gradient
-    (11.6 passes over the logits), here 4.4 GB (7.3 with the GPU's way, "softmax kernel, one max";
-    tests/training/test_traffic.py), while the single-hop
+    (11.6 passes over the logits), here 4.4 GB (7.3 with the GPU's way without Triton, "softmax kernel, one max";
+    4.1 through the fused kernels; tests/training/test_traffic.py), while the single-hop
     step's chunks, which recompute them on a GPU, would be 19.3. Autograd held the logits whole too, so
     memory is no worse."""
 

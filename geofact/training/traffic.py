@@ -14,7 +14,9 @@ on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels la
   kinds of op touch less than their tensors, and are counted for what they touch: a gather, scatter or
   indexed add reads (and writes) only the indexed elements of the tensor it indexes (`INDEXED`); a copy
   or fill writes its first argument without reading it (`WRITTEN`); `zeros_like` and its kin read no
-  input at all (`SHAPED`);
+  input at all (`SHAPED`); a kernel of geofact's own (geofact.training.fused_ce, namespace `geofact`) is counted by
+  its inputs read once and its outputs written once (`WRITE_ONLY`: the arguments it writes in place are not read),
+  as a matmul is: its tiles' rereads are the cache's, as a matmul's are;
 - **flops**: torch's own count (`torch.utils.flop_counter.FlopCounterMode`: matmuls and convolutions,
   forward and backward), the arithmetic the tensor cores do.
 

@@ -13,11 +13,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from geofact.training import graphs
+from geofact.precision import computing_in
+from geofact.training import fused_ce, graphs
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.model import forward
 from geofact.training.stack import stack_params
-from geofact.training.step import entity_chunk, loss_and_grads
+from geofact.training.step import DEFAULT_WAY, entity_chunk, loss_and_grads, output_loss_and_grads
 from geofact.training.hop_trainer import train_multihop
 from geofact.training.trainer import train_group
 
@@ -71,16 +72,16 @@ def test_the_recomputed_chunked_output_layer_is_autograds_on_cuda():
     targets = torch.randint(0, 24, (M, B), generator=g).cuda()
     reference = F.cross_entropy(forward(params, tokens).flatten(0, 1), targets.flatten(), reduction="none").view(M, B).mean(1)
     expected = dict(zip(params, torch.autograd.grad(reference.sum(), list(params.values()))))
-    for width in (None, 5, 1):  # keep=None: the device's own way, recomputing on CUDA
-        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width)
+    for width in (None, 5, 1):  # keep=None: the device's own way, recomputing on CUDA (not the fused kernels)
+        losses, grads = loss_and_grads(params, tokens[..., 0], tokens[..., 1] - 24, targets, width, way=DEFAULT_WAY)
         torch.testing.assert_close(losses, reference.detach(), rtol=1e-12, atol=1e-12)
         for name, value in expected.items():
             torch.testing.assert_close(grads[name], value, rtol=1e-10, atol=1e-12, msg=f"{name}, width {width}")
 
 
 def test_a_scaling_shaped_step_chunks_and_trains_under_each_precision():
-    """N = 8192 at batch 1024 (exp-scaling's larger N): 8M logits a run, past the whole-output limit, so the
-    output layer runs in chunks, recomputed on the second pass."""
+    """N = 8192 at batch 1024 (exp-scaling's larger N): 8M logits a run, past the CPU's whole-output limit (a GPU's
+    step computes them whole, or through the fused kernels, which never hold them)."""
     assert entity_chunk(1024, 8192, torch.device("cuda")) < 8192
     losses = {}
     for precision in ("fp32", "tf32", "bf16"):
@@ -104,3 +105,24 @@ def test_multihop_training_on_cuda_is_the_cpus_in_float64(cot):
         assert x.steps == y.steps
         for name, value in x.params.items():
             torch.testing.assert_close(value.cpu(), y.params[name].cpu(), rtol=1e-7, atol=1e-9, msg=name)
+
+
+@pytest.mark.parametrize("d", [12, 64, 200])
+def test_the_compiled_fused_output_layer_is_the_torch_ops(d):
+    """geofact.training.fused_ce compiled by Triton (tests/training/test_fused_ce.py checks it interpreted, on a CPU):
+    float32 against float64 through torch's ops, with IEEE products and with TF32, at both gradient paths (d <= 128
+    never stores the softmax) and N split over programs; skipped when GEOFACT_FUSED_CE=0 (tools/lease.sh's fallback)."""
+    if not fused_ce.wanted():
+        pytest.skip("the fused output layer is off (GEOFACT_FUSED_CE=0) or Triton is missing")
+    g = torch.Generator().manual_seed(d)
+    M, B, N = 3, 1000, 4000
+    hf = torch.randn(M, B, d, generator=g, dtype=torch.float64).cuda()
+    E = (torch.randn(M, d, N, generator=g, dtype=torch.float64) / d**0.5).cuda()
+    targets = torch.randint(0, N, (M, B), generator=g).cuda()
+    exact = output_loss_and_grads(hf, E, targets, N, way=DEFAULT_WAY)
+    for precision, rtol in (("fp32", 1e-5), ("tf32", 1e-2)):
+        with computing_in(precision, hf.device):
+            fused = output_loss_and_grads(hf.float(), E.float(), targets, N, way="fused kernels")
+        for name, a, b in zip(("loss", "d_hf", "d_E_out"), fused, exact):
+            error = ((a.double() - b).abs().max() / b.abs().max()).item()
+            assert error < rtol, (precision, name, error)

@@ -8,6 +8,7 @@ from torch.nn import functional as F
 from geofact.training.config import TrainConfig
 from geofact.training.step import unembed_cross_entropy
 from geofact.training.dispatch_count import TrafficCounter
+from geofact.training import fused_ce
 from geofact.training.traffic import StepTraffic, grid_column, step_traffic
 
 
@@ -35,12 +36,16 @@ def test_indexed_written_and_shaped_ops_count_what_they_touch():
     assert counter.bytes == 3 * 4 * 800  # the copy's read and write, the new tensor's write
 
 
-def test_a_step_counts_what_its_shapes_say():
+def test_a_step_counts_what_its_shapes_say(monkeypatch):
     small = [TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=10, seed=s) for s in range(2)]
     wide = [TrainConfig(**{**c.as_dict(), "N": 256}) for c in small]
+    fused = step_traffic(wide)
+    monkeypatch.setenv("GEOFACT_FUSED_CE", "0")  # the output layer in torch's ops: its logits are written and read
     one, four = step_traffic(small), step_traffic(wide)
     assert one.ops == four.ops and one.ops > 50  # the same step on bigger tensors
     assert four.bytes > 2 * one.bytes  # the logits and the output layer grow with N
+    if fused_ce.TRITON:  # the fused kernels never write the logits: 2 x 32 x 256 floats, 6 passes, a step
+        assert four.bytes - fused.bytes > 4 * 2 * 32 * 256 * 4 and fused.ops < four.ops
     # the matmuls: forward and backward of V/O, the MLP and the output layer, two runs
     d, w, B = 8, 32, 32
     assert one.flops == pytest.approx(2 * 3 * 2 * B * (2 * d * d + 2 * d * w + d * 64), rel=0.35)
@@ -54,12 +59,14 @@ def test_the_roofline_is_the_slower_of_bytes_and_flops():
     assert StepTraffic(**shape, precision="fp32", bytes=0.0, flops=0.0).as_dict()["roofline_h100_ms"] == 0.0
 
 
-def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_logits():
+def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_logits(monkeypatch):
     # the multi-hop step's output layer (geofact.training.step.unembed_cross_entropy) at the paper's
     # Appendix C shapes with CoT at k = 4 (4 targets a query), against autograd through the logits
     M, B, d, N = 18, 4096, 256, 2048
     moved = {}
-    for way in ("autograd", "one function"):
+    ways = ("autograd", "one function", "fused kernels") if fused_ce.TRITON else ("autograd", "one function")
+    for way in ways:
+        monkeypatch.setenv("GEOFACT_FUSED_CE", "1" if way == "fused kernels" else "0")
         with FakeTensorMode():
             hf = torch.empty(M, B, d, device="meta", requires_grad=True)
             E_out = torch.empty(M, d, N, device="meta", requires_grad=True)
@@ -72,6 +79,9 @@ def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_l
                 losses.sum().backward()
         moved[way] = counter.bytes / (M * B * N * 4)  # passes over the float32 logits
     assert moved["autograd"] == pytest.approx(11.6, abs=0.1) and moved["one function"] == pytest.approx(7.3, abs=0.1)
+    if fused_ce.TRITON:  # d = 256 stores (softmax - one-hot) / B once, read by the two matmuls: 3 passes, and the
+        # kernels' and matmuls' reads of hf and E_out and the backward's scaling of both gradients, 1.1 more
+        assert moved["fused kernels"] == pytest.approx(4.1, abs=0.1)
 
 
 def test_an_op_that_writes_its_arguments_in_place_and_returns_nothing_counts_them_written():
