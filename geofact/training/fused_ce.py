@@ -104,11 +104,12 @@ def _lse_kernel(hf, E, tgt, m_out, s_out, picked_out, B, N, D, span,
     tl.store(picked_out + out, picked, mask=row_ok)
 
 
-def _grad_logits_kernel(hf, E, tgt, lse, G, B, N, D, scale,
+def _grad_logits_kernel(hf, E, tgt, lse, G, B, N, D,
                         s_hm, s_hb, s_hd, s_em, s_ed, s_en, s_tm, s_tb, s_lm, s_lb, s_gm, s_gb, s_gn,
                         BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                         PRECISION: tl.constexpr, ACC: tl.constexpr):
-    """Program (row block, column block, run): G's tile, (softmax - one-hot) x scale. Row blocks vary fastest, so the
+    """Program (row block, column block, run): G's tile, (softmax - one-hot) / B (divided in the accumulator's
+    precision: a float32 1 / B would round it for a B that is not a power of two). Row blocks vary fastest, so the
     programs that share a tile of E_out run together."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -125,11 +126,11 @@ def _grad_logits_kernel(hf, E, tgt, lse, G, B, N, D, scale,
                     mask=(ks[:, None] < D) & col_ok[None, :], other=0.0)
         logits += tl.dot(a, b, input_precision=PRECISION, out_dtype=ACC)
     grad = tl.exp(logits - row_lse[:, None]) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-    tl.store(G + run * s_gm + rows[:, None] * s_gb + cols[None, :] * s_gn, grad * scale,
+    tl.store(G + run * s_gm + rows[:, None] * s_gb + cols[None, :] * s_gn, grad / B,
              mask=row_ok[:, None] & col_ok[None, :])
 
 
-def _grad_hf_kernel(hf, E, tgt, lse, d_hf, B, N, D, scale,
+def _grad_hf_kernel(hf, E, tgt, lse, d_hf, B, N, D,
                     s_hm, s_hb, s_hd, s_em, s_ed, s_en, s_tm, s_tb, s_lm, s_lb, s_om, s_ob, s_od,
                     BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                     PRECISION: tl.constexpr, ACC: tl.constexpr):
@@ -150,12 +151,12 @@ def _grad_hf_kernel(hf, E, tgt, lse, d_hf, B, N, D, scale,
                     other=0.0)
         logits = tl.dot(a, b, input_precision=PRECISION, out_dtype=ACC)
         grad = tl.exp(logits - row_lse[:, None]) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-        grad = tl.where(row_ok[:, None] & col_ok[None, :], grad * scale, 0.0).to(b.dtype)
+        grad = tl.where(row_ok[:, None] & col_ok[None, :], grad / B, 0.0).to(b.dtype)
         acc += tl.dot(grad, tl.trans(b), input_precision=PRECISION, out_dtype=ACC)
     tl.store(d_hf + run * s_om + rows[:, None] * s_ob + ks[None, :] * s_od, acc, mask=row_ok[:, None] & k_ok[None, :])
 
 
-def _grad_unembedding_kernel(hf, E, tgt, lse, d_E, B, N, D, scale,
+def _grad_unembedding_kernel(hf, E, tgt, lse, d_E, B, N, D,
                              s_hm, s_hb, s_hd, s_em, s_ed, s_en, s_tm, s_tb, s_lm, s_lb, s_om, s_od, s_on,
                              BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                              PRECISION: tl.constexpr, ACC: tl.constexpr):
@@ -176,7 +177,7 @@ def _grad_unembedding_kernel(hf, E, tgt, lse, d_E, B, N, D, scale,
                     other=0.0)
         logits = tl.dot(a, b, input_precision=PRECISION, out_dtype=ACC)
         grad = tl.exp(logits - row_lse[:, None]) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-        grad = tl.where(row_ok[:, None] & col_ok[None, :], grad * scale, 0.0).to(a.dtype)
+        grad = tl.where(row_ok[:, None] & col_ok[None, :], grad / B, 0.0).to(a.dtype)
         acc += tl.dot(tl.trans(a), grad, input_precision=PRECISION, out_dtype=ACC)
     tl.store(d_E + run * s_om + ks[:, None] * s_od + cols[None, :] * s_on, acc, mask=k_ok[:, None] & col_ok[None, :])
 
@@ -252,59 +253,57 @@ def _(hf, E_out, targets, splits):
 
 
 @torch.library.custom_op("geofact::ce_grad_logits", mutates_args=())
-def ce_grad_logits(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor, scale: float
-                   ) -> torch.Tensor:
-    """(softmax - one-hot) x scale (M, B, N) of the logits hf @ E_out, from each row's log-sum-exp lse (M, B)."""
+def ce_grad_logits(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
+    """(softmax - one-hot) / B (M, B, N) of the logits hf @ E_out, from each row's log-sum-exp lse (M, B)."""
     M, B, D = hf.shape
     N = E_out.shape[2]
     G = hf.new_empty(M, B, N)
     _kernel("grad_logits", hf.device)[(math.ceil(B / BLOCK_B), math.ceil(N / BLOCK_N), M)](
-        hf, E_out, targets, lse, G, B, N, D, scale, *hf.stride(), *E_out.stride(), *targets.stride(), *lse.stride(),
+        hf, E_out, targets, lse, G, B, N, D, *hf.stride(), *E_out.stride(), *targets.stride(), *lse.stride(),
         *G.stride(), BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N, BLOCK_D=LSE_BLOCK_D, PRECISION=_precision(hf),
         ACC=_accumulator(hf))
     return G
 
 
 @ce_grad_logits.register_fake
-def _(hf, E_out, targets, lse, scale):
+def _(hf, E_out, targets, lse):
     return hf.new_empty(hf.shape[0], hf.shape[1], E_out.shape[2])
 
 
 @torch.library.custom_op("geofact::ce_grad_hf", mutates_args=())
-def ce_grad_hf(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor, scale: float
-               ) -> torch.Tensor:
-    """(M, B, d): ((softmax - one-hot) x scale) @ E_out^T, the softmax never stored (d <= UNSTORED_MAX_D)."""
+def ce_grad_hf(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
+    """(M, B, d): ((softmax - one-hot) / B) @ E_out^T, the softmax never stored (d <= UNSTORED_MAX_D)."""
     M, B, D = hf.shape
     N = E_out.shape[2]
     d_hf = torch.empty_like(hf)
     _kernel("grad_hf", hf.device)[(math.ceil(B / BLOCK_B), M)](
-        hf, E_out, targets, lse, d_hf, B, N, D, scale, *hf.stride(), *E_out.stride(), *targets.stride(),
+        hf, E_out, targets, lse, d_hf, B, N, D, *hf.stride(), *E_out.stride(), *targets.stride(),
         *lse.stride(), *d_hf.stride(), BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N, BLOCK_D=_block_d(D),
         PRECISION=_precision(hf), ACC=_accumulator(hf), num_warps=_warps(_block_d(D)))
     return d_hf
 
 
 @ce_grad_hf.register_fake
-def _(hf, E_out, targets, lse, scale):
+def _(hf, E_out, targets, lse):
     return torch.empty_like(hf)
 
 
 @torch.library.custom_op("geofact::ce_grad_unembedding", mutates_args=("out",))
-def ce_grad_unembedding(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor, scale: float,
+def ce_grad_unembedding(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor,
                         out: torch.Tensor) -> None:
-    """Writes hf^T @ ((softmax - one-hot) x scale) (M, d, N) into `out` (any strides), the softmax never stored
+    """Writes hf^T @ ((softmax - one-hot) / B) (M, d, N) into `out` (any strides), the softmax never stored
     (d <= UNSTORED_MAX_D). The count takes `out` as written, not read
     (geofact.training.dispatch_count.WRITE_ONLY)."""
     M, B, D = hf.shape
     N = E_out.shape[2]
     _kernel("grad_unembedding", hf.device)[(math.ceil(N / BLOCK_N), M)](
-        hf, E_out, targets, lse, out, B, N, D, scale, *hf.stride(), *E_out.stride(), *targets.stride(),
+        hf, E_out, targets, lse, out, B, N, D, *hf.stride(), *E_out.stride(), *targets.stride(),
         *lse.stride(), *out.stride(), BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N, BLOCK_D=_block_d(D),
         PRECISION=_precision(hf), ACC=_accumulator(hf), num_warps=_warps(_block_d(D)))
 
 
 @ce_grad_unembedding.register_fake
-def _(hf, E_out, targets, lse, scale, out):
+def _(hf, E_out, targets, lse, out):
     return None
 
 
@@ -339,18 +338,20 @@ def loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor,
     d_E_out (M, d, N) or None), the gradients of the losses' sum; d_E_out written into `out` if given."""
     M, B, D = hf.shape
     N = E_out.shape[2]
+    if max(M * B * N, M * D * N, M * B * D) >= 2**31:
+        raise ValueError(f"the fused output layer indexes in 32 bits: runs x batch x N = {M * B * N:,} must be < 2^31 "
+                         f"(fewer runs a stack, or {ENV}=0)")
     maxima, sums, picked = ce_partials(hf, E_out, targets, splits_for(M, B, N))  # (M, B, splits) each
     top = maxima.amax(-1, keepdim=True)
     lse = (sums * (maxima - top).exp()).sum(-1).log_().add_(top[..., 0])  # (M, B)
     losses = (lse - picked.sum(-1)).mean(1)
-    scale = 1.0 / B
     if D <= UNSTORED_MAX_D:
-        d_hf = ce_grad_hf(hf, E_out, targets, lse, scale)
+        d_hf = ce_grad_hf(hf, E_out, targets, lse)
         if not want_E_out:
             return losses, d_hf, None
         d_E_out = hf.new_empty(M, D, N) if out is None else out
-        ce_grad_unembedding(hf, E_out, targets, lse, scale, out=d_E_out)
+        ce_grad_unembedding(hf, E_out, targets, lse, out=d_E_out)
         return losses, d_hf, d_E_out
-    G = ce_grad_logits(hf, E_out, targets, lse, scale)  # (M, B, N)
+    G = ce_grad_logits(hf, E_out, targets, lse)  # (M, B, N)
     d_hf = torch.bmm(G, E_out.transpose(1, 2))
     return losses, d_hf, (torch.bmm(hf.transpose(1, 2), G, out=out) if want_E_out else None)
