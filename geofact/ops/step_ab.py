@@ -13,6 +13,7 @@ its minutes on scale (bench/bench_output_layer.py): a way that loses on the GPU 
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager, nullcontext
 from typing import Iterator
@@ -23,12 +24,14 @@ from geofact.host import as_device
 from geofact.training import fused_ce, optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
+from geofact.training.data import FactSampler
 from geofact.training.trainer import train_group
 from geofact.training.step import WAYS
 from geofact.training.traffic import paper_shape
 
 WARM_STEPS = 5  # the shorter call of each timing; its steps carry the fixed cost
-OPTIMISERS = ("together", "per run")  # one fused AdamW call per learning rate, or per run
+# one torch fused AdamW call per learning rate, or per run; or every run in one launch of geofact's kernel
+OPTIMISERS = ("together", "per run", "fused kernel")
 
 
 @contextmanager
@@ -50,13 +53,48 @@ def stepping(how: str, device: torch.device) -> Iterator[None]:
     """Stacks made inside step their runs `how` (one of OPTIMISERS) on `device`, whatever their size."""
     if how not in OPTIMISERS:
         raise ValueError(f"how must be one of {OPTIMISERS}, got {how!r}")
-    before = optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS
+    before = optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS, optim.FUSED_KERNEL_DEVICES
     optim.PER_RUN_DEVICES = (device.type,) if how == "per run" else ()
     optim.PER_RUN_MIN_PARAMS = 0
+    optim.FUSED_KERNEL_DEVICES = (device.type,) if how == "fused kernel" else ()
     try:
         yield
     finally:
-        optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS = before
+        optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS, optim.FUSED_KERNEL_DEVICES = before
+
+
+def probe(device: torch.device) -> dict[str, str]:
+    """Each of geofact's Triton kernels run once on small tensors of `device`: {kernel: its error} for those that
+    raise (none on a device they do not run on). A lease's benchmark calls it first: a kernel that no GPU had
+    compiled must not take the benchmark's other rows down with it."""
+    if not fused_ce.runs_on(device) or not fused_ce.wanted():
+        return {}
+    errors = {}
+    trials = {
+        "output layer": lambda: fused_ce.loss_and_grads(torch.randn(2, 64, 40, device=device),
+                                                        torch.randn(2, 40, 300, device=device),
+                                                        torch.randint(0, 300, (2, 64), device=device)),
+        "output layer, d > 128": lambda: fused_ce.loss_and_grads(torch.randn(2, 64, 200, device=device),
+                                                                 torch.randn(2, 200, 300, device=device),
+                                                                 torch.randint(0, 300, (2, 64), device=device)),
+        "sampler keys": lambda: FactSampler([0, 1], [300, 200], 32, 300, device, padded=True, fused=True)(range(3)),
+        "adamw": lambda: _adamw_trial(device),
+    }
+    for name, trial in trials.items():
+        try:
+            trial()
+        except Exception as error:  # noqa: BLE001 - reported, and the benchmark goes on without the kernels
+            errors[name] = f"{type(error).__name__}: {error}"[:1000]
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return errors
+
+
+def _adamw_trial(device: torch.device) -> None:
+    opt = optim.StackedAdamW(optim.FlatStack({"w": torch.randn(2, 3000, device=device)}), [1e-3, 1e-2], 0.1,
+                             [[(0, 3000)], [(1000, 3000)]], fused=True)
+    opt.grad.normal_()
+    opt.clip_and_step(1.0)
 
 
 def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
@@ -91,9 +129,9 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
 
 
 def ways(device: torch.device) -> list[str]:
-    """The WAYS a step can take on `device`: all, but the fused kernels only where they run
-    (geofact.training.fused_ce.runs_on: CUDA with Triton, or a CPU in Triton's interpreter)."""
-    return [way for way in WAYS if way != "fused kernels" or fused_ce.runs_on(device)]
+    """The WAYS a step can take on `device`: all, but the fused kernels only where they run and are wanted
+    (geofact.training.fused_ce.runs_on: CUDA with Triton, or a CPU in Triton's interpreter; `wanted`)."""
+    return [way for way in WAYS if way != "fused kernels" or fused_ce.runs_on(device) and fused_ce.wanted()]
 
 
 def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
@@ -108,6 +146,9 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     device = as_device(device)
+    kernel_errors = probe(device)
+    if kernel_errors:  # every step of this process in torch's ops: the rows then time what a lease without them runs
+        os.environ[fused_ce.ENV] = "0"
     _seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
     for d in ds:
         for precision in precisions:
@@ -125,11 +166,13 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
             losses = [last for _, last in timed.values()]
             row = {"N": N, "d": d, "runs": runs, "precision": precision, "steps": steps, "ms": ms, "fastest": fastest,
                    "relative": {w: t / ms[fastest] if ms[fastest] > 0 and t > 0 else float("nan") for w, t in ms.items()},
-                   "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y)), "errors": errors}
+                   "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y)), "errors": errors,
+                   "kernel_errors": kernel_errors}
             if optimisers:
                 own = step_module.default_way(device)
                 own = step_module.DEFAULT_WAY if own in errors else own
-                row["optimiser_ms"] = {how: 1e3 * time_step(configs, device, own, steps, how)[0] for how in OPTIMISERS}
+                hows = [how for how in OPTIMISERS if how != "fused kernel" or (fused_ce.runs_on(device) and fused_ce.wanted())]
+                row["optimiser_ms"] = {how: 1e3 * time_step(configs, device, own, steps, how)[0] for how in hows}
                 row["optimiser_fastest"] = min(row["optimiser_ms"], key=row["optimiser_ms"].get)
             yield row
 

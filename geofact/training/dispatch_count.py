@@ -28,6 +28,9 @@ SHAPED = {"zeros_like", "ones_like", "empty_like", "full_like", "new_zeros", "ne
 
 # Namespaces of ops whose mutable arguments are outputs they write without reading (geofact.training.fused_ce's kernels)
 WRITE_ONLY = {"geofact"}
+# An argument by which an op of those namespaces states the bytes it moves, taken as its count (a kernel that touches
+# only some entries of its tensors: geofact.training.fused_adamw, a run's trained columns)
+STATED = "traffic"
 
 
 def _nbytes(t: torch.Tensor, elements: int | None = None) -> int:
@@ -75,6 +78,10 @@ class TrafficCounter(TorchDispatchMode):
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if name in SHAPED:
             self._add(name, sum(_nbytes(t) for t in outputs))
+            return out
+        if func.namespace in WRITE_ONLY and any(a.name == STATED for a in func._schema.arguments):
+            at = next(i for i, a in enumerate(func._schema.arguments) if a.name == STATED)
+            self._add(name, int(args[at] if at < len(args) else kwargs[STATED]))
             return out
         read_args = args if func.namespace not in WRITE_ONLY else [
             a for a, argument in zip(args, func._schema.arguments) if argument.alias_info is None or not argument.alias_info.is_write]

@@ -39,7 +39,7 @@ import torch
 from torch.utils.flop_counter import register_flop_formula
 
 TRITON = importlib.util.find_spec("triton") is not None
-ENV = "GEOFACT_FUSED_CE"  # "0": the GPU's output layer in torch ops (geofact.training.step's DEFAULT_WAY) instead
+ENV = "GEOFACT_FUSED_CE"  # "0": the GPU's output layer and batch keys in torch ops (step.DEFAULT_WAY, data.FactSampler) instead
 UNSTORED_MAX_D = 128  # largest d whose gradients are computed without storing the (M, B, N) softmax
 BLOCK_B, BLOCK_N = 64, 64
 LSE_BLOCK_D = 32  # d at a time in the kernels that loop over d (any d)
@@ -47,7 +47,8 @@ FILL_PROGRAMS = 2048  # `lse` splits N until (runs x row blocks x splits) reache
 
 
 def wanted() -> bool:
-    """Whether a GPU's output layer goes through these kernels: Triton is installed and GEOFACT_FUSED_CE is not '0'."""
+    """Whether a GPU's step goes through geofact's Triton kernels (these, and the batch sampler's,
+    geofact.training.fused_sampler): Triton is installed and GEOFACT_FUSED_CE is not '0'."""
     setting = os.environ.get(ENV, "1")
     if setting not in ("0", "1"):
         raise ValueError(f"{ENV} must be '0' (torch ops) or '1' (fused kernels where Triton is installed), got {setting!r}")
@@ -184,27 +185,31 @@ def _grad_unembedding_kernel(hf, E, tgt, lse, d_E, B, N, D,
 
 KERNELS = {"lse": _lse_kernel, "grad_logits": _grad_logits_kernel, "grad_hf": _grad_hf_kernel,
            "grad_unembedding": _grad_unembedding_kernel}
-_BUILT: dict[str, object] = {}
+_BUILT: dict[object, object] = {}
 
 
-def _kernel(name: str, device: torch.device):
-    """KERNELS[name] compiled by Triton for CUDA, or on a CPU run by its interpreter, which Triton decides when it is
-    first imported (TRITON_INTERPRET=1 in the environment then: tests/training/test_fused_ce.py runs so)."""
+def build(fn, device: torch.device):
+    """A kernel written as a Python function (`fn`, whose module names Triton's language `tl`) compiled by Triton for
+    CUDA, or on a CPU run by its interpreter, which Triton decides when it is first imported (TRITON_INTERPRET=1 in
+    the environment then: tests/training/test_fused_ce.py runs so); built once."""
     interpreting = _interpreting()
     if (device.type == "cpu") != interpreting:
-        raise RuntimeError(f"the fused output layer runs on CUDA, or on a CPU in Triton's interpreter (TRITON_INTERPRET=1 "
+        raise RuntimeError(f"the fused kernels run on CUDA, or on a CPU in Triton's interpreter (TRITON_INTERPRET=1 "
                            f"set before triton is imported); got a {device.type} tensor with TRITON_INTERPRET "
                            f"{'set' if interpreting else 'unset'}")
     if not TRITON:
-        raise RuntimeError(f"the fused output layer needs Triton (pip install triton), or {ENV}=0")
-    if name not in _BUILT:
+        raise RuntimeError(f"the fused kernels need Triton (pip install triton), or {ENV}=0")
+    if fn not in _BUILT:
         import triton
         import triton.language as tl
 
-        fn = KERNELS[name]
-        fn.__globals__["tl"] = tl  # what the kernels' bodies call (their annotations stay strings)
-        _BUILT[name] = triton.jit(fn)
-    return _BUILT[name]
+        fn.__globals__["tl"] = tl  # what the kernel's body calls (its annotations stay strings)
+        _BUILT[fn] = triton.jit(fn)
+    return _BUILT[fn]
+
+
+def _kernel(name: str, device: torch.device):
+    return build(KERNELS[name], device)
 
 
 def _accumulator(x: torch.Tensor):

@@ -11,7 +11,9 @@ A step passes over the buffer as few times as torch's kernels allow (issue 47, c
 geofact.training.traffic): the gradient is written there by the step itself (geofact.training.step), its
 norms read once, and the fused AdamW reads the weights, gradients and moments and writes back the weights
 and moments. On a GPU with large runs each run steps with its own call (PER_RUN_DEVICES), which folds the
-clipping and the stop rule into the kernel's arguments instead of two and three more passes.
+clipping and the stop rule into the kernel's arguments instead of two and three more passes; on a GPU with
+Triton every run steps in one launch of geofact's own kernel (geofact.training.fused_adamw), which folds them
+too and does not store the gradient back: seven passes.
 
 Nothing here reads a device value on the host: which run trains what is known from the configs, so a
 step can run inside a block of steps that the host does not watch (geofact.training.trainer).
@@ -24,6 +26,9 @@ from collections.abc import Sequence
 
 import torch
 
+from geofact.training import fused_adamw as adamw_kernel
+from geofact.training import fused_ce
+
 BETAS = (0.9, 0.999)
 EPS = 1e-8
 FUSED_DEVICES = ("cpu", "cuda")  # where torch.optim.AdamW has a fused kernel
@@ -35,6 +40,9 @@ FUSED_DEVICES = ("cpu", "cuda")  # where torch.optim.AdamW has a fused kernel
 # the paper's N = 4096 grid from d = 128 on, exp-scaling's large N); a CPU steps its runs together.
 PER_RUN_DEVICES = ("cuda", "meta")
 PER_RUN_MIN_PARAMS = 2**20
+# Where every run steps in one launch of geofact's Triton kernel (geofact.training.fused_adamw: seven passes, the
+# clipping and the stop rule folded as per run, no gradient stored back), when Triton is there (fused_ce.wanted)
+FUSED_KERNEL_DEVICES = ("cuda", "meta")
 
 Ranges = list[tuple[int, int]]  # column ranges [a, b) of a run's row
 
@@ -123,7 +131,7 @@ class StackedAdamW:
     """
 
     def __init__(self, stack: FlatStack, lr: Sequence[float], weight_decay: float, ranges: Sequence[Ranges],
-                 per_run: bool | None = None) -> None:
+                 per_run: bool | None = None, fused: bool | None = None) -> None:
         if not len(lr) == len(ranges) == stack.M:
             raise ValueError(f"lr and ranges must have one entry per run ({stack.M}), got {len(lr)} and {len(ranges)}")
         self.stack, self.weight_decay = stack, weight_decay
@@ -132,13 +140,25 @@ class StackedAdamW:
         self.m = torch.zeros_like(stack.flat)
         self.v = torch.zeros_like(stack.flat)
         self.t = torch.zeros(len(self.lr), dtype=torch.float32, device=stack.flat.device)  # the kernel reads float32 steps
+        if fused is None:
+            fused = stack.flat.device.type in FUSED_KERNEL_DEVICES and fused_ce.wanted()
+        self.fused = fused
         if per_run is None:
             per_run = stack.flat.device.type in PER_RUN_DEVICES and stack.flat.shape[1] >= PER_RUN_MIN_PARAMS
-        self.per_run = per_run
-        if self.per_run:
+        self.per_run = per_run and not fused
+        if self.skips:
             self.skip = torch.zeros_like(self.t)  # (M,): 1 for a run the kernel leaves as it is
             self.divisors = torch.ones_like(self.t)  # (M,): each run's gradient divisor (its clipping)
+        if self.fused:
+            self.lr_of = torch.tensor(self.lr, dtype=stack.flat.dtype, device=stack.flat.device)  # (M,)
+            self.range_of = adamw_kernel.range_table(self.ranges, stack.flat.device)  # (M, K, 2)
         self.groups = self._groups()
+
+    @property
+    def skips(self) -> bool:
+        """Whether a stopped run is skipped by the kernel (`skip`) and the clipping divides as the kernel reads
+        (`divisors`): stepped per run, or by geofact's kernel."""
+        return self.per_run or self.fused
 
     def _groups(self) -> dict[tuple[float, int | None], tuple[list[torch.Tensor], ...]]:
         """{(lr, run or None): (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments, as views;
@@ -156,14 +176,25 @@ class StackedAdamW:
         """Keep only the runs at positions `runs` (`rows`: the same on the device); call after stack.keep."""
         self.lr, self.ranges = [self.lr[i] for i in runs], [self.ranges[i] for i in runs]
         self.grad, self.t, self.m, self.v = self.grad[rows], self.t[rows], self.m[rows], self.v[rows]
-        if self.per_run:
+        if self.skips:
             self.skip, self.divisors = self.skip[rows], self.divisors[rows]
+        if self.fused:
+            self.lr_of, self.range_of = self.lr_of[rows], self.range_of[rows]
         self.groups = self._groups()
 
     @torch.no_grad()
     def step(self) -> None:
         """One AdamW step of every run from `grad` (per run: of every run not skipped, `grad` divided by `divisors`)."""
         self.t += 1
+        if self.fused:
+            flat = self.stack.flat
+            trained = sum(b - a for ranges in self.ranges for a, b in ranges)
+            step_size = self.lr_of / (1 - BETAS[0] ** self.t)  # (M,)
+            bias2_sqrt = (1 - BETAS[1] ** self.t).sqrt()  # (M,)
+            adamw_kernel.adamw_(flat, self.grad, self.m, self.v, step_size, bias2_sqrt, self.lr_of, self.divisors, self.skip,
+                               self.range_of, self.weight_decay, BETAS[0], BETAS[1], EPS,
+                               7 * trained * flat.element_size())  # weights, moments read and written, gradients read
+            return
         for (lr, run), (params, grads, m, v, steps) in self.groups.items():
             scaling = {} if run is None else {"grad_scale": self.divisors[run], "found_inf": self.skip[run]}
             torch._fused_adamw_(params, grads, m, v, [], steps, lr=lr, beta1=BETAS[0], beta2=BETAS[1],
@@ -172,6 +203,6 @@ class StackedAdamW:
     @torch.no_grad()
     def clip_and_step(self, max_norm: float) -> torch.Tensor:
         """Clip each run's `grad` to max_norm (`clip_grad_norms_`), then `step`; returns the norms (M,)."""
-        norms = clip_grad_norms_(self.grad, max_norm, self.divisors if self.per_run else None)
+        norms = clip_grad_norms_(self.grad, max_norm, self.divisors if self.skips else None)
         self.step()
         return norms

@@ -232,7 +232,7 @@ class StopRuleStep:
         # A stack that steps each run with its own optimiser call (geofact.training.optim.PER_RUN_DEVICES) and reads
         # no run past its stop freezes a run where it stops (its call skipped): its row of the weights is then its
         # weights at the stop, with no copy of them; elsewhere the rows of the runs that stop are copied out
-        self.freezes = group.update.opt.per_run and not group.past_stop
+        self.freezes = group.update.opt.skips and not group.past_stop
         self.at_stop = flat if self.freezes else torch.zeros_like(flat)  # (M', P)
         if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it, -1 if none did
             self.decided = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',)

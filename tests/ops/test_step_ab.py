@@ -13,10 +13,10 @@ def test_every_output_layer_trains_the_same_runs_and_the_setting_is_put_back():
     # a difference of two short calls on a busy CPU can come out at or below 0: timed, not judged, here
     # every way but the fused kernels, which run on CUDA (or in Triton's interpreter, tests/training/test_fused_ce.py)
     assert set(row["ms"]) == set(row["relative"]) == set(ways(__import__("torch").device("cpu"))) == set(WAYS) - {"fused kernels"}
-    assert row["fastest"] in WAYS and row["errors"] == {}
+    assert row["fastest"] in WAYS and row["errors"] == {} and row["kernel_errors"] == {}
     assert all(isinstance(v, float) for v in (*row["ms"].values(), *row["relative"].values()))
     assert row["loss_difference"] < 1e-4  # the same arithmetic to rounding
-    assert set(row["optimiser_ms"]) == set(OPTIMISERS) and row["optimiser_fastest"] in OPTIMISERS
+    assert set(row["optimiser_ms"]) == set(OPTIMISERS) - {"fused kernel"} and row["optimiser_fastest"] in OPTIMISERS
     with pytest.raises(ValueError, match="way must be one of"):
         with output_layer("fused", __import__("torch").device("cpu")):
             pass
@@ -48,12 +48,33 @@ def test_the_optimiser_is_stepped_each_way_asked_and_the_settings_put_back():
     from geofact.training import optim
     from geofact.training.optim import FlatStack, StackedAdamW
 
-    before = optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS
+    before = optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS, optim.FUSED_KERNEL_DEVICES
     stack = FlatStack({"a": torch.zeros(3, 4)})
-    for how, per_run in (("per run", True), ("together", False)):
+    for how, per_run, fused in (("per run", True, False), ("together", False, False), ("fused kernel", False, True)):
         with stepping(how, torch.device("cpu")):
-            assert StackedAdamW(stack, [1e-3] * 3, 0.0, [[(0, 4)]] * 3).per_run == per_run
-    assert (optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS) == before
+            opt = StackedAdamW(stack, [1e-3] * 3, 0.0, [[(0, 4)]] * 3)
+            assert (opt.per_run, opt.fused) == (per_run, fused and optim.fused_ce.wanted())
+    assert (optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS, optim.FUSED_KERNEL_DEVICES) == before
     with pytest.raises(ValueError, match="how must be one of"):
         with stepping("fused", torch.device("cpu")):
             pass
+
+
+def test_a_kernel_that_fails_is_reported_and_the_benchmark_goes_on_without_the_kernels(monkeypatch):
+    import os
+
+    import torch
+
+    from geofact.ops import step_ab
+    from geofact.training import fused_ce
+
+    monkeypatch.setattr(fused_ce, "runs_on", lambda device: True)
+    monkeypatch.setattr(fused_ce, "wanted", lambda: os.environ.get(fused_ce.ENV, "1") == "1")
+    monkeypatch.setenv(fused_ce.ENV, "1")  # put back after the test, which the benchmark sets to "0"
+    errors = step_ab.probe(torch.device("cpu"))  # outside Triton's interpreter every kernel raises, as a failed compile would
+    assert set(errors) == {"output layer", "output layer, d > 128", "sampler keys", "adamw"}
+    assert all("TRITON_INTERPRET" in e for e in errors.values())
+    monkeypatch.setattr(step_ab, "time_step", lambda configs, device, way, steps, how=None: (1e-3, [0.5] * len(configs)))
+    (row,) = step_ab.rows("cpu", ds=(8,), runs=2, N=64, steps=2, precisions=("fp32",))
+    assert row["kernel_errors"] == errors and os.environ[fused_ce.ENV] == "0"
+    assert "fused kernels" not in row["ms"] and "fused kernel" not in row["optimiser_ms"]

@@ -126,3 +126,43 @@ def test_the_compiled_fused_output_layer_is_the_torch_ops(d):
         for name, a, b in zip(("loss", "d_hf", "d_E_out"), fused, exact):
             error = ((a.double() - b).abs().max() / b.abs().max()).item()
             assert error < rtol, (precision, name, error)
+
+
+def test_the_compiled_sampler_keys_are_the_torch_ops_keys_bit_for_bit():
+    """geofact.training.fused_sampler compiled by Triton: the same batches as the torch ops (and so as a CPU's);
+    skipped when GEOFACT_FUSED_CE=0 (tools/lease.sh's fallback)."""
+    from geofact.training.data import FactSampler
+
+    if not fused_ce.wanted():
+        pytest.skip("geofact's Triton kernels are off (GEOFACT_FUSED_CE=0) or Triton is missing")
+    seeds, n_facts = [0, 7, 123456789, 4], [4096 * 16, 4096 * 2, 4096 * 16, 300]
+    torch_ops = FactSampler(seeds, n_facts, 1024, max(n_facts), "cuda", fused=False)
+    kernel = FactSampler(seeds, n_facts, 1024, max(n_facts), "cuda", fused=True)
+    cpu = FactSampler(seeds, n_facts, 1024, max(n_facts), "cpu")
+    for steps in (range(0, 4), range(14990, 15000)):
+        assert torch.equal(kernel(steps), torch_ops(steps))
+        assert torch.equal(kernel(steps).cpu(), cpu(steps))
+
+
+def test_the_compiled_adamw_kernel_steps_as_torchs_fused_adamw():
+    """geofact.training.fused_adamw compiled by Triton against torch's fused AdamW per run: own learning rates, a
+    frozen block, clipping, a skipped run; skipped when GEOFACT_FUSED_CE=0 (tools/lease.sh's fallback)."""
+    from geofact.training.optim import FlatStack, StackedAdamW
+
+    if not fused_ce.wanted():
+        pytest.skip("geofact's Triton kernels are off (GEOFACT_FUSED_CE=0) or Triton is missing")
+    g = torch.Generator().manual_seed(0)
+    weights = {"a": torch.randn(3, 150000, generator=g).cuda(), "b": torch.randn(3, 100000, generator=g).cuda()}
+    ranges = [[(0, 250000)], [(150000, 250000)], [(0, 250000)]]
+    opts = {fused: StackedAdamW(FlatStack({k: v.clone() for k, v in weights.items()}), [1e-2, 3e-3, 1e-3], 0.1, ranges,
+                                per_run=True, fused=fused) for fused in (False, True)}
+    for step in range(8):
+        grad = torch.randn(3, 250000, generator=g).cuda() * torch.tensor([[0.01], [5.0], [0.3]], device="cuda")
+        for opt in opts.values():
+            opt.grad.copy_(grad)
+            if step == 2:
+                opt.skip[2] = 1
+            opt.clip_and_step(1.0)
+    a, b = opts[True].stack.flat, opts[False].stack.flat
+    assert ((a - b).abs().max() / b.abs().max()).item() < 1e-5
+    assert torch.equal(a[1, :150000], weights["a"][1])

@@ -1,0 +1,56 @@
+"""geofact.training.fused_adamw: every run of a stack in one Triton kernel steps as torch's fused AdamW steps it, run
+by run (checked in Triton's interpreter, a child process: tests/training/test_fused_ce.py), and the count takes
+the kernel's seven passes over the trained entries."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from geofact.training import fused_ce
+from geofact.training.dispatch_count import TrafficCounter
+from geofact.training.optim import FlatStack, StackedAdamW
+from tests.training.test_fused_ce import _interpreted
+
+pytestmark = pytest.mark.skipif(not fused_ce.TRITON, reason="Triton is a test dependency (pip install -e '.[test]')")
+
+
+def test_the_kernel_steps_every_run_as_torchs_fused_adamw_per_run():
+    """Runs with their own learning rates, a frozen block of columns in one, clipping that binds in some, a run
+    skipped from the third step (as a stopped run is), eight steps, float32."""
+    error = _interpreted("""
+        from geofact.training.optim import FlatStack, StackedAdamW
+        torch.manual_seed(0)
+        M, P = 3, 2500
+        weights = {"a": torch.randn(M, 1500), "b": torch.randn(M, 1000)}
+        ranges = [[(0, 2500)], [(1500, 2500)], [(0, 2500)]]  # run 1 leaves "a" frozen
+        opts = {}
+        for fused in (False, True):
+            stack = FlatStack({k: v.clone() for k, v in weights.items()})
+            opts[fused] = StackedAdamW(stack, [1e-2, 3e-3, 1e-3], 0.1, ranges, per_run=True, fused=fused)
+        worst = 0.0
+        for step in range(8):
+            grad = torch.randn(M, P) * torch.tensor([[0.01], [5.0], [0.3]])
+            for fused, opt in opts.items():
+                opt.grad.copy_(grad)
+                if step == 2:
+                    opt.skip[2] = 1
+                opt.clip_and_step(1.0)
+            a, b = opts[True].stack.flat, opts[False].stack.flat
+            worst = max(worst, ((a - b).abs().max() / b.abs().max()).item())
+        frozen = torch.equal(opts[True].stack.flat[1, :1500], weights["a"][1])
+        result = {"worst": worst, "frozen": frozen, "moments": (opts[True].v - opts[False].v).abs().max().item()}
+    """)
+    assert error["frozen"] and error["worst"] < 1e-6 and error["moments"] < 1e-6, error
+
+
+def test_the_count_is_seven_passes_over_the_trained_entries():
+    M, P = 4, 3000
+    ranges = [[(0, P)], [(1000, P)], [(0, P)], [(0, 500), (1000, P)]]
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        stack = FlatStack({"a": torch.empty(M, 1000, device="meta"), "b": torch.empty(M, 2000, device="meta")})
+        opt = StackedAdamW(stack, [1e-3] * M, 0.1, ranges, fused=True)
+        assert opt.skips and not opt.per_run
+        with TrafficCounter() as traffic:
+            opt.step()
+    trained = P + 2000 + P + 2500
+    assert traffic.by_op["adamw_"] == 7 * 4 * trained
