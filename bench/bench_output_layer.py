@@ -1,6 +1,7 @@
-"""The stacked step with each way of its output layer (torch's softmax and log-softmax kernels, the
-written-out softmax) and each way of stepping its runs' optimiser (together, or each with its own call),
-in one process.
+"""The stacked step with each way of its output layer (geofact's fused Triton kernels, torch's softmax and
+log-softmax kernels, the written-out softmax) and each way of stepping its runs' optimiser (torch's fused AdamW
+together or per run, geofact's kernel for the whole stack), in one process, after a probe of geofact's Triton
+kernels (a kernel that fails is reported in `kernel_errors` and the rows are timed without them).
 
 Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 20]
                                         [--precision tf32 bf16] [--no-optimisers] [--json]
@@ -34,8 +35,9 @@ def main() -> None:
             continue
         ways = ", ".join(f"{way} {ms:.2f} ms ({r['relative'][way]:.2f}x)" for way, ms in r["ms"].items())
         stepped = "".join(f"; runs stepped {how}: {ms:.2f} ms" for how, ms in r.get("optimiser_ms", {}).items())
+        failed = "".join(f"; {kernel} failed: {error}" for kernel, error in {**r["kernel_errors"], **r["errors"]}.items())
         print(f"N={r['N']} d={r['d']} {r['runs']} runs {r['precision']}, a step: {ways}; fastest: {r['fastest']}; "
-              f"last losses differ by {r['loss_difference']:.2g}{stepped}", flush=True)
+              f"last losses differ by {r['loss_difference']:.2g}{stepped}{failed}", flush=True)
 
 if __name__ == "__main__":
     main()
