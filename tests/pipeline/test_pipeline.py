@@ -373,6 +373,19 @@ def test_a_gpu_lease_rehearsed_computes_in_budgeted_commands_packs_in_parts_and_
     done = subprocess.run(["bash", "tools/lease.sh", "300", "exp-capacity"], cwd=node.root, capture_output=True, text=True,
                           env={**env, "PROFILE": "smoke", "DEVICE": "cpu", "PYTHON": str(python), "OUT": str(lease_out)}, timeout=600)
     assert done.returncode == 0 and "CUDA tests: passed on this machine earlier" in done.stdout, done.stdout[-3000:]
+    # a machine whose CUDA tests fail with geofact's Triton kernels (a kernel that does not compile there) and pass
+    # without them: the lease goes on without them, for this command and every later one on the machine
+    (node.root / ".geofact" / "cuda-tests-passed").unlink()
+    failing = tmp_path / "python-without-kernels"
+    failing.write_text(f'#!/bin/bash\nif [ "$1 $2" = "-m pytest" ] && [ "${{GEOFACT_FUSED_CE:-1}}" != 0 ]; then '
+                       f'echo "1 failed: a kernel did not compile"; exit 1; fi\nexec {python} "$@"\n')
+    failing.chmod(0o755)
+    for expected in ("again with GEOFACT_FUSED_CE=0", "passed on this machine earlier (GEOFACT_FUSED_CE=0)"):
+        done = subprocess.run(["bash", "tools/lease.sh", "50", "exp-capacity"], cwd=node.root, capture_output=True, text=True,
+                              env={**env, "PROFILE": "smoke", "DEVICE": "cpu", "PYTHON": str(failing), "OUT": str(lease_out)},
+                              timeout=600)
+        assert done.returncode == 3 and expected in done.stdout, done.stdout[-3000:]  # 3: no time left for compute
+    assert "a kernel did not compile" in (lease_out / "tests-fused.log").read_text()
 
 
 GRID_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer"]
