@@ -9,12 +9,14 @@ in registers from hf and E_out, as a matmul kernel would, and use it there:
 - `lse`: each row's log-sum-exp by an online softmax over its tiles, and the logit at its target. The N axis is
   split over programs (`splits`) when there are too few (run, row block) pairs to fill the device, and the
   splits' partial maxima and sums are combined in torch (tensors of (M, B, splits));
-- for d <= `UNSTORED_MAX_D` nothing of size (M, B, N) is ever written: `grad_hf` recomputes a row block's tiles
+- for d <= `UNSTORED_MAX_D`, in stacks of enough runs to fill the device (`UNSTORED_MIN_PROGRAMS`), nothing of
+  size (M, B, N) is ever written: `grad_hf` recomputes a row block's tiles
   along N and adds each tile's (softmax - one-hot) / B times E_out's tile into d_hf; `grad_unembedding` recomputes
   a column block's tiles along B and adds hf's tile times it into d_E_out (the FlashAttention backward's
-  two loops). The logits are computed three times, which costs 2 B N d FLOPs each; at d = 32 that is
-  0.1 ms of an H100 against 2.1 GB of traffic saved;
-- above it (the accumulators of a (d, BLOCK_N) or (BLOCK_B, d) block no longer fit in registers), `grad_logits`
+  two loops). The logits are computed three times and multiplied twice, five matmuls' FLOPs (2 M B N d each)
+  where torch's way has three; at d = 32 and 42 runs that is 58 GFLOP, 0.16 ms at the H100's TF32 rate, against
+  4.2 GB of traffic saved (six passes over the 704 MB of logits);
+- otherwise (above that d the accumulators of a (d, BLOCK_N) or (BLOCK_B, d) block no longer fit in registers), `grad_logits`
   writes (softmax - one-hot) / B once and two cuBLAS matmuls read it: three passes over the logits' size.
 
 Each kernel is a torch custom op (`torch.ops.geofact.*`) whose fake implementation states its outputs, so
@@ -39,16 +41,21 @@ import torch
 from torch.utils.flop_counter import register_flop_formula
 
 TRITON = importlib.util.find_spec("triton") is not None
-ENV = "GEOFACT_FUSED_CE"  # "0": the GPU's output layer and batch keys in torch ops (step.DEFAULT_WAY, data.FactSampler) instead
+ENV = "GEOFACT_FUSED_CE"  # "0": none of geofact's Triton kernels (output layer, batch keys, AdamW): torch's ops instead
 UNSTORED_MAX_D = 128  # largest d whose gradients are computed without storing the (M, B, N) softmax
+# and only where `grad_hf` has this many programs (runs x row blocks) or more: it loops over all N in each, so one
+# run at batch 1024 (16 programs; exp-scaling's trials) would leave most of an H100's 132 SMs idle, where cuBLAS
+# reading the stored softmax spreads over all of them
+UNSTORED_MIN_PROGRAMS = 128
 BLOCK_B, BLOCK_N = 64, 64
 LSE_BLOCK_D = 32  # d at a time in the kernels that loop over d (any d)
 FILL_PROGRAMS = 2048  # `lse` splits N until (runs x row blocks x splits) reaches this many programs
 
 
 def wanted() -> bool:
-    """Whether a GPU's step goes through geofact's Triton kernels (these, and the batch sampler's,
-    geofact.training.fused_sampler): Triton is installed and GEOFACT_FUSED_CE is not '0'."""
+    """Whether a GPU's step goes through geofact's Triton kernels (these, the batch sampler's,
+    geofact.training.fused_sampler, and the stack's AdamW, geofact.training.fused_adamw): Triton is installed and
+    GEOFACT_FUSED_CE is not '0'."""
     setting = os.environ.get(ENV, "1")
     if setting not in ("0", "1"):
         raise ValueError(f"{ENV} must be '0' (torch ops) or '1' (fused kernels where Triton is installed), got {setting!r}")
@@ -337,6 +344,11 @@ def _(hf_shape, E_shape, *args, **kwargs) -> int:
     return 2 * _logits_flops(hf_shape, E_shape)
 
 
+def unstored(M: int, B: int, D: int) -> bool:
+    """Whether the gradients of M runs' batches of B at width D are computed without storing the softmax."""
+    return D <= UNSTORED_MAX_D and M * math.ceil(B / BLOCK_B) >= UNSTORED_MIN_PROGRAMS
+
+
 def loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, want_E_out: bool = True,
                    out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`geofact.training.step.output_loss_and_grads` through the kernels: (each run's mean loss (M,), d_hf (M, B, d),
@@ -350,7 +362,7 @@ def loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor,
     top = maxima.amax(-1, keepdim=True)
     lse = (sums * (maxima - top).exp()).sum(-1).log_().add_(top[..., 0])  # (M, B)
     losses = (lse - picked.sum(-1)).mean(1)
-    if D <= UNSTORED_MAX_D:
+    if unstored(M, B, D):
         d_hf = ce_grad_hf(hf, E_out, targets, lse)
         if not want_E_out:
             return losses, d_hf, None

@@ -107,13 +107,15 @@ def test_multihop_training_on_cuda_is_the_cpus_in_float64(cot):
             torch.testing.assert_close(value.cpu(), y.params[name].cpu(), rtol=1e-7, atol=1e-9, msg=name)
 
 
+@pytest.mark.parametrize("least", [1, 10**9])  # the softmax unstored where d <= 128, or stored
 @pytest.mark.parametrize("d", [12, 64, 200])
-def test_the_compiled_fused_output_layer_is_the_torch_ops(d):
+def test_the_compiled_fused_output_layer_is_the_torch_ops(d, least, monkeypatch):
     """geofact.training.fused_ce compiled by Triton (tests/training/test_fused_ce.py checks it interpreted, on a CPU):
     float32 against float64 through torch's ops, with IEEE products and with TF32, at both gradient paths (d <= 128
     never stores the softmax) and N split over programs; skipped when GEOFACT_FUSED_CE=0 (tools/lease.sh's fallback)."""
     if not fused_ce.wanted():
         pytest.skip("the fused output layer is off (GEOFACT_FUSED_CE=0) or Triton is missing")
+    monkeypatch.setattr(fused_ce, "UNSTORED_MIN_PROGRAMS", least)
     g = torch.Generator().manual_seed(d)
     M, B, N = 3, 1000, 4000
     hf = torch.randn(M, B, d, generator=g, dtype=torch.float64).cuda()

@@ -34,15 +34,19 @@ def _interpreted(body: str) -> dict:
 
 
 def test_the_kernels_are_autograds_cross_entropy_in_float64():
-    """Both gradient paths (unstored, d <= 128; stored, d > 128), N split over several programs or not, a run's
-    gradient written into a strided view, without d_E_out, and a collapsed run (losses of hundreds of nats)."""
+    """Both gradient paths (the softmax unstored, d <= 128 in stacks that fill the device, here forced; stored), N
+    split over several programs or not, a run's gradient written into a strided view, without d_E_out, and a
+    collapsed run (losses of hundreds of nats)."""
     errors = _interpreted("""
         from geofact.training import fused_ce
         from geofact.training.step import output_loss_and_grads
         torch.manual_seed(0)
         result = {}
-        for name, (M, B, D, N, scale) in {"unstored": (2, 70, 20, 150, 1.0), "stored": (3, 33, 130, 97, 1.0),
-                                          "one block": (1, 16, 8, 40, 1.0), "collapsed": (2, 40, 24, 90, 60.0)}.items():
+        cases = {"unstored": (2, 70, 20, 150, 1.0, 1), "stored, small d": (2, 70, 20, 150, 1.0, 10**9),
+                 "stored": (3, 33, 130, 97, 1.0, 1), "one block": (1, 16, 8, 40, 1.0, 1),
+                 "collapsed": (2, 40, 24, 90, 60.0, 1), "collapsed, stored": (2, 40, 24, 90, 60.0, 10**9)}
+        for name, (M, B, D, N, scale, least) in cases.items():
+            fused_ce.UNSTORED_MIN_PROGRAMS = least
             hf = (torch.randn(M, B, D, dtype=torch.float64) * scale).requires_grad_()
             E = torch.randn(M, D, N, dtype=torch.float64).requires_grad_()
             targets = torch.randint(0, N, (M, B))
@@ -53,7 +57,8 @@ def test_the_kernels_are_autograds_cross_entropy_in_float64():
             losses, d_hf, d_E = output_loss_and_grads(hf.detach(), E.detach(), targets, N, way="fused kernels", out=out)
             alone, d_hf_alone, none = output_loss_and_grads(hf.detach(), E.detach(), targets, N, way="fused kernels",
                                                             want_E_out=False)
-            result[name] = {"splits": fused_ce.splits_for(M, B, N), "loss": (losses - reference).abs().max().item(),
+            result[name] = {"splits": fused_ce.splits_for(M, B, N), "unstored": fused_ce.unstored(M, B, D),
+                            "loss": (losses - reference).abs().max().item(),
                             "largest loss": reference.max().item(),
                             "d_hf": ((d_hf - g_hf).abs().max() / g_hf.abs().max()).item(),
                             "d_E": ((d_E - g_E).abs().max() / g_E.abs().max()).item(),
@@ -61,6 +66,7 @@ def test_the_kernels_are_autograds_cross_entropy_in_float64():
                             "without d_E": none is None and torch.equal(alone, losses) and torch.equal(d_hf_alone, d_hf)}
     """)
     assert errors["unstored"]["splits"] > 1 and errors["stored"]["splits"] > 1 and errors["one block"]["splits"] == 1
+    assert [name for name, e in errors.items() if e["unstored"]] == ["unstored", "one block", "collapsed"]
     assert errors["collapsed"]["largest loss"] > 100
     for name, e in errors.items():
         assert e["loss"] < 1e-12 * max(1.0, e["largest loss"]), (name, e)
@@ -74,10 +80,13 @@ def test_the_whole_steps_gradients_through_the_kernels_are_autograds():
         from geofact.training.config import TrainConfig
         from geofact.training.model import forward
         from geofact.training.stack import stack_params
+        from geofact.training import fused_ce
         from geofact.training.step import loss_and_grads
         torch.manual_seed(1)
         result = {}
-        for attention in ("uniform", "learned"):
+        for attention, least in (("uniform", 1), ("learned", 1), ("uniform, stored", 10**9)):
+            fused_ce.UNSTORED_MIN_PROGRAMS = least
+            attention = attention.split(",")[0]
             configs = [TrainConfig(N=80, R=3, d=12, batch_size=24, seed=s, attention=attention) for s in range(2)]
             p = {k: v.requires_grad_() for k, v in stack_params(configs, torch.float64).items()}
             subjects, relations = torch.randint(0, 80, (2, 24)), torch.randint(0, 3, (2, 24))
@@ -86,23 +95,28 @@ def test_the_whole_steps_gradients_through_the_kernels_are_autograds():
             reference = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(2, 24).mean(1)
             grads = dict(zip(p, torch.autograd.grad(reference.sum(), list(p.values()))))
             losses, mine = loss_and_grads(p, subjects, relations, targets, way="fused kernels")
-            result[attention] = max([(losses - reference).abs().max().item()]
+            result[f"{attention} {least}"] = max([(losses - reference).abs().max().item()]
                                     + [(mine[k] - grads[k]).abs().max().item() for k in grads])
     """)
-    assert all(e < 1e-12 for e in errors.values()), errors
+    assert len(errors) == 3 and all(e < 1e-12 for e in errors.values()), errors
 
 
 def test_float32_through_the_kernels_is_float64_to_rounding():
     """IEEE float32 products (torch's 'highest', the CPU's only float32) with float32 accumulation."""
     errors = _interpreted("""
+        from geofact.training import fused_ce
         from geofact.training.step import output_loss_and_grads
         torch.manual_seed(2)
         hf, E = torch.randn(2, 64, 40, dtype=torch.float64), torch.randn(2, 40, 200, dtype=torch.float64) / 4
         targets = torch.randint(0, 200, (2, 64))
         exact = output_loss_and_grads(hf, E, targets, 200, way="softmax kernel")
-        single = output_loss_and_grads(hf.float(), E.float(), targets, 200, way="fused kernels")
-        result = {name: ((a.double() - b).abs().max() / b.abs().max()).item()
-                  for name, a, b in zip(("loss", "d_hf", "d_E"), single, exact)}
+        result = {}
+        for least in (1, 10**9):  # unstored, stored
+            fused_ce.UNSTORED_MIN_PROGRAMS = least
+            single = output_loss_and_grads(hf.float(), E.float(), targets, 200, way="fused kernels")
+            result.update({f"{name} {least}": ((a.double() - b).abs().max() / b.abs().max()).item()
+                           for name, a, b in zip(("loss", "d_hf", "d_E"), single, exact)})
+        fused_ce.UNSTORED_MIN_PROGRAMS = 1
         # a target 300 below the best logit (a collapse: its probability underflows float32) and one on top by 12 (a
         # memorised run, loss 7 e^-12 = 4.3e-5), against float64 (tests/training/test_step.py's case for the others)
         E = torch.eye(4, 8)[None].repeat(2, 1, 1)
@@ -115,7 +129,7 @@ def test_float32_through_the_kernels_is_float64_to_rounding():
         result["edge finite"] = bool(torch.isfinite(d_hf).all() and torch.isfinite(d_E).all())
     """)
     edge, finite = errors.pop("edge"), errors.pop("edge finite")
-    assert all(e < 1e-5 for e in errors.values()), errors
+    assert len(errors) == 6 and all(e < 1e-5 for e in errors.values()), errors
     assert finite and edge[0] < 1e-4 and edge[1] < 3e-6, edge  # 300 nats to float32's rounding; 4.3e-5 to 7%
 
 
@@ -137,12 +151,12 @@ def test_the_kernels_refuse_a_cpu_tensor_outside_the_interpreter(monkeypatch):
         fused_ce.loss_and_grads(torch.zeros(1, 4, 8), torch.zeros(1, 8, 16), torch.zeros(1, 4, dtype=torch.long))
 
 
-@pytest.mark.parametrize("d", [32, 256])
-def test_the_count_takes_each_kernels_own_traffic_and_flops(d):
+@pytest.mark.parametrize("d, M", [(32, 32), (32, 3), (256, 32)])
+def test_the_count_takes_each_kernels_own_traffic_and_flops(d, M):
     """On fake `meta` tensors: the kernels' inputs read once and outputs written once, nothing of the logits' size
-    below d = 128 and one write of it above; FLOPs 2 B N d a computation of the logits (3 below, 4 above, and the
-    two matmuls of the stored gradient above)."""
-    M, B, N = 3, 256, 1024
+    at d <= 128 in a stack of enough runs (32 x 4 row blocks: 128 programs) and one write of it otherwise; FLOPs
+    2 M B N d a computation of the logits (3 and 2 products unstored; 2, and the two matmuls of the stored softmax)."""
+    B, N = 256, 1024
     with FakeTensorMode(allow_non_fake_inputs=True):
         hf, E = torch.empty(M, B, d, device="meta"), torch.empty(M, d, N, device="meta")
         targets = torch.empty(M, B, dtype=torch.long, device="meta")
@@ -153,7 +167,8 @@ def test_the_count_takes_each_kernels_own_traffic_and_flops(d):
     kernels = {k: v for k, v in traffic.by_op.items() if k.startswith("ce_")}
     inputs = (M * B * d + M * d * N) * 4 + M * B * 8
     assert kernels["ce_partials"] == inputs + 3 * M * B * fused_ce.splits_for(M, B, N) * 4
-    if d <= fused_ce.UNSTORED_MAX_D:
+    assert fused_ce.unstored(M, B, d) == (d <= 128 and M == 32)
+    if fused_ce.unstored(M, B, d):
         assert set(kernels) == {"ce_partials", "ce_grad_hf", "ce_grad_unembedding"}
         assert kernels["ce_grad_hf"] == inputs + M * B * 4 + M * B * d * 4
         assert kernels["ce_grad_unembedding"] == inputs + M * B * 4 + M * d * N * 4  # d_E_out written, not read
