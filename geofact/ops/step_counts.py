@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from geofact.store import write_json
+from geofact.training import fused_ce
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.traffic import hop_step_traffic, step_traffic
 
@@ -67,13 +68,38 @@ class StepCounts:
         self.counts: dict[str, dict] = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
 
     def __call__(self, configs: list[TrainConfig | MultiHopConfig]) -> dict:
-        key = stack_key(configs)
+        each = kinds(configs)
+        copies = _copies(configs, len(each))
+        key = stack_key(configs) + ("" if copies == 1 else f"x{copies}")
+        if copies == 0:  # the line's second point would step differently from the stack: the stack itself
+            key += f"/{len(configs)}"
         if key not in self.counts:
-            each = kinds(configs)
-            one = _count(each)
-            two = _count(each + [replace(c, seed=1) for c in each])
-            self.counts[key] = {"runs": len(each), "at": one, "per_run": {k: (two[k] - one[k]) / len(each) for k in WORK}}
+            if copies == 0:
+                whole = _count([replace(c, seed=s) for s, c in enumerate(configs)])
+                self.counts[key] = {"runs": len(configs), "at": whole, "per_run": {k: 0.0 for k in WORK}}
+            else:
+                base = [replace(c, seed=s) for s in range(copies) for c in each]
+                one = _count(base)
+                two = _count(base + [replace(c, seed=copies + s) for s in range(copies) for c in each])
+                self.counts[key] = {"runs": len(base), "at": one, "per_run": {k: (two[k] - one[k]) / len(base) for k in WORK}}
             if self.path is not None:
                 write_json(self.path, self.counts)
         line = self.counts[key]
         return {k: line["at"][k] + (len(configs) - line["runs"]) * line["per_run"][k] for k in WORK}
+
+
+def _copies(configs: list[TrainConfig | MultiHopConfig], kinds: int) -> int:
+    """How many copies of the stack's kinds its line is counted from (the line through that many and twice): 1,
+    unless the fused output layer leaves the softmax unstored in the stack but not at its kinds
+    (geofact.training.fused_ce.unstored, which depends on the runs in the stack); then the fewest copies that
+    do. 0 where the stack stores it but twice its kinds would not: the stack is counted whole (it is small)."""
+    if not fused_ce.wanted():
+        return 1
+    first = configs[0]
+    B, D = first.batch_size * (first.n_targets if isinstance(first, MultiHopConfig) else 1), first.d
+    if fused_ce.unstored(len(configs), B, D):
+        copies = 1
+        while not fused_ce.unstored(copies * kinds, B, D):
+            copies += 1
+        return copies
+    return 1 if not fused_ce.unstored(2 * kinds, B, D) else 0

@@ -250,3 +250,24 @@ def test_step_counts_are_kept_by_code_version_and_price_a_stack_on_the_line_thro
     again.counts[key]["per_run"] = {"flops": 0.0, "bytes": 1.0, "ops": 0.0}
     assert again(stack[:4]) == {"flops": 1.0, "bytes": 2.0 + 4 - again.counts[key]["runs"], "ops": 3.0}
     assert counts([dataclasses.replace(stack[0], d=16)])["bytes"] != first["bytes"]  # another shape: counted
+
+
+@pytest.mark.parametrize("least, runs, copies", [(5, 7, 3), (5, 3, 1), (4, 3, 0)])
+def test_a_stack_whose_output_layer_steps_by_its_size_is_counted_on_its_own_side_of_the_step(least, runs, copies,
+                                                                                              monkeypatch):
+    """The fused output layer leaves the softmax unstored only in stacks of enough runs (fused_ce.unstored): the line
+    of a stack's count goes through two counts on the stack's side of that switch (or the stack is counted whole)."""
+    from geofact.ops.step_counts import StepCounts, _copies
+    from geofact.training import fused_ce
+    from geofact.training.traffic import step_traffic
+
+    if not fused_ce.TRITON:
+        pytest.skip("the fused kernels need Triton, a test dependency")
+    monkeypatch.delenv(fused_ce.ENV, raising=False)
+    monkeypatch.setattr(fused_ce, "UNSTORED_MIN_PROGRAMS", least)  # 32 rows a batch: one row block a run
+    stack = [TrainConfig(N=64, R=R, d=8, batch_size=32, max_steps=100, seed=s, frozen_embeddings=bool(s % 2))
+             for s, R in enumerate([2, 4, 3, 2, 4, 4, 2][:runs])]
+    assert _copies(stack, 2) == copies  # two kinds: frozen or not
+    counted, whole = StepCounts()(stack), step_traffic(stack)
+    for k in ("flops", "bytes", "ops"):
+        assert counted[k] == pytest.approx(getattr(whole, k), rel=0.02), k
