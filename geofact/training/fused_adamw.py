@@ -29,8 +29,11 @@ BLOCK = 1024  # weights a program
 
 
 def _adamw_kernel(flat, grad, m, v, step_size, bias2_sqrt, lr, divisors, skip, ranges, P, s_rm, s_rk,
-                  weight_decay, beta1, beta2, eps, BLOCK: tl.constexpr, K: tl.constexpr):
-    """Program (column block, run): the trained entries of one run's row among `BLOCK` columns."""
+                  weight_decay: tl.constexpr, beta1: tl.constexpr, beta2: tl.constexpr, eps: tl.constexpr,
+                  BLOCK: tl.constexpr, K: tl.constexpr):
+    """Program (column block, run): the trained entries of one run's row among `BLOCK` columns. The float
+    hyperparameters are compile-time constants: as run-time arguments a GPU would take them in float32, and
+    float64 buffers would step with float32's betas (1 - b2 to 7 digits)."""
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     run = tl.program_id(1)
     trained = cols < 0

@@ -9,8 +9,8 @@ in registers from hf and E_out, as a matmul kernel would, and use it there:
 - `lse`: each row's log-sum-exp by an online softmax over its tiles, and the logit at its target. The N axis is
   split over programs (`splits`) when there are too few (run, row block) pairs to fill the device, and the
   splits' partial maxima and sums are combined in torch (tensors of (M, B, splits));
-- for d <= `UNSTORED_MAX_D`, in stacks of enough runs to fill the device (`UNSTORED_MIN_PROGRAMS`), nothing of
-  size (M, B, N) is ever written: `grad_hf` recomputes a row block's tiles
+- for d <= `UNSTORED_MAX_D`, in float32 stacks of enough runs to fill the device (`UNSTORED_MIN_PROGRAMS`), nothing
+  of size (M, B, N) is ever written: `grad_hf` recomputes a row block's tiles
   along N and adds each tile's (softmax - one-hot) / B times E_out's tile into d_hf; `grad_unembedding` recomputes
   a column block's tiles along B and adds hf's tile times it into d_E_out (the FlashAttention backward's
   two loops). The logits are computed three times and multiplied twice, five matmuls' FLOPs (2 M B N d each)
@@ -84,7 +84,7 @@ def _lse_kernel(hf, E, tgt, m_out, s_out, picked_out, B, N, D, span,
     """Program (row block, split, run): over columns [split span, (split + 1) span), each row's running maximum m,
     sum s of exp(logit - m) and the logit at its target (0 where the target is in another split)."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    split, run = tl.program_id(1), tl.program_id(2)
+    split, run = tl.program_id(1), tl.program_id(2).to(tl.int64)  # 64-bit: runs x a run's stride can pass 2^31
     row_ok = rows < B
     target = tl.load(tgt + run * s_tm + rows * s_tb, mask=row_ok, other=0)
     m = tl.full((BLOCK_B,), float("-inf"), ACC)
@@ -121,7 +121,7 @@ def _grad_logits_kernel(hf, E, tgt, lse, G, B, N, D,
     programs that share a tile of E_out run together."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    run = tl.program_id(2)
+    run = tl.program_id(2).to(tl.int64)
     row_ok, col_ok = rows < B, cols < N
     target = tl.load(tgt + run * s_tm + rows * s_tb, mask=row_ok, other=0)
     row_lse = tl.load(lse + run * s_lm + rows * s_lb, mask=row_ok, other=0.0)
@@ -144,7 +144,7 @@ def _grad_hf_kernel(hf, E, tgt, lse, d_hf, B, N, D,
                     PRECISION: tl.constexpr, ACC: tl.constexpr):
     """Program (row block, run), BLOCK_D >= d: d_hf's rows, the sum over column tiles of G's tile @ E_out's tile^T."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    run = tl.program_id(1)
+    run = tl.program_id(1).to(tl.int64)
     ks = tl.arange(0, BLOCK_D)
     row_ok, k_ok = rows < B, ks < D
     target = tl.load(tgt + run * s_tm + rows * s_tb, mask=row_ok, other=0)
@@ -170,7 +170,7 @@ def _grad_unembedding_kernel(hf, E, tgt, lse, d_E, B, N, D,
                              PRECISION: tl.constexpr, ACC: tl.constexpr):
     """Program (column block, run), BLOCK_D >= d: d_E_out's columns, the sum over row tiles of hf's tile^T @ G's tile."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    run = tl.program_id(1)
+    run = tl.program_id(1).to(tl.int64)
     ks = tl.arange(0, BLOCK_D)
     col_ok, k_ok = cols < N, ks < D
     b = tl.load(E + run * s_em + ks[:, None] * s_ed + cols[None, :] * s_en, mask=k_ok[:, None] & col_ok[None, :],
@@ -195,7 +195,7 @@ KERNELS = {"lse": _lse_kernel, "grad_logits": _grad_logits_kernel, "grad_hf": _g
 _BUILT: dict[object, object] = {}
 
 
-def build(fn, device: torch.device):
+def build(fn, device: torch.device, do_not_specialize: tuple[str, ...] = ()):
     """A kernel written as a Python function (`fn`, whose module names Triton's language `tl`) compiled by Triton for
     CUDA, or on a CPU run by its interpreter, which Triton decides when it is first imported (TRITON_INTERPRET=1 in
     the environment then: tests/training/test_fused_ce.py runs so); built once."""
@@ -211,7 +211,7 @@ def build(fn, device: torch.device):
         import triton.language as tl
 
         fn.__globals__["tl"] = tl  # what the kernel's body calls (its annotations stay strings)
-        _BUILT[fn] = triton.jit(fn)
+        _BUILT[fn] = triton.jit(fn, do_not_specialize=list(do_not_specialize))
     return _BUILT[fn]
 
 
@@ -344,9 +344,10 @@ def _(hf_shape, E_shape, *args, **kwargs) -> int:
     return 2 * _logits_flops(hf_shape, E_shape)
 
 
-def unstored(M: int, B: int, D: int) -> bool:
-    """Whether the gradients of M runs' batches of B at width D are computed without storing the softmax."""
-    return D <= UNSTORED_MAX_D and M * math.ceil(B / BLOCK_B) >= UNSTORED_MIN_PROGRAMS
+def unstored(M: int, B: int, D: int, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether the gradients of M runs' batches of B at width D are computed without storing the softmax: float32
+    only (float64's tiles would need twice the shared memory of an SM at d = 128)."""
+    return dtype == torch.float32 and D <= UNSTORED_MAX_D and M * math.ceil(B / BLOCK_B) >= UNSTORED_MIN_PROGRAMS
 
 
 def loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, want_E_out: bool = True,
@@ -355,14 +356,14 @@ def loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor,
     d_E_out (M, d, N) or None), the gradients of the losses' sum; d_E_out written into `out` if given."""
     M, B, D = hf.shape
     N = E_out.shape[2]
-    if max(M * B * N, M * D * N, M * B * D) >= 2**31:
-        raise ValueError(f"the fused output layer indexes in 32 bits: runs x batch x N = {M * B * N:,} must be < 2^31 "
-                         f"(fewer runs a stack, or {ENV}=0)")
+    if max(B * N, D * N, B * D) >= 2**31:  # offsets within a run are 32-bit (a run's base is 64-bit)
+        raise ValueError(f"the fused output layer indexes a run's tensors in 32 bits: batch x N = {B * N:,} and d x N = "
+                         f"{D * N:,} must be < 2^31 ({ENV}=0 for torch's ops)")
     maxima, sums, picked = ce_partials(hf, E_out, targets, splits_for(M, B, N))  # (M, B, splits) each
     top = maxima.amax(-1, keepdim=True)
     lse = (sums * (maxima - top).exp()).sum(-1).log_().add_(top[..., 0])  # (M, B)
     losses = (lse - picked.sum(-1)).mean(1)
-    if unstored(M, B, D):
+    if unstored(M, B, D, hf.dtype):
         d_hf = ce_grad_hf(hf, E_out, targets, lse)
         if not want_E_out:
             return losses, d_hf, None

@@ -26,12 +26,12 @@ def _keys_kernel(seed_hash, n_facts, keys, n, first_step, s_kr, s_ks, s_kn,
                  BLOCK: tl.constexpr, PADDED: tl.constexpr):
     """Program (fact block, step, run): the keys of `BLOCK` facts of one run at one step (data.FactSampler)."""
     index = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    step = tl.program_id(1)
-    run = tl.program_id(2)
+    step = tl.program_id(1).to(tl.int64)  # 64-bit offsets: runs x steps x facts can pass 2^31
+    run = tl.program_id(2).to(tl.int64)
     ok = index < n
     mask = 0xFFFFFFFF
     # the step's hash of each index (data._mix32 of step * 0x85EBCA77 + index)
-    x = ((first_step + step).to(tl.int64) * 0x85EBCA77 + index.to(tl.int64)) & mask
+    x = ((first_step + step) * 0x85EBCA77 + index.to(tl.int64)) & mask
     x ^= x >> 16
     x = (x * 0x7FEB352D) & mask
     x ^= x >> 15
@@ -57,7 +57,7 @@ def sampler_keys(seed_hash: torch.Tensor, n_facts: torch.Tensor, first_step: int
     first_step + 1, ...; with `padded`, -1 past each run's n_facts (runs,)."""
     runs = seed_hash.shape[0]
     keys = torch.empty(runs, steps, n, dtype=torch.long, device=seed_hash.device)
-    build(_keys_kernel, seed_hash.device)[(-(-n // BLOCK), steps, runs)](
+    build(_keys_kernel, seed_hash.device, ("first_step",))[(-(-n // BLOCK), steps, runs)](  # one compile for every step
         seed_hash, n_facts, keys, n, first_step, *keys.stride(), BLOCK=BLOCK, PADDED=padded)
     return keys
 

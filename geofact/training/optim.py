@@ -189,8 +189,9 @@ class StackedAdamW:
         if self.fused:
             flat = self.stack.flat
             trained = sum(b - a for ranges in self.ranges for a, b in ranges)
-            step_size = self.lr_of / (1 - BETAS[0] ** self.t)  # (M,)
-            bias2_sqrt = (1 - BETAS[1] ** self.t).sqrt()  # (M,)
+            t = self.t.double()  # in double, as torch's kernel computes its bias corrections
+            step_size = (self.lr_of / (1 - BETAS[0] ** t)).to(flat.dtype)  # (M,)
+            bias2_sqrt = (1 - BETAS[1] ** t).sqrt().to(flat.dtype)  # (M,)
             adamw_kernel.adamw_(flat, self.grad, self.m, self.v, step_size, bias2_sqrt, self.lr_of, self.divisors, self.skip,
                                self.range_of, self.weight_decay, BETAS[0], BETAS[1], EPS,
                                7 * trained * flat.element_size())  # weights, moments read and written, gradients read

@@ -108,7 +108,7 @@ def test_multihop_training_on_cuda_is_the_cpus_in_float64(cot):
 
 
 @pytest.mark.parametrize("least", [1, 10**9])  # the softmax unstored where d <= 128, or stored
-@pytest.mark.parametrize("d", [12, 64, 200])
+@pytest.mark.parametrize("d", [12, 64, 96, 128, 200])  # 96 and 128: the unstored kernels' largest tiles
 def test_the_compiled_fused_output_layer_is_the_torch_ops(d, least, monkeypatch):
     """geofact.training.fused_ce compiled by Triton (tests/training/test_fused_ce.py checks it interpreted, on a CPU):
     float32 against float64 through torch's ops, with IEEE products and with TF32, at both gradient paths (d <= 128

@@ -14,12 +14,15 @@ from tests.training.test_fused_ce import _interpreted
 pytestmark = pytest.mark.skipif(not fused_ce.TRITON, reason="Triton is a test dependency (pip install -e '.[test]')")
 
 
-def test_the_kernel_steps_every_run_as_torchs_fused_adamw_per_run():
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-6), ("float64", 1e-12)])
+def test_the_kernel_steps_every_run_as_torchs_fused_adamw_per_run(dtype, tolerance):
     """Runs with their own learning rates, a frozen block of columns in one, clipping that binds in some, a run
-    skipped from the third step (as a stopped run is), eight steps, float32."""
+    skipped from the third step (as a stopped run is), eight steps; in float64 the hyperparameters and bias
+    corrections must be float64's too (a GPU would take run-time float arguments in float32)."""
     error = _interpreted("""
         from geofact.training.optim import FlatStack, StackedAdamW
         torch.manual_seed(0)
+        torch.set_default_dtype(torch.DTYPE)
         M, P = 3, 2500
         weights = {"a": torch.randn(M, 1500), "b": torch.randn(M, 1000)}
         ranges = [[(0, 2500)], [(1500, 2500)], [(0, 2500)]]  # run 1 leaves "a" frozen
@@ -38,9 +41,11 @@ def test_the_kernel_steps_every_run_as_torchs_fused_adamw_per_run():
             a, b = opts[True].stack.flat, opts[False].stack.flat
             worst = max(worst, ((a - b).abs().max() / b.abs().max()).item())
         frozen = torch.equal(opts[True].stack.flat[1, :1500], weights["a"][1])
-        result = {"worst": worst, "frozen": frozen, "moments": (opts[True].v - opts[False].v).abs().max().item()}
-    """)
-    assert error["frozen"] and error["worst"] < 1e-6 and error["moments"] < 1e-6, error
+        result = {"worst": worst, "frozen": frozen, "moments": (opts[True].v - opts[False].v).abs().max().item(),
+                  "dtype": str(opts[True].stack.flat.dtype)}
+    """.replace("DTYPE", dtype))
+    assert error["dtype"] == f"torch.{dtype}" and error["frozen"], error
+    assert error["worst"] < tolerance and error["moments"] < tolerance, error
 
 
 def test_the_count_is_seven_passes_over_the_trained_entries():
