@@ -76,15 +76,14 @@ class FactSampler:
         self.seed_hash = _mix32(seed[:, None, None] * 0x9E3779B1 + 0x632BE5AB)  # (runs, 1, 1)
         sizes = sorted(set(self.n_facts))
         self.padded = self.device.type in PADDED_DEVICES if padded is None else padded
+        self.counts = torch.tensor(self.n_facts, device=self.device)  # (runs,)
         self.beyond = None  # (runs, 1, n_max): the facts past each run's own, when hashed together
         if self.padded and len(sizes) > 1:
             index = torch.arange(max(sizes), device=self.device)
-            counts = torch.tensor(self.n_facts, device=self.device)
-            self.beyond = (index[None, :] >= counts[:, None])[:, None, :]
+            self.beyond = (index[None, :] >= self.counts[:, None])[:, None, :]
             sizes = [max(sizes)]
         # the keys by one Triton kernel (geofact.training.fused_sampler: the same integers) on a GPU with Triton
         self.fused = self.device.type in PADDED_DEVICES and fused_ce.wanted() if fused is None else fused
-        self.counts = torch.tensor(self.n_facts, device=self.device)
         self.groups = [(n, None if len(sizes) == 1 else
                         torch.tensor([i for i, x in enumerate(self.n_facts) if x == n], device=self.device),
                         torch.arange(n, device=self.device)) for n in sizes]

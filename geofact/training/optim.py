@@ -162,8 +162,10 @@ class StackedAdamW:
 
     def _groups(self) -> dict[tuple[float, int | None], tuple[list[torch.Tensor], ...]]:
         """{(lr, run or None): (params, grads, exp_avgs, exp_avg_sqs, steps)}: the kernel's arguments, as views;
-        one call per learning rate, or per run."""
+        one call per learning rate, or per run (none for geofact's kernel, which reads the whole buffers)."""
         groups: dict[tuple[float, int | None], tuple[list[torch.Tensor], ...]] = {}
+        if self.fused:
+            return groups
         for run, (lr, ranges) in enumerate(zip(self.lr, self.ranges)):
             lists = groups.setdefault((lr, run if self.per_run else None), ([], [], [], [], []))
             for a, b in ranges:

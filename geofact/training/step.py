@@ -35,9 +35,10 @@ the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole, and a
 - "written-out softmax": `logsumexp`, `sub_`, `exp_`. Every laptop run was trained so until 2026-11-29,
   and GPU leases before 2026-11-27; kept for `geofact.ops.step_ab`'s comparison on a GPU.
 - "fused kernels" (a GPU with Triton, from the evening of 2026-11-29, at any B N: `default_way`): geofact.training.fused_ce's
-  Triton kernels, which compute tiles of logits in registers and never write the logits; for d <= 128 nothing of
-  their size is written at all, above it (softmax - one-hot) / B once, read by the two gradient matmuls (3 passes).
-  Counted at 42 runs, N = 4096, batch 1024: 6.54 -> 2.35 GB a step at d = 32, 48.9 -> 46.9 at d = 768.
+  Triton kernels, which compute tiles of logits in registers and never write the logits; for d <= 128 in float32
+  stacks that fill the device (`fused_ce.unstored`) nothing of their size is written at all, otherwise
+  (softmax - one-hot) / B once, read by the two gradient matmuls (3 passes). Counted at 42 runs, N = 4096, batch
+  1024, this way alone took a step from 6.54 to 2.35 GB at d = 32 and from 48.9 to 46.9 at d = 768.
 The five agree to rounding (tests/training/test_step.py checks the first four against autograd in float64,
 tests/training/test_fused_ce.py the fifth, in Triton's interpreter).
 

@@ -61,8 +61,16 @@ def test_fake_mode_refuses_host_reads_and_mixed_devices():
             x + torch.ones(3)
 
 
+@pytest.fixture(params=["1", "0"], ids=["geofact's kernels", "torch's ops"])
+def kernels(request, monkeypatch):
+    """A GPU's step both ways: through geofact's Triton kernels, and through torch's ops (GEOFACT_FUSED_CE=0, the
+    fallback of a lease whose GPU does not compile them)."""
+    monkeypatch.setenv("GEOFACT_FUSED_CE", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("attention, positions", [("uniform", False), ("learned", False), ("learned", True)])
-def test_a_single_hop_group_trains_whole_blocks_on_the_device_reading_once_per_block(attention, positions):
+def test_a_single_hop_group_trains_whole_blocks_on_the_device_reading_once_per_block(attention, positions, kernels):
     # learned attention without positions takes the written-out step (geofact.training.step), with them autograd
     reads = Reads(fill=10**6)  # stop steps past max_steps: nobody stops
     with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
@@ -76,7 +84,7 @@ def test_a_single_hop_group_trains_whole_blocks_on_the_device_reading_once_per_b
     assert [t for t, _ in results[0].accuracy_curve] == [0, 4, 8, 12]
 
 
-def test_a_run_that_stops_inside_a_block_leaves_the_stack_at_its_end_without_a_host_read():
+def test_a_run_that_stops_inside_a_block_leaves_the_stack_at_its_end_without_a_host_read(kernels):
     reads = Reads(fill=10**6, stops={0: (1, 3)})  # the run at stack position 1 stops at step 3
     with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
         results = train_group(configs(12), device="meta", block_steps=5, checkpoints=(4,))
