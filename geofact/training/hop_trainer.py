@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from geofact.host import to_host
 from geofact.training.config import MultiHopConfig
+from geofact.training import hop_step
 from geofact.training.graphs import GraphedStep
 from geofact.training.model import causal_hidden, final_state, head, hidden
 from geofact.precision import at_least_fp32, computing_in
@@ -109,6 +110,8 @@ class QueryGroup(StackedGroup):
         self.eval_queries = _pad([s.eval for s in self.sets], device)  # (M, E_max, k + 1)
         self.eval_counts = torch.tensor([len(s.eval) for s in self.sets], device=device)
         self.sample = BatchSampler(configs, self.sets, device)
+        # the backward written out (geofact.training.hop_step) on its devices, in float32 matmuls; autograd for bf16
+        self.by_hand = device.type in hop_step.DEVICES and configs[0].precision != "bf16"
         self.previous = torch.full((len(configs),), float("nan"), dtype=dtype, device=device)  # (M',)
 
     def _keep_rows(self, rows: torch.Tensor, positions: list[int]) -> None:
@@ -136,6 +139,10 @@ class QueryGroup(StackedGroup):
         targets = targets.view(M, B, -1)[:, :, -T:]  # (M', B, T): every later position carries a target
         params = self.update.params
         with computing_in(first.precision, self.device):
+            if self.by_hand:  # the gradients straight into the optimiser's buffer
+                out, row_masks = self.update.grad_targets() or (None, None)
+                return hop_step.hop_loss_and_grads(params, tokens.view(M, B, -1), targets, first.k, wanted=self.update.names,
+                                          out=out, row_masks=row_masks)
             states = target_states(params, tokens.view(M, B, -1), T)  # (M', B T, d)
             if first.precision == "bf16":  # the loss from logits cast up from bf16
                 logits = at_least_fp32(torch.bmm(states, params["E_out"]))  # (M', B T, N)

@@ -249,8 +249,42 @@ def _attend_backward(p: dict[str, torch.Tensor], xn: torch.Tensor, q: torch.Tens
     d_q = (d_scores[..., None] * k).sum(2)
     d_k = d_scores[..., None] * q[:, :, None]
     d_xn += torch.bmm(d_k.flatten(1, 2), p["W_K"].transpose(1, 2)).view(M, B, L, -1)
-    d_xn[:, :, -1] += torch.bmm(d_q, p["W_Q"].transpose(1, 2))
+    d_xn[:, :, -1].add_(torch.bmm(d_q, p["W_Q"].transpose(1, 2)))  # add_: `[...] +=` would copy the slice back
     return d_xn, d_q, d_k
+
+
+def _weight_grad(g: dict[str, torch.Tensor], wanted: set[str], out: dict[str, torch.Tensor], name: str,
+                 inputs: torch.Tensor, d_outputs: torch.Tensor) -> None:
+    """g[name] = inputs^T d_outputs per run, the gradient of a weight the runs multiply `inputs` (M, B, i) by,
+    into out[name] if given; skipped unless wanted."""
+    if name in wanted:
+        g[name] = torch.bmm(inputs.transpose(1, 2), d_outputs, out=out.get(name))
+
+
+def head_loss_and_grads(p: dict[str, torch.Tensor], h: torch.Tensor, targets: torch.Tensor, g: dict[str, torch.Tensor],
+                        wanted: set[str], out: dict[str, torch.Tensor], width: int, keep: bool | None = None,
+                        way: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The MLP block, final norm, unembedding and cross-entropy of post-attention states h (M, B, d) against
+    targets (M, B) (`geofact.training.model.head`): (each run's mean loss (M,), d_h (M, B, d)), the gradient of
+    the losses' sum; the head's own gradients go into g (those in `wanted`, into `out`'s views where given).
+    `width`, `keep`, `way`: the output layer's (`output_loss_and_grads`)."""
+    h_hat, r1 = _rms(h)
+    hn = h_hat * p["g_mlp"][:, None]
+    z1 = torch.baddbmm(p["b_1"][:, None], hn, p["W_1"])  # (M, B, w)
+    z = F.gelu(z1)
+    h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
+    h2_hat, r2 = _rms(h2)
+    hf = h2_hat * p["g_final"][:, None]
+    losses, d_hf, g["E_out"] = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way, "E_out" in wanted,
+                                                     out.get("E_out"))
+    d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"], out.get("g_final"))
+    _weight_grad(g, wanted, out, "W_2", z, d_h2)
+    g["b_2"] = torch.sum(d_h2, 1, out=out.get("b_2"))
+    d_z1 = torch.ops.aten.gelu_backward(torch.bmm(d_h2, p["W_2"].transpose(1, 2)), z1)
+    _weight_grad(g, wanted, out, "W_1", hn, d_z1)
+    g["b_1"] = torch.sum(d_z1, 1, out=out.get("b_1"))
+    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"], out.get("g_mlp"))
+    return losses, d_h.add_(d_h2)
 
 
 def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,
@@ -291,44 +325,23 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
         mixed = xn.mean(2)  # (M, B, d)
     a = torch.bmm(mixed, p["W_V"])
     h = x[:, :, -1] + torch.bmm(a, p["W_O"])  # (M, B, d): hidden()
-    h_hat, r1 = _rms(h)
-    hn = h_hat * p["g_mlp"][:, None]
-    z1 = torch.baddbmm(p["b_1"][:, None], hn, p["W_1"])  # (M, B, w)
-    z = F.gelu(z1)
-    h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
-    h2_hat, r2 = _rms(h2)
-    hf = h2_hat * p["g_final"][:, None]
     wanted = set(p) if wanted is None else set(wanted)
-    losses, d_hf, g_E_out = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way, "E_out" in wanted,
-                                                  out.get("E_out"))
+    g: dict[str, torch.Tensor] = {}
+    losses, d_h = head_loss_and_grads(p, h, targets, g, wanted, out, width, keep, way)
 
-    # backward of losses.sum()
-    g = {"E_out": g_E_out}
-
-    def weight_grad(name: str, inputs: torch.Tensor, d_outputs: torch.Tensor) -> None:
-        if name in wanted:
-            g[name] = torch.bmm(inputs.transpose(1, 2), d_outputs, out=out.get(name))
-
-    d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"], out.get("g_final"))
-    weight_grad("W_2", z, d_h2)
-    g["b_2"] = torch.sum(d_h2, 1, out=out.get("b_2"))
-    d_z1 = torch.ops.aten.gelu_backward(torch.bmm(d_h2, p["W_2"].transpose(1, 2)), z1)
-    weight_grad("W_1", hn, d_z1)
-    g["b_1"] = torch.sum(d_z1, 1, out=out.get("b_1"))
-    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"], out.get("g_mlp"))
-    d_h += d_h2
-    weight_grad("W_O", a, d_h)
+    # backward of losses.sum(), through the attention
+    _weight_grad(g, wanted, out, "W_O", a, d_h)
     d_a = torch.bmm(d_h, p["W_O"].transpose(1, 2))
-    weight_grad("W_V", mixed, d_a)
+    _weight_grad(g, wanted, out, "W_V", mixed, d_a)
     d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2))  # (M, B, d)
     if learned:
         d_xn, d_q, d_k = _attend_backward(p, xn, q, k, pattern, d_mixed)
-        weight_grad("W_Q", xn[:, :, -1], d_q)
-        weight_grad("W_K", xn.flatten(1, 2), d_k.flatten(1, 2))
+        _weight_grad(g, wanted, out, "W_Q", xn[:, :, -1], d_q)
+        _weight_grad(g, wanted, out, "W_K", xn.flatten(1, 2), d_k.flatten(1, 2))
     else:
         d_xn = d_mixed.div_(L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
     d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"], out.get("g_attn"))
-    d_x[:, :, -1] += d_h
+    d_x[:, :, -1].add_(d_h)
     for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
         if name in wanted:
             g[name] = _table_grad(p[name], run, rows, d_x[:, :, position], out.get(name), row_masks.get(name))

@@ -128,8 +128,13 @@ def test_a_run_with_an_accuracy_stop_is_decided_on_the_device_without_a_host_rea
     assert len(blocks) == 3 and blocks[0] == [(3, 5), (3,), (3,)]
 
 
+@pytest.mark.parametrize("by_hand", [True, False])  # the GPU's step (geofact.training.hop_step), and autograd's
 @pytest.mark.parametrize("queries", [dict(), dict(train_queries=200), dict(eval_seen=False)])
-def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(queries, monkeypatch):
+def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(queries, by_hand, monkeypatch):
+    monkeypatch.setattr("geofact.training.hop_step.DEVICES", ("meta",) if by_hand else ())
+    taken = []
+    by_hand_step = hop_trainer.hop_step.hop_loss_and_grads
+    monkeypatch.setattr("geofact.training.hop_step.hop_loss_and_grads", lambda *a, **k: taken.append(1) or by_hand_step(*a, **k))
     hops = [MultiHopConfig(N=16, R=R, k=2, d=16, batch_size=32, max_steps=25, check_every=10, eval_queries=40,
                            seed=s, cot=True, **queries) for s, R in [(0, 2), (1, 3)]]
     sets = {c: query_sets(c) for c in hops}  # host data (the tasks' tables, drawn with numpy), made beforehand
@@ -143,6 +148,7 @@ def test_a_multihop_group_trains_from_check_to_check_reading_once_per_check(quer
     redraws = len(reads.calls) - len(checks)
     assert redraws == (3 * 2 if not queries.get("eval_seen", True) else 0)  # one clash read per draw, held out only
     assert [r.steps for r in results] == [25, 25] and all(r.stop_reason is None for r in results)
+    assert bool(taken) == by_hand
 
 
 @pytest.mark.parametrize("keep", [False, True])  # a GPU's way (recompute each chunk) and a CPU's (keep its exponentials)
