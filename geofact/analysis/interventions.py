@@ -16,22 +16,23 @@ The rank k of the pseudoinverse is swept: small singular values of W_r make the 
 amplify directions the readout barely uses. The sweep runs on the model's device and its counts are
 read back once, for every rank together.
 
-Each (rank, relation) predicts the answers of R x n edited states through the MLP and the N-way
-unembedding: at the paper's scale nearly all of a mechanism page's analysis time (1.57 s a state at
-d = 512 on the H200 lease, float32). On CUDA (`FAST_DEVICES`) those predictions go through TF32 matmuls
-and the least certain share of each call's rows (`RECHECKED_SHARE`, by the top-two margin over the
-row's largest |logit|) are predicted again in float32. The sweep's answer is float32's wherever every
-row left unchecked has a margin above `CERTAIN_MARGIN`, a condition computed on the device and read
-with the counts; where it fails, the state is swept again in float32. Emulated on the CPU (matmul inputs
-rounded to TF32's 10-bit mantissa, tests/analysis/test_interventions.py), over ten laptop-profile models
-TF32 moved a logit by at most 0.31% of the row's largest |logit| and changed 0-0.3% of the argmaxes, none
-of a margin above 0.12% of it: the 1% margin is three times the largest error seen, an empirical bound,
-not a proof.
+Each rank predicts the answers of R x R x n edited states (every relation's query on every edited
+subject) through the MLP and the N-way unembedding, in one batched call (`PREDICT_LOGITS` bounds a call's
+logits): at the paper's scale nearly all of a mechanism page's analysis time (1.57 s a state at d = 512 on the
+H200 lease, float32, one call per rank and relation). On CUDA (`FAST_DEVICES`) those predictions go through TF32
+matmuls, and every row whose top-two margin is within `CERTAIN_MARGIN` of the row's largest |logit| is predicted
+again in float32 (`rechecked_predict`; one read of how many a call has), so the sweep's answer is float32's
+wherever TF32's error stays under that margin. Emulated on the CPU (matmul inputs rounded to TF32's 10-bit
+mantissa, tests/analysis/test_interventions.py), over ten laptop-profile models TF32 moved a logit by at most 0.31%
+of the row's largest |logit| and changed 0-0.3% of the argmaxes, none of a margin above 0.12% of it: the 1%
+margin is three times the largest error seen, an empirical bound, not a proof. On twelve laptop-profile models
+(N = 256 and 512, d = 4 to 49) 6-16% of a state's edited rows were that close to a tie at d >= 8 (46% at d = 4),
+up to 30% in one call (`UNSURE_SHARE_SEEN`, what the plan prices the recheck at); until 2026-11-29 a fixed quarter
+of each call's rows was rechecked and a state with more fell back to a float32 sweep.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,17 +44,14 @@ from geofact.host import on_host, to_host
 from geofact.precision import computing_in
 
 FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, rechecked (module docstring)
-RECHECKED_SHARE = 0.25  # of a prediction call's rows, the least certain, predicted again in float32
 CERTAIN_MARGIN = 0.01  # a row is certain when its top-two margin exceeds this share of its largest |logit|
+UNSURE_SHARE_SEEN = 0.16  # the largest share of a state's edited rows within CERTAIN_MARGIN seen at d >= 8 (docstring)
+PREDICT_LOGITS = {"cpu": 2**24, "other": 2**28}  # logits a prediction call holds at once, by device kind
 
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
     """Moore-Penrose pseudoinverse of W (d, m) from its top-k singular triplets: (m, d)."""
-    return _pinv_from_svd(torch.linalg.svd(W, full_matrices=False), k)
-
-
-def _pinv_from_svd(svd: tuple[torch.Tensor, torch.Tensor, torch.Tensor], k: int) -> torch.Tensor:
-    U, S, Vh = svd
+    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
     if not 1 <= k <= len(S):
         raise ValueError(f"k must be in [1, {len(S)}], got {k}")
     return Vh[:k].T @ torch.diag(1.0 / S[:k]) @ U[:, :k].T
@@ -73,47 +71,34 @@ class Selectivity:
 def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[torch.Tensor], torch.Tensor],
               maps: list[torch.Tensor], vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
               ks: list[int]) -> list[Selectivity]:
-    """`sweep` with a predictor that is always right (the module docstring's float32 one)."""
-    return sweep(hidden, answers, lambda h: (predict(h), None), maps, vectors, subjects, new_answers, ks)[0]
-
-
-def sweep(hidden: torch.Tensor, answers: torch.Tensor,
-          predict: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]], maps: list[torch.Tensor],
-          vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
-          ks: list[int]) -> tuple[list[Selectivity], bool]:
     """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at each rank in ks.
 
-    hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (R, n, d) to
-    predicted ids (R, n), relation by relation; maps[r] (d, m): the readout W_r; vectors (N, m): a_y.
-    Each W_r is decomposed once for all ranks. `subjects` and `new_answers` may be host data: they are
-    moved to the device of `hidden`, where the counts stay until one read at the end. `predict` also returns
-    whether its predictions are certain (a 0-d bool tensor, or None: always), read with the counts; the second
-    value returned says whether every call's were.
+    hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (..., R, n, d) to predicted ids
+    (..., R, n), relation r's queries at index r of the relation axis (a model's `predict` reads only the states);
+    maps[r] (d, m): the readout W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks, and each rank's
+    edits of every relation are made in one batched matmul and predicted in one call. `subjects` and `new_answers` may be host data: they are
+    moved to the device of `hidden`, where the counts stay until one read at the end.
     """
     R, n, device = hidden.shape[0], len(subjects), hidden.device
     subjects, new_answers = subjects.to(device), new_answers.to(device)
     h = hidden[:, subjects]  # (R, n, d)
     original = answers[:, subjects]  # (R, n)
-    svds = [torch.linalg.svd(W, full_matrices=False) for W in maps]
-    shifts = [vectors[new_answers[:, r]] - vectors[original[r]] for r in range(R)]  # Delta a, (n, m) each
-    follows, stays, certain = [], [], []  # per rank: a count on the device; per call where it says, its certainty
+    U, S, Vh = torch.linalg.svd(torch.stack(maps), full_matrices=False)  # W_r = U_r S_r Vh_r: (R, d, q), (R, q), (R, q, m)
+    shifts = vectors[new_answers.T] - vectors[original]  # Delta a, (R, n, m)
+    # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
+    coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
+    edited = torch.arange(R, device=device)
+    follows, stays = [], []  # per rank: a count on the device
     for k in ks:
-        followed, stayed = [], []
-        for r in range(R):
-            delta = shifts[r] @ _pinv_from_svd(svds[r], k)  # (n, d)
-            predicted, sure = predict(h + delta[None])  # (R, n): every relation's query on the edited subject
-            if sure is not None:
-                certain.append(sure)
-            followed.append((predicted[r] == new_answers[:, r]).sum())
-            unchanged = predicted == original  # (R, n)
-            stayed.append(unchanged.sum() - unchanged[r].sum())  # the other relations' answers left as they were
-        follows.append(torch.stack(followed).sum())
-        stays.append(torch.stack(stayed).sum())
-    follow_counts, stay_counts, *sure = to_host(torch.stack(follows), torch.stack(stays),
-                                                *([torch.stack(certain).all()] if certain else []))
+        deltas = torch.bmm(coordinates[:, :, :k], U[:, :, :k].transpose(1, 2))  # (R edited, n, d)
+        predicted = predict(h[None] + deltas[:, None])  # (R edited, R, n): every relation's query on the edited subject
+        follows.append((predicted[edited, edited] == new_answers.T).sum())  # the edited relation follows the swap
+        unchanged = predicted == original  # (R edited, R, n)
+        stays.append(unchanged.sum() - unchanged[edited, edited].sum())  # the other relations' answers left as they were
+    follow_counts, stay_counts = to_host(torch.stack(follows), torch.stack(stays))
     stays_total = R * (R - 1) * n  # every edit, every other relation
     return [Selectivity(k, int(f) / (R * n), int(s) / stays_total if stays_total else 1.0)
-            for k, f, s in zip(ks, follow_counts, stay_counts)], bool(sure[0]) if sure else True
+            for k, f, s in zip(ks, follow_counts, stay_counts)]
 
 
 def fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
@@ -122,23 +107,31 @@ def fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
         return model.logits(states)
 
 
-def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Predicted ids (...) of hidden states h (..., d) through `fast_logits`, the RECHECKED_SHARE of rows with the
-    smallest relative top-two margin predicted again in float32; and whether every other row's margin exceeds
-    CERTAIN_MARGIN (a 0-d bool tensor: then the ids are float32's)."""
+def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
+    """Predicted ids (...) of hidden states h (..., d) through `fast_logits`, every row whose top-two margin is
+    within CERTAIN_MARGIN of its largest |logit| predicted again in float32 (how many: one read of the device)."""
     states = h.reshape(-1, h.shape[-1])  # (rows, d)
-    rows = states.shape[0]
     logits = fast_logits(model, states)  # (rows, N)
     top = logits.topk(2, -1).values
     margin = (top[:, 0] - top[:, 1]) / logits.abs().amax(-1).clamp_min(torch.finfo(logits.dtype).tiny)  # (rows,)
-    budget = min(rows, math.ceil(RECHECKED_SHARE * rows))
-    least = margin.topk(min(rows, budget + 1), largest=False)
-    checked = least.indices[:budget]
     ids = logits.argmax(-1)
-    with computing_in("fp32", model.device):
-        ids[checked] = model.predict(states[checked])
-    certain = least.values[budget] > CERTAIN_MARGIN if budget < rows else torch.ones((), dtype=torch.bool, device=h.device)
-    return ids.view(h.shape[:-1]), certain
+    (unsure,) = to_host((margin <= CERTAIN_MARGIN).sum())
+    if unsure:  # they are the rows of the smallest margins
+        rows = margin.topk(int(unsure), largest=False).indices
+        with computing_in("fp32", model.device):
+            ids[rows] = model.predict(states[rows])
+    return ids.view(h.shape[:-1])
+
+
+def in_calls(predict: Callable[[torch.Tensor], torch.Tensor], N: int, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`predict` over hidden states (..., d) in calls of at most PREDICT_LOGITS[device kind] logits (N a row)."""
+    rows = max(1, PREDICT_LOGITS["cpu" if device.type == "cpu" else "other"] // N)
+
+    def chunked(h: torch.Tensor) -> torch.Tensor:
+        states = h.reshape(-1, h.shape[-1])
+        return torch.cat([predict(states[i : i + rows]) for i in range(0, len(states), rows)]).view(h.shape[:-1])
+
+    return chunked
 
 
 def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> torch.Tensor:
@@ -166,11 +159,8 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     with on_host():
         subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
-    if model.device.type in FAST_DEVICES:
-        fast, certain = sweep(hidden, answers, lambda h: rechecked_predict(model, h), maps, vectors, subjects, new, ks)
-        if certain:
-            return fast
-    return intervene(hidden, answers, model.predict, maps, vectors, subjects, new, ks)
+    rows = (lambda states: rechecked_predict(model, states)) if model.device.type in FAST_DEVICES else model.predict
+    return intervene(hidden, answers, in_calls(rows, model.config.N, model.device), maps, vectors, subjects, new, ks)
 
 
 def rank_grid(d: int, points: int = 32) -> list[int]:

@@ -28,7 +28,7 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, g
                                      stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.analysis.interventions import RECHECKED_SHARE
+from geofact.analysis.interventions import PREDICT_LOGITS, UNSURE_SHARE_SEEN
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
@@ -262,7 +262,11 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
     def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
         ranks = min(c.d, params["rank_points"] + 2)
         edited = c.R * max(1, round(params["held_out"] * c.N))
-        return ranks * c.R * _predict_flops(c, edited) + _ridge(c), ranks * c.R * 14.0
+        calls = math.ceil(c.R * edited * c.N / PREDICT_LOGITS["other"])  # a rank's prediction calls
+        # kernels a rank (non-view ops, metadata queries apart), as counted on fake meta tensors at N = 512, d = 64,
+        # 33 ranks, the state's readout fit included: 62 at R = 2 to 75 at R = 16 in one call (until 2026-11-29, a
+        # call per relation and a pseudoinverse per relation and rank: 126 to 967, priced at 14 R)
+        return ranks * c.R * _predict_flops(c, edited) + _ridge(c), ranks * (1.0 * c.R + 60.0 * calls)
 
     control = params.get("erosion_control")
     groups = []
@@ -273,10 +277,11 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
             + groups_of("exp-interventions", "erosion control trained on", [replace(c, loss_threshold=0.0) for c in retrained],
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
-    # through TF32 with the least certain rows again in float32 (geofact.analysis.interventions.FAST_DEVICES)
+    # through TF32 with the rows near a tie again in float32 (geofact.analysis.interventions.FAST_DEVICES), priced at
+    # the largest share of a state's rows seen near a tie
     sweeps = [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
               *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
-    return groups, [replace(a, rechecked=RECHECKED_SHARE) for a in sweeps]
+    return groups, [replace(a, rechecked=UNSURE_SHARE_SEEN) for a in sweeps]
 
 
 def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:

@@ -17,7 +17,7 @@ from geofact.analysis.interventions import rank_grid, selectivity_sweep
 from geofact.analysis.readout import READOUTS, model_readouts, model_readouts_cv
 from geofact.analysis.trained import TrainedModel
 from geofact.analysis.transfer import fresh_bijections, zero_shot
-from geofact.host import host_reads
+from geofact.host import host_reads, on_host
 from geofact.training.config import TrainConfig
 from geofact.training.model import init_params
 
@@ -72,18 +72,23 @@ def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model):
     assert reads.calls == [[((len(ks),), "meta"), ((len(ks),), "meta")]]
 
 
-def test_the_rank_sweep_through_tf32_reads_its_certainty_with_its_counts(fake_model, monkeypatch):
-    # CUDA's fast path (geofact.analysis.interventions.FAST_DEVICES): the recheck of the least certain rows takes a
-    # fixed share of them, so it makes no host read; whether the others were certain is read with the counts
+@pytest.mark.parametrize("calls_per_rank", [1, 3])
+def test_the_rank_sweep_through_tf32_reads_how_many_rows_it_rechecks_once_a_call(fake_model, monkeypatch, calls_per_rank):
+    # CUDA's fast path (geofact.analysis.interventions.FAST_DEVICES): each prediction call reads how many of its rows
+    # are near a tie (then rechecked in float32), and the counts are read once at the end
     from geofact.analysis import interventions
 
     monkeypatch.setattr(interventions, "FAST_DEVICES", ("meta",))
-    reads = Reads()  # integers (and booleans) read as 1: certain
-    ks = rank_grid(fake_model.config.d, 4)
+    c = fake_model.config
+    with on_host():
+        edited = c.R * c.R * int((~interventions.split_subjects(c.N, 0.2, 0)).sum())  # rows a rank predicts
+    monkeypatch.setattr(interventions, "PREDICT_LOGITS", {"other": -(-edited // calls_per_rank) * c.N})
+    reads = Reads()  # integers read as 1: one row of each call is rechecked
+    ks = rank_grid(c.d, 4)
     with host_reads(reads):
         sweep = selectivity_sweep(fake_model, ks)
     assert [s.k for s in sweep] == ks
-    assert reads.calls == [[((len(ks),), "meta"), ((len(ks),), "meta"), ((), "meta")]]
+    assert reads.calls == [[((), "meta")]] * (calls_per_rank * len(ks)) + [[((len(ks),), "meta"), ((len(ks),), "meta")]]
 
 
 def test_zero_shot_transfer_reads_once(fake_model):

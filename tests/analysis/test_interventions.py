@@ -17,8 +17,8 @@ def block_model(N=128, R=3, m=6, seed=0):
     stack = torch.cat([vectors[answers[r]] for r in range(R)], dim=1)  # (N, R m)
     hidden = stack.expand(R, N, -1).clone()
 
-    def predict(h):  # (R, n, R m) -> (R, n)
-        return torch.stack([nearest(h[r, :, r * m : (r + 1) * m], vectors) for r in range(R)])
+    def predict(h):  # (..., R, n, R m) -> (..., R, n)
+        return torch.stack([nearest(h[..., r, :, r * m : (r + 1) * m], vectors) for r in range(R)], -2)
 
     return hidden, answers, vectors, predict, m
 
@@ -47,7 +47,7 @@ def test_an_entangled_predictor_is_not_selective():
     mix = torch.randn(R, d, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
 
     def entangled(h):  # every relation reads a random mixture of all blocks: no selection
-        return torch.stack([nearest((h[r] @ mix[r])[:, :m], vectors) for r in range(R)])
+        return torch.stack([nearest((h[..., r, :, :] @ mix[r])[..., :m], vectors) for r in range(R)], -2)
 
     maps = [torch.eye(d, dtype=torch.float64)[:, r * m : (r + 1) * m] for r in range(R)]
     subjects = torch.arange(40)
@@ -112,27 +112,24 @@ def test_the_rank_sweep_through_tf32_with_its_recheck_gives_float32s_answer(tmp_
     monkeypatch.setattr(interventions, "FAST_DEVICES", ("cpu",))
     monkeypatch.setattr(interventions, "fast_logits", _tf32_logits)
     monkeypatch.setattr(interventions, "computing_in", lambda precision, device: __import__("contextlib").nullcontext())
-    # this model (about 77% of its facts after 300 steps) has up to a fifth of an edited call's rows within 1% of a tie
-    monkeypatch.setattr(interventions, "RECHECKED_SHARE", 0.5)
     calls = []
 
-    def predict(h):  # the rechecked predictor, and how often TF32 alone would have answered otherwise
-        ids, certain = interventions.rechecked_predict(model, h)
-        calls.append((int((_tf32_logits(model, h.reshape(-1, 16)).argmax(-1) != model.predict(h).flatten()).sum()),
-                      int((ids != model.predict(h)).sum()), bool(certain)))
-        return ids, certain
+    def predict(h):  # the rechecked predictor; how often TF32 alone would have answered otherwise; rows near a tie
+        ids = interventions.rechecked_predict(model, h)
+        logits = _tf32_logits(model, h.reshape(-1, 16))
+        top = logits.topk(2, -1).values
+        unsure = (top[:, 0] - top[:, 1]) / logits.abs().amax(-1) <= interventions.CERTAIN_MARGIN
+        calls.append((int((logits.argmax(-1) != model.predict(h).flatten()).sum()), int((ids != model.predict(h)).sum()),
+                      float(unsure.double().mean())))
+        return ids
 
-    fast, certain = interventions.sweep(hidden, model.answers, predict, maps, vectors, subjects, swaps, ks)
-    assert certain and all(c for *_, c in calls)
+    fast = interventions.intervene(hidden, model.answers, predict, maps, vectors, subjects, swaps, ks)
     assert sum(flips for flips, *_ in calls) > 0  # TF32 alone changes some argmaxes of these edited states
     assert sum(left for _, left, _ in calls) == 0  # the recheck puts every one back
+    # this model (about 77% of its facts after 300 steps) has 6-11% of each rank's edited rows within 1% of a tie
+    assert len(calls) == len(ks) and min(share for *_, share in calls) > 0.02
     assert fast == exact
     assert selectivity_sweep(model, ks, seed=1) == exact  # the whole sweep on the fast path
-    # a recheck too small to cover the uncertain rows says so: the sweep is then float32's again
-    monkeypatch.setattr(interventions, "RECHECKED_SHARE", 0.0)
-    monkeypatch.setattr(interventions, "CERTAIN_MARGIN", 1.0)
-    assert not interventions.sweep(hidden, model.answers, lambda h: interventions.rechecked_predict(model, h), maps,
-                                   vectors, subjects, swaps, ks)[1]
-    fallen_back = []
-    monkeypatch.setattr(interventions, "intervene", lambda *a: fallen_back.append(a) or exact)
-    assert selectivity_sweep(model, ks, seed=1) == exact and len(fallen_back) == 1
+    # calls of a few rows each (PREDICT_LOGITS) give the same answer
+    monkeypatch.setattr(interventions, "PREDICT_LOGITS", {"cpu": 7 * config.N})
+    assert selectivity_sweep(model, ks, seed=1) == exact
