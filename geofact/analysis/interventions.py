@@ -17,8 +17,9 @@ amplify directions the readout barely uses. The sweep runs on the model's device
 read back once, for every rank together.
 
 Each rank predicts the answers of R x R x n edited states (every relation's query on every edited
-subject) through the MLP and the N-way unembedding, in one batched call (`PREDICT_LOGITS` bounds a call's
-logits): at the paper's scale nearly all of a mechanism page's analysis time (1.57 s a state at d = 512 on the
+subject) through the MLP and the N-way unembedding, as many ranks a call as `PREDICT_LOGITS` allows (it bounds
+a call's logits; at 2^30 on a GPU a call holds about 13 GB at its largest, N = 4096, d = 768, R = 16: the
+logits, their absolute values, the MLP's hidden states): at the paper's scale nearly all of a mechanism page's analysis time (1.57 s a state at d = 512 on the
 H200 lease, float32, one call per rank and relation). On CUDA (`FAST_DEVICES`) those predictions go through TF32
 matmuls, and every row whose top-two margin is within `CERTAIN_MARGIN` of the row's largest |logit| is predicted
 again in float32 (`rechecked_predict`; one read of how many a call has), so the sweep's answer is float32's
@@ -46,7 +47,7 @@ from geofact.precision import computing_in
 FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, rechecked (module docstring)
 CERTAIN_MARGIN = 0.01  # a row is certain when its top-two margin exceeds this share of its largest |logit|
 UNSURE_SHARE_SEEN = 0.16  # the largest share of a state's edited rows within CERTAIN_MARGIN seen at d >= 8 (docstring)
-PREDICT_LOGITS = {"cpu": 2**24, "other": 2**28}  # logits a prediction call holds at once, by device kind
+PREDICT_LOGITS = {"cpu": 2**24, "other": 2**30}  # logits a prediction call holds at once, by device kind (4 GiB of float32)
 
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
@@ -70,14 +71,15 @@ class Selectivity:
 
 def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[torch.Tensor], torch.Tensor],
               maps: list[torch.Tensor], vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
-              ks: list[int]) -> list[Selectivity]:
+              ks: list[int], rows: int = 1) -> list[Selectivity]:
     """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at each rank in ks.
 
     hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (..., R, n, d) to predicted ids
     (..., R, n), relation r's queries at index r of the relation axis (a model's `predict` reads only the states);
-    maps[r] (d, m): the readout W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks, and each rank's
-    edits of every relation are made in one batched matmul and predicted in one call. `subjects` and `new_answers` may be host data: they are
-    moved to the device of `hidden`, where the counts stay until one read at the end.
+    maps[r] (d, m): the readout W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks; each rank's
+    edits of every relation are made in one batched matmul, and as many ranks as make at most `rows` edited states
+    (at least one rank) are predicted in one call. `subjects` and `new_answers` may be host data: they are moved to
+    the device of `hidden`, where the counts stay until one read at the end.
     """
     R, n, device = hidden.shape[0], len(subjects), hidden.device
     subjects, new_answers = subjects.to(device), new_answers.to(device)
@@ -88,14 +90,16 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[to
     # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
     coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
     edited = torch.arange(R, device=device)
-    follows, stays = [], []  # per rank: a count on the device
-    for k in ks:
-        deltas = torch.bmm(coordinates[:, :, :k], U[:, :, :k].transpose(1, 2))  # (R edited, n, d)
-        predicted = predict(h[None] + deltas[:, None])  # (R edited, R, n): every relation's query on the edited subject
-        follows.append((predicted[edited, edited] == new_answers.T).sum())  # the edited relation follows the swap
-        unchanged = predicted == original  # (R edited, R, n)
-        stays.append(unchanged.sum() - unchanged[edited, edited].sum())  # the other relations' answers left as they were
-    follow_counts, stay_counts = to_host(torch.stack(follows), torch.stack(stays))
+    per_call = max(1, rows // (R * R * n))  # ranks predicted in one call
+    follows, stays = [], []  # per block of ranks: counts (ranks,) on the device
+    for start in range(0, len(ks), per_call):
+        block = ks[start : start + per_call]
+        deltas = torch.stack([torch.bmm(coordinates[:, :, :k], U[:, :, :k].transpose(1, 2)) for k in block])  # (ranks, R edited, n, d)
+        predicted = predict(h[None, None] + deltas[:, :, None])  # (ranks, R edited, R, n): every relation's query on the edited subject
+        follows.append((predicted[:, edited, edited] == new_answers.T).sum((1, 2)))  # the edited relation follows the swap
+        unchanged = predicted == original  # (ranks, R edited, R, n)
+        stays.append(unchanged.sum((1, 2, 3)) - unchanged[:, edited, edited].sum((1, 2)))  # the other relations' answers unchanged
+    follow_counts, stay_counts = to_host(torch.cat(follows), torch.cat(stays))
     stays_total = R * (R - 1) * n  # every edit, every other relation
     return [Selectivity(k, int(f) / (R * n), int(s) / stays_total if stays_total else 1.0)
             for k, f, s in zip(ks, follow_counts, stay_counts)]
@@ -123,9 +127,13 @@ def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
     return ids.view(h.shape[:-1])
 
 
-def in_calls(predict: Callable[[torch.Tensor], torch.Tensor], N: int, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
-    """`predict` over hidden states (..., d) in calls of at most PREDICT_LOGITS[device kind] logits (N a row)."""
-    rows = max(1, PREDICT_LOGITS["cpu" if device.type == "cpu" else "other"] // N)
+def call_rows(N: int, device: torch.device) -> int:
+    """Hidden states a prediction call takes on this kind of device: PREDICT_LOGITS of its logits, N a state."""
+    return max(1, PREDICT_LOGITS["cpu" if device.type == "cpu" else "other"] // N)
+
+
+def in_calls(predict: Callable[[torch.Tensor], torch.Tensor], rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`predict` over hidden states (..., d) in calls of at most `rows` states."""
 
     def chunked(h: torch.Tensor) -> torch.Tensor:
         states = h.reshape(-1, h.shape[-1])
@@ -159,8 +167,9 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     with on_host():
         subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
-    rows = (lambda states: rechecked_predict(model, states)) if model.device.type in FAST_DEVICES else model.predict
-    return intervene(hidden, answers, in_calls(rows, model.config.N, model.device), maps, vectors, subjects, new, ks)
+    predict = (lambda states: rechecked_predict(model, states)) if model.device.type in FAST_DEVICES else model.predict
+    rows = call_rows(model.config.N, model.device)
+    return intervene(hidden, answers, in_calls(predict, rows), maps, vectors, subjects, new, ks, rows)
 
 
 def rank_grid(d: int, points: int = 32) -> list[int]:

@@ -30,24 +30,25 @@ from geofact.host import on_host, to_host
 
 
 def ridge(X: torch.Tensor, Y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Affine ridge regression: (W, b) minimising |X W + b - Y|^2 + alpha |W|^2. X (n, d), Y (n, k)."""
+    """Affine ridge regression: (W, b) minimising |X W + b - Y|^2 + alpha |W|^2. X (..., n, d), Y (..., n, k),
+    any leading dims batched: W (..., d, k), b (..., k)."""
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
-    x_mean, y_mean = X.mean(0), Y.mean(0)
+    x_mean, y_mean = X.mean(-2, keepdim=True), Y.mean(-2, keepdim=True)
     Xc, Yc = X - x_mean, Y - y_mean
-    gram = Xc.T @ Xc + alpha * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)  # (d, d)
+    gram = Xc.mT @ Xc + alpha * torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)  # (..., d, d)
     if alpha > 0:  # positive definite: LU, the same bit for bit from call to call (LAPACK's lstsq on a CPU is not:
         # 23 distinct results in 50 calls on one 16 x 16 system, 2026-11-29, which moved the rank sweeps at high ranks)
-        W = torch.linalg.solve(gram, Xc.T @ Yc)
+        W = torch.linalg.solve(gram, Xc.mT @ Yc)
     elif X.device.type == "cpu":  # LAPACK's pivoted QR: a singular gram (alpha = 0, n < d) still solves
-        W = torch.linalg.lstsq(gram, Xc.T @ Yc).solution
+        W = torch.linalg.lstsq(gram, Xc.mT @ Yc).solution
     else:  # a GPU's lstsq assumes full rank and returns data-dependent shapes
-        W = torch.linalg.pinv(gram, hermitian=True) @ (Xc.T @ Yc)
-    return W, y_mean - x_mean @ W
+        W = torch.linalg.pinv(gram, hermitian=True) @ (Xc.mT @ Yc)
+    return W, (y_mean - x_mean @ W).squeeze(-2)
 
 
 def nearest(pred: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    """Index of the row of `vectors` (N, k) with the highest cosine to each row of pred (n, k)."""
+    """Index of the row of `vectors` (N, k) with the highest cosine to each row of pred (..., n, k)."""
     return (torch.nn.functional.normalize(pred, dim=-1) @ torch.nn.functional.normalize(vectors, dim=-1).T).argmax(-1)
 
 
@@ -94,13 +95,16 @@ def linear_readout(features: torch.Tensor, answers: torch.Tensor, vectors: torch
             raise ValueError("test must name no training subject")
         fit, scored = torch.nonzero(train).flatten(), torch.nonzero(test).flatten()  # ascending, as a mask selects
     fit, scored = fit.to(features.device), scored.to(features.device)
-    accuracy, maps = [], []
-    for r in range(R):
-        W, b = ridge(features[r, fit], vectors[answers[r, fit]], alpha)
-        predicted = nearest(features[r, scored] @ W + b, vectors)
-        accuracy.append((predicted == answers[r, scored]).double().mean())
-        maps.append((W, b))
-    return Readout(torch.stack(accuracy), maps)
+    targets = vectors[answers[:, fit]]  # (R, n, k)
+    if features.stride(0) == 0:  # the same features for every relation (s_x): one gram, one solve, R k right-hand sides
+        n, k = targets.shape[1:]
+        W, b = ridge(features[0, fit], targets.transpose(0, 1).reshape(n, R * k), alpha)  # (d, R k), (R k,)
+        W, b = W.view(-1, R, k).transpose(0, 1), b.view(R, k)
+    else:  # a gram per relation, solved as one batch
+        W, b = ridge(features[:, fit], targets, alpha)  # (R, d, k), (R, k)
+    predicted = nearest(torch.baddbmm(b[:, None], features[:, scored], W), vectors)  # (R, n scored)
+    accuracy = (predicted == answers[:, scored]).double().mean(1)
+    return Readout(accuracy, list(zip(W, b)))
 
 
 READOUTS = {

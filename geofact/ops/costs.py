@@ -167,9 +167,14 @@ def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfi
     return analyses
 
 
-def _ridge(c: TrainConfig) -> float:
-    """FLOPs of one ridge readout of every relation: the gram, the cross term, the nearest-vector scores."""
-    return 2.0 * c.N * c.d * (c.d + c.N) * c.R
+def _ridge(c: TrainConfig, fitted: float, scored: float) -> float:
+    """FLOPs of one ridge readout of every relation (geofact.analysis.readout.linear_readout) fitted on a `fitted`
+    share of the N subjects and scored on a `scored` share: the gram and cross term on the fitted rows, the solve,
+    and on the scored rows the prediction and its cosine against all N attribute vectors (of width d, the
+    unembedding's). Until 2026-11-29 priced as fitted on all N and scored on all N against all N, which
+    overpriced a readout 2-5x (the held-out fifth is what is scored) and a zero-shot transfer, which scores none."""
+    fit, score = fitted * c.N, scored * c.N
+    return c.R * (2.0 * c.d * (2 * fit * c.d + score * (c.d + c.N)) + 8 / 3 * c.d**3)
 
 
 def _predict_flops(c: TrainConfig, rows: int) -> float:
@@ -246,13 +251,19 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
         study = [job[0] for job in kept_jobs(grid, R, d, seeds, params["spike_steps"], params["spike_keep_every"])]
         groups += groups_of("exp-readout", f"spike study at N = {grid.N} (its kept recipes)", study, lambda c: len(study), guess=True)
     fits = len(params["cv_alphas"]) * params["cv_folds"]
+    held_out = params["held_out"]
+    fold_scored = (1 - held_out) / params["cv_folds"]  # a fold's share of the training subjects is scored
+    fold_fit = 1 - held_out - fold_scored
 
     def readouts(c: TrainConfig) -> tuple[float, float]:
-        return 4 * _ridge(c), 4 * 12.0 * c.R
+        # kernels as counted on fake meta tensors (N = 512, d = 64), the relations' ridge fits batched: 200 a state
+        # whatever R (until 2026-11-29 a fit per relation, 326 at R = 2 and 2,118 at R = 16, priced at 48 R)
+        return 4 * _ridge(c, 1 - held_out, held_out), 200.0
 
     return groups, [_per_state(_with_second(params), "readouts (4 per state)", "exp-readout", readouts),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
-                               lambda c: (2 * fits * _ridge(c), 2 * fits * 12.0 * c.R), final_only=True),
+                               lambda c: (2 * fits * _ridge(c, fold_fit, fold_scored), 2 * fits * 46.0),  # 2,789 kernels at 30 fits
+                               final_only=True),
                     *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
 
 
@@ -262,11 +273,15 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
     def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
         ranks = min(c.d, params["rank_points"] + 2)
         edited = c.R * max(1, round(params["held_out"] * c.N))
-        calls = math.ceil(c.R * edited * c.N / PREDICT_LOGITS["other"])  # a rank's prediction calls
-        # kernels a rank (non-view ops, metadata queries apart), as counted on fake meta tensors at N = 512, d = 64,
-        # 33 ranks, the state's readout fit included: 62 at R = 2 to 75 at R = 16 in one call (until 2026-11-29, a
-        # call per relation and a pseudoinverse per relation and rank: 126 to 967, priced at 14 R)
-        return ranks * c.R * _predict_flops(c, edited) + _ridge(c), ranks * (1.0 * c.R + 60.0 * calls)
+        rows = max(1, PREDICT_LOGITS["other"] // c.N)  # edited states a prediction call takes
+        per_call = rows // (c.R * edited)  # ranks a call takes (geofact.analysis.interventions.intervene)
+        calls = math.ceil(ranks / per_call) if per_call else ranks * math.ceil(c.R * edited / rows)
+        # kernels (non-view ops, metadata queries apart) as counted on fake meta tensors at N = 512, d = 64, 33
+        # ranks: 179 a state at R = 2 (one call), 237 at R = 16 (two): the readout fit and decompositions, two a
+        # rank, 58 a call. Until 2026-11-29 a call per rank and relation, and a pseudoinverse and readout fit per
+        # relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank (462 to 3,696)
+        held_out = params["held_out"]
+        return ranks * c.R * _predict_flops(c, edited) + _ridge(c, 1 - held_out, held_out), 55.0 + 2.0 * ranks + 58.0 * calls
 
     control = params.get("erosion_control")
     groups = []
@@ -289,7 +304,9 @@ def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
     def transfer(c: TrainConfig) -> tuple[float, float]:
-        return 2 * (_ridge(c) + 2 * _predict_flops(c, c.N * c.R)), 2 * 40.0
+        # the maps fitted on all subjects, none scored; kernels as counted: 144 at R = 2, 172 at R = 16 (652 with a
+        # fit per relation, priced at 40)
+        return 2 * (_ridge(c, 1.0, 0.0) + 2 * _predict_flops(c, c.N * c.R)), 2 * (2.0 * c.R + 140.0)
 
     zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer)
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),

@@ -100,7 +100,7 @@ def test_the_spike_study_at_the_second_n_is_priced_with_the_second_grid_and_its_
     second = dict(N=48, d_ladders=[{"R": 2, "d_values": [4, 8]}], seeds=[0], lr=0.01, batch_size=48, max_steps=40)
     spikes = dict(spike_R=1, spike_d=8, spike_seeds=[0, 1], spike_steps=40, spike_keep_every=10)
     params = {"exp-readout": dict(capacity_grid=grid, trajectory_grid=second, readout_check=None, cv_alphas=[1.0],
-                                  cv_folds=2, spike_second={"R": 2, "d": 8, "seeds": [0, 1, 2]}, **spikes)}
+                                  cv_folds=2, held_out=0.2, spike_second={"R": 2, "d": 8, "seeds": [0, 1, 2]}, **spikes)}
     readout = plan_pages(params, H100_SPEC, lambda c: 64)[0]
     study = [g for g in readout.groups if g.what == "spike study at N = 48 (its kept recipes)"]
     assert sum(g.runs for g in study) == 3 * 3 and all(g.guess for g in study)  # three recipes x three seeds
