@@ -46,7 +46,8 @@ from geofact.precision import computing_in
 
 FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, rechecked (module docstring)
 CERTAIN_MARGIN = 0.01  # a row is certain when its top-two margin exceeds this share of its largest |logit|
-UNSURE_SHARE_SEEN = 0.16  # the largest share of a state's edited rows within CERTAIN_MARGIN seen at d >= 8 (docstring)
+UNSURE_SHARE_SEEN = 0.16  # the largest share of a state's edited rows within CERTAIN_MARGIN seen at d >= 8 (docstring;
+# a single call's share reached 0.30, and a d = 4 state's 0.46: cheap states, whose underpricing costs little)
 PREDICT_LOGITS = {"cpu": 2**24, "other": 2**30}  # logits a prediction call holds at once, by device kind (4 GiB of float32)
 
 
@@ -86,6 +87,8 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[to
     h = hidden[:, subjects]  # (R, n, d)
     original = answers[:, subjects]  # (R, n)
     U, S, Vh = torch.linalg.svd(torch.stack(maps), full_matrices=False)  # W_r = U_r S_r Vh_r: (R, d, q), (R, q), (R, q, m)
+    if not all(1 <= k <= S.shape[-1] for k in ks):
+        raise ValueError(f"ks must be ranks in [1, {S.shape[-1]}] (the readouts' singular values), got {ks}")
     shifts = vectors[new_answers.T] - vectors[original]  # Delta a, (R, n, m)
     # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
     coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
@@ -118,6 +121,7 @@ def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
     logits = fast_logits(model, states)  # (rows, N)
     top = logits.topk(2, -1).values
     margin = (top[:, 0] - top[:, 1]) / logits.abs().amax(-1).clamp_min(torch.finfo(logits.dtype).tiny)  # (rows,)
+    margin = margin.nan_to_num(0.0)  # a row with a NaN or an infinite logit is rechecked too (and sorts as any other)
     ids = logits.argmax(-1)
     (unsure,) = to_host((margin <= CERTAIN_MARGIN).sum())
     if unsure:  # they are the rows of the smallest margins

@@ -28,7 +28,7 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, g
                                      stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.analysis.interventions import PREDICT_LOGITS, UNSURE_SHARE_SEEN
+from geofact.analysis.interventions import PREDICT_LOGITS, UNSURE_SHARE_SEEN, rank_grid
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
@@ -271,7 +271,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
     grid = _grid(params)
 
     def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
-        ranks = min(c.d, params["rank_points"] + 2)
+        ranks = len(rank_grid(c.d, params["rank_points"]))  # every rank up to d < 2 points
         edited = c.R * max(1, round(params["held_out"] * c.N))
         rows = max(1, PREDICT_LOGITS["other"] // c.N)  # edited states a prediction call takes
         per_call = rows // (c.R * edited)  # ranks a call takes (geofact.analysis.interventions.intervene)
@@ -352,10 +352,13 @@ def search_trials(d_guess: int, d_start: int, rel_tol: float, chained: bool) -> 
 def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     """The searches' trials depend on what each measures: a search per (curve, N, seed), its trials
     (`search_trials`: N after the first start from the chain's guess) at the d the paper's thresholds
-    suggest (128 learned, 512 frozen, at N = 4096, scaled by log N), each a stack of its own."""
+    suggest (128 learned, 512 frozen, at N = 4096, scaled by log N), each a stack of its own; except the first N's
+    doubling, d_start, 2 d_start, ..., which every search of a width asks for at once while it fails, so the
+    sweep's pool stacks them (geofact.training.sweep.SweepPool: runs queued together stack, seeds and frozen or
+    not being stackable)."""
     p = params
     decided = (p["level"], p["decide_every"]) if p.get("decide_every") else None  # priced by `expected_steps`
-    configs = []
+    single, shared = [], []
     for frozen in (False, True):
         for width in p["widths"]:
             for budget in p["budgets"]:
@@ -363,16 +366,22 @@ def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
                     continue
                 for N in p["N_values"]:
                     d = max(p["d_start"], round((512 if frozen else 128) * math.log2(N) / 12))
-                    trials = search_trials(d, p["d_start"], p["rel_tol"], chained=N != p["N_values"][0])
+                    first = N == p["N_values"][0]
+                    trials = search_trials(d, p["d_start"], p["rel_tol"], chained=not first)
+                    doubling = search_trials(d, p["d_start"], 0.5, chained=False) if first else 0  # no bisection
                     batch = (p["batch_size"] if budget == "fixed steps"
                              else max(1, min(p["batch_size"] * N // max(p["N_values"]), N * p["R"])))
                     for s in p["seeds"]:
-                        configs += [TrainConfig(N=N, R=p["R"], d=d, mlp_width=None if width == "4d" else width,
-                                                frozen_embeddings=frozen, seed=s, lr=p["lr"], max_steps=p["max_steps"],
-                                                batch_size=min(batch, N * p["R"]), task_seed=t,
-                                                precision=p.get("precision", "fp32"), stop_accuracy=decided) for t in range(trials)]
-    # one trial at a time: a search's next d waits for its last, and the chains' trials are at other d (shapes)
-    return groups_of("exp-scaling", "d_min searches (trials, d guessed)", configs, lambda c: 1, guess=True), []
+                        def trial(d: int, t: int) -> TrainConfig:
+                            return TrainConfig(N=N, R=p["R"], d=d, mlp_width=None if width == "4d" else width,
+                                               frozen_embeddings=frozen, seed=s, lr=p["lr"], max_steps=p["max_steps"],
+                                               batch_size=min(batch, N * p["R"]), task_seed=t,
+                                               precision=p.get("precision", "fp32"), stop_accuracy=decided)
+                        shared += [trial(min(p["d_start"] * 2**i, p.get("d_max", 4096)), i) for i in range(doubling)]
+                        single += [trial(d, t) for t in range(doubling, trials)]
+    # one trial at a time otherwise: a search's next d waits for its last, and the chains' trials are at other d (shapes)
+    return (groups_of("exp-scaling", "d_min searches (first N's doubling, stacked)", shared, size, guess=True)
+            + groups_of("exp-scaling", "d_min searches (trials, d guessed)", single, lambda c: 1, guess=True)), []
 
 
 # a page's planner: (its parameters, the stacking policy, the recorded runs by config key) -> its groups, analyses

@@ -104,7 +104,7 @@ def hop_loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets
         d_xn = d_xn.flip(2).cumsum(2).flip(2)  # position j collects every read position l >= j
     d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, read].add_(d_h.view(M, B, T, d))
-    if "P" in wanted:
+    if "P" in wanted and "P" in p:
         g["P"] = torch.sum(d_x, 1, out=out.get("P"))  # (M, L, d): every position's own embedding
     # the tables' rows by position: s_0 and the entities read back are E_ent's, the relations E_rel's
     for name, spans, first_row in (("E_ent", [(0, 1), (k + 1, L)], 0), ("E_rel", [(1, k + 1)], N)):

@@ -133,3 +133,30 @@ def test_the_rank_sweep_through_tf32_with_its_recheck_gives_float32s_answer(tmp_
     # calls of a few rows each (PREDICT_LOGITS) give the same answer
     monkeypatch.setattr(interventions, "PREDICT_LOGITS", {"cpu": 7 * config.N})
     assert selectivity_sweep(model, ks, seed=1) == exact
+
+
+def test_the_recheck_takes_every_row_near_a_tie_and_every_row_without_a_margin(monkeypatch):
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from geofact.analysis import interventions
+
+    logits = torch.tensor([[5.0, 1.0, 0.0],  # certain
+                           [2.0, 2.0, 0.0],  # a tie
+                           [float("nan"), 1.0, 0.0],  # no margin
+                           [float("inf"), 1.0, 0.0],
+                           [3.0, 2.999, 0.0]])  # within 1% of its largest |logit|
+    model = SimpleNamespace(device=torch.device("cpu"), predict=lambda states: torch.full((len(states),), 9))
+    monkeypatch.setattr(interventions, "fast_logits", lambda model, states: logits[states[:, 0].long()])
+    monkeypatch.setattr(interventions, "computing_in", lambda precision, device: nullcontext())
+    states = torch.arange(5.0)[:, None].expand(5, 2)  # a state's first entry names its row of logits
+    assert interventions.rechecked_predict(model, states).tolist() == [0, 9, 9, 9, 9]
+
+
+def test_ranks_beyond_the_readouts_are_refused():
+    hidden, answers, vectors, predict, m = block_model()
+    subjects = torch.arange(10)
+    maps = [torch.eye(hidden.shape[-1], dtype=torch.float64)[:, r * m : (r + 1) * m] for r in range(hidden.shape[0])]
+    for bad in ([0], [m + 1]):
+        with pytest.raises(ValueError, match="ks must be ranks"):
+            intervene(hidden, answers, predict, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), bad)

@@ -173,7 +173,7 @@ def test_recorded_runs_come_from_lease_archives_and_the_run_cache_which_wins(tmp
     assert {k: r["accuracy"] for k, r in runs.items()} == {config.key(): 0.9, other.key(): 0.7}
 
 
-def test_d_min_searches_are_priced_as_chains_one_trial_at_a_time():
+def test_d_min_searches_are_priced_as_chains_one_trial_at_a_time_but_the_first_ns_doubling_stacked():
     from geofact.ops.costs import CHAINED_TRIALS, search_trials
 
     assert search_trials(75, 8, 0.1, chained=False) == 4 + 1 + 3  # 8, 16, 32, 64, 128, then (64, 128] to 10%
@@ -181,10 +181,18 @@ def test_d_min_searches_are_priced_as_chains_one_trial_at_a_time():
     scaling = dict(N_values=[128, 256, 512], R=8, widths=[64], budgets=["fixed steps"], epoch_widths=[], seeds=[0, 1],
                    lr=1e-3, batch_size=64, max_steps=15000, d_start=8, rel_tol=0.1, level=0.95, decide_every=500)
     (plan,) = plan_pages({"exp-scaling": scaling}, H100_SPEC, lambda c: 64)
-    assert all(g.runs == 1 for g in plan.groups)  # a search's next d waits for its last
-    first = {False: search_trials(round(128 * 7 / 12), 8, 0.1, False), True: search_trials(round(512 * 7 / 12), 8, 0.1, False)}
-    per_regime = {frozen: 2 * (first[frozen] + 2 * CHAINED_TRIALS) for frozen in (False, True)}  # 2 seeds, 3 N
-    assert {frozen: sum(1 for g in plan.groups if g.config.frozen_embeddings == frozen) for frozen in (False, True)} == per_regime
+    guess = {False: round(128 * 7 / 12), True: round(512 * 7 / 12)}  # 75 and 299 at N = 128
+    first = {frozen: search_trials(guess[frozen], 8, 0.1, False) for frozen in (False, True)}
+    doubling = {frozen: search_trials(guess[frozen], 8, 0.5, False) for frozen in (False, True)}  # 5: 8..128, 7: 8..512
+    assert doubling == {False: 5, True: 7}
+    # every search asks for d = 8, 16, ... at once while it fails: both seeds and both regimes stack until the learned
+    # searches pass (at 128), the frozen ones on alone
+    stacked = sorted(((g.config.d, g.runs) for g in plan.groups if "doubling" in g.what))
+    assert stacked == [(8 * 2**i, 4) for i in range(5)] + [(256, 2), (512, 2)]
+    single = [g for g in plan.groups if "doubling" not in g.what]
+    assert all(g.runs == 1 for g in single)  # a search's next d waits for its last
+    per_regime = {frozen: 2 * (first[frozen] - doubling[frozen] + 2 * CHAINED_TRIALS) for frozen in (False, True)}
+    assert {frozen: sum(1 for g in single if g.config.frozen_embeddings == frozen) for frozen in (False, True)} == per_regime
 
 
 def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_its_count():
