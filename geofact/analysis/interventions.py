@@ -23,7 +23,9 @@ logits, their absolute values, the MLP's hidden states): at the paper's scale ne
 H200 lease, float32, one call per rank and relation). On CUDA (`FAST_DEVICES`) those predictions go through TF32
 matmuls, and every row whose top-two margin is within `CERTAIN_MARGIN` of the row's largest |logit| is predicted
 again in float32 (`rechecked_predict`; one read of how many a call has), so the sweep's answer is float32's
-wherever TF32's error stays under that margin. Emulated on the CPU (matmul inputs rounded to TF32's 10-bit
+wherever TF32's error stays under that margin. Under that bound float32's answer is among the row's columns within
+the margin of its largest TF32 logit, so a rechecked row's float32 logits are computed on its `CANDIDATES` largest
+columns alone (its MLP block once, then a dot product a column; the row whole again where all of them are that close). Emulated on the CPU (matmul inputs rounded to TF32's 10-bit
 mantissa, tests/analysis/test_interventions.py), over ten laptop-profile models TF32 moved a logit by at most 0.31%
 of the row's largest |logit| and changed 0-0.3% of the argmaxes, none of a margin above 0.12% of it: the 1%
 margin is three times the largest error seen, an empirical bound, not a proof. On twelve laptop-profile models
@@ -48,6 +50,7 @@ FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, reche
 CERTAIN_MARGIN = 0.01  # a row is certain when its top-two margin exceeds this share of its largest |logit|
 UNSURE_SHARE_SEEN = 0.16  # the largest share of a state's edited rows within CERTAIN_MARGIN seen at d >= 8 (docstring;
 # a single call's share reached 0.30, and a d = 4 state's 0.46: cheap states, whose underpricing costs little)
+CANDIDATES = 8  # columns a rechecked row's float32 logits are computed on: its largest TF32 ones (`rechecked_predict`)
 PREDICT_LOGITS = {"cpu": 2**24, "other": 2**30}  # logits a prediction call holds at once, by device kind (4 GiB of float32)
 
 
@@ -116,18 +119,37 @@ def fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
 
 def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
     """Predicted ids (...) of hidden states h (..., d) through `fast_logits`, every row whose top-two margin is
-    within CERTAIN_MARGIN of its largest |logit| predicted again in float32 (how many: one read of the device)."""
+    within CERTAIN_MARGIN of its largest |logit| predicted again in float32 (how many: one read of the device).
+
+    Under the margin's bound float32's answer is among the columns whose TF32 logit is within CERTAIN_MARGIN of
+    the row's largest, so a rechecked row's float32 logits are those of its CANDIDATES largest TF32 columns
+    (its final state once, then a dot product a column, not the N-way unembedding); a row whose candidates are all
+    that close (it may have more), or whose logits have no largest (NaN, infinite), is predicted whole again."""
     states = h.reshape(-1, h.shape[-1])  # (rows, d)
     logits = fast_logits(model, states)  # (rows, N)
     top = logits.topk(2, -1).values
-    margin = (top[:, 0] - top[:, 1]) / logits.abs().amax(-1).clamp_min(torch.finfo(logits.dtype).tiny)  # (rows,)
+    peak = logits.abs().amax(-1)  # (rows,)
+    margin = (top[:, 0] - top[:, 1]) / peak.clamp_min(torch.finfo(logits.dtype).tiny)  # (rows,)
     margin = margin.nan_to_num(0.0)  # a row with a NaN or an infinite logit is rechecked too (and sorts as any other)
     ids = logits.argmax(-1)
     (unsure,) = to_host((margin <= CERTAIN_MARGIN).sum())
-    if unsure:  # they are the rows of the smallest margins
-        rows = margin.topk(int(unsure), largest=False).indices
+    if not unsure:
+        return ids.view(h.shape[:-1])
+    rows = margin.topk(int(unsure), largest=False).indices  # the rows of the smallest margins: (u,)
+    fast, columns = logits[rows].topk(min(CANDIDATES, logits.shape[-1]), -1)  # (u, C), largest first
+    near = fast >= fast[:, :1] - CERTAIN_MARGIN * peak[rows, None]  # (u, C): within the margin of the row's largest
+    with computing_in("fp32", model.device):
+        final = model.final_states(states[rows])  # (u, d)
+        exact = torch.bmm(model.attribute_vectors("unembedding")[columns], final[:, :, None])[..., 0]  # (u, C)
+    exact = exact.masked_fill(~near, float("-inf"))
+    best = exact.amax(-1, keepdim=True)
+    ids[rows] = torch.where(exact == best, columns, logits.shape[-1]).amin(-1)  # the first of equal maxima, as argmax
+    whole = near[:, -1] | ~near[:, 0]  # (u,): more candidates than CANDIDATES may be near, or no largest
+    (crowded,) = to_host(whole.sum())
+    if crowded:
+        again = rows[whole.float().topk(int(crowded)).indices]
         with computing_in("fp32", model.device):
-            ids[rows] = model.predict(states[rows])
+            ids[again] = model.predict(states[again])
     return ids.view(h.shape[:-1])
 
 

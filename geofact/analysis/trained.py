@@ -26,7 +26,7 @@ import torch
 from geofact.host import as_device, on_host, to_host
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
-from geofact.training.model import head, hidden
+from geofact.training.model import final_state, head, hidden
 from geofact.training.sweep import load_weights
 
 Target = Literal["unembedding", "embedding"]
@@ -93,6 +93,11 @@ class TrainedModel:
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Logits (..., N) from hidden states (..., d): the MLP block and unembedding."""
         return head(self._stacked(), h.reshape(1, -1, h.shape[-1]))[0].view(*h.shape[:-1], self.config.N)
+
+    @torch.no_grad()
+    def final_states(self, h: torch.Tensor) -> torch.Tensor:
+        """What the unembedding reads (..., d) from hidden states (..., d): the MLP block and final norm."""
+        return final_state(self._stacked(), h.reshape(1, -1, h.shape[-1]))[0].view(h.shape)
 
     def predict(self, h: torch.Tensor) -> torch.Tensor:
         """Predicted entity ids (...) from hidden states (..., d): the argmax of `logits`."""

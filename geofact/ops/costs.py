@@ -28,7 +28,7 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, g
                                      stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.analysis.interventions import PREDICT_LOGITS, UNSURE_SHARE_SEEN, rank_grid
+from geofact.analysis.interventions import CANDIDATES, PREDICT_LOGITS, UNSURE_SHARE_SEEN, rank_grid
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
@@ -277,11 +277,11 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
         per_call = rows // (c.R * edited)  # ranks a call takes (geofact.analysis.interventions.intervene)
         calls = math.ceil(ranks / per_call) if per_call else ranks * math.ceil(c.R * edited / rows)
         # kernels (non-view ops, metadata queries apart) as counted on fake meta tensors at N = 512, d = 64, 33
-        # ranks: 179 a state at R = 2 (one call), 237 at R = 16 (two): the readout fit and decompositions, two a
-        # rank, 58 a call. Until 2026-11-29 a call per rank and relation, and a pseudoinverse and readout fit per
-        # relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank (462 to 3,696)
+        # ranks: 219 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole one taken): the
+        # readout fit and decompositions, two a rank, 98 a call. Until 2026-11-29 a call per rank and relation, and a
+        # pseudoinverse and readout fit per relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank
         held_out = params["held_out"]
-        return ranks * c.R * _predict_flops(c, edited) + _ridge(c, 1 - held_out, held_out), 55.0 + 2.0 * ranks + 58.0 * calls
+        return ranks * c.R * _predict_flops(c, edited) + _ridge(c, 1 - held_out, held_out), 55.0 + 2.0 * ranks + 98.0 * calls
 
     control = params.get("erosion_control")
     groups = []
@@ -293,10 +293,17 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
     # through TF32 with the rows near a tie again in float32 (geofact.analysis.interventions.FAST_DEVICES), priced at
-    # the largest share of a state's rows seen near a tie
-    sweeps = [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
-              *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
-    return groups, [replace(a, rechecked=UNSURE_SHARE_SEEN) for a in sweeps]
+    # the largest share of a state's rows seen near a tie, each on its candidate columns
+    def recheck(c: TrainConfig) -> tuple[float, float]:  # a rechecked row's MLP block and its CANDIDATES columns
+        edited = c.R * max(1, round(params["held_out"] * c.N))
+        rows = UNSURE_SHARE_SEEN * len(rank_grid(c.d, params["rank_points"])) * c.R * edited
+        return 2.0 * rows * (2 * c.d * c.width + c.d * CANDIDATES), 0.0
+
+    def both(cost: Callable) -> list[Analysis]:
+        return [_per_state(_with_second(params), "rank sweeps", "exp-interventions", cost, final_extra=1.0),
+                *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", cost)]
+
+    return groups, [replace(a, rechecked=r.flops / a.flops) for a, r in zip(both(sweep), both(recheck))]
 
 
 def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:

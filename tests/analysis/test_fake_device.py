@@ -77,7 +77,8 @@ def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model):
 @pytest.mark.parametrize("calls_per_rank", [1 / 5, 1, 3])  # every rank in one call; a call a rank; three a rank
 def test_the_rank_sweep_through_tf32_reads_how_many_rows_it_rechecks_once_a_call(fake_model, monkeypatch, calls_per_rank):
     # CUDA's fast path (geofact.analysis.interventions.FAST_DEVICES): each prediction call reads how many of its rows
-    # are near a tie (then rechecked in float32), and the counts are read once at the end
+    # are near a tie (then rechecked in float32) and how many of those it predicts whole again; the counts are read
+    # once at the end
     from geofact.analysis import interventions
 
     monkeypatch.setattr(interventions, "FAST_DEVICES", ("meta",))
@@ -87,12 +88,12 @@ def test_the_rank_sweep_through_tf32_reads_how_many_rows_it_rechecks_once_a_call
     with on_host():
         edited = c.R * c.R * int((~interventions.split_subjects(c.N, 0.2, 0)).sum())  # rows a rank predicts
     monkeypatch.setattr(interventions, "PREDICT_LOGITS", {"other": math.ceil(edited / calls_per_rank) * c.N})
-    reads = Reads()  # integers read as 1: one row of each call is rechecked
+    reads = Reads()  # integers read as 1: one row of each call is rechecked, and predicted whole again
     with host_reads(reads):
         sweep = selectivity_sweep(fake_model, ks)
     assert [s.k for s in sweep] == ks
     calls = round(calls_per_rank * len(ks))
-    assert reads.calls == [[((), "meta")]] * calls + [[((len(ks),), "meta"), ((len(ks),), "meta")]]
+    assert reads.calls == [[((), "meta")]] * (2 * calls) + [[((len(ks),), "meta"), ((len(ks),), "meta")]]
 
 
 def test_zero_shot_transfer_reads_once(fake_model):
