@@ -25,10 +25,15 @@ matmuls, and every row whose top-two margin is within `CERTAIN_MARGIN` of the ro
 again in float32 (`rechecked_predict`; one read of how many a call has), so the sweep's answer is float32's
 wherever TF32's error stays under that margin. Under that bound float32's answer is among the row's columns within
 the margin of its largest TF32 logit, so a rechecked row's float32 logits are computed on its `CANDIDATES` largest
-columns alone (its MLP block once, then a dot product a column; the row whole again where all of them are that close). Emulated on the CPU (matmul inputs rounded to TF32's 10-bit
-mantissa, tests/analysis/test_interventions.py), over ten laptop-profile models TF32 moved a logit by at most 0.31%
-of the row's largest |logit| and changed 0-0.3% of the argmaxes, none of a margin above 0.12% of it: the 1%
-margin is three times the largest error seen, an empirical bound, not a proof. On twelve laptop-profile models
+columns alone (its MLP block once, then a dot product a column; the row whole again where all of them are that
+close). Emulated on the CPU (matmul inputs rounded to TF32's 10-bit mantissa, tests/analysis/test_interventions.py),
+over ten laptop-profile models TF32 moved a logit by at most 0.31% of the row's largest |logit| and changed 0-0.3%
+of the argmaxes, none of a margin above 0.12% of it. What the rule needs is a bound on the error of a difference of
+two logits (an argmax flips, and a column leaves the candidates, only when that is past the margin): at most twice
+0.31%, so the 1% margin is 1.6 times the largest error seen (three times a single logit's), an empirical bound, not
+a proof. At ties within a few ulps float32 has no one answer (its matmuls round differently at other batch sizes,
+and the candidates' dot products differently from the whole matmul): on states bisected to such ties the recheck
+and `model.predict` disagreed on a fifth of them; on 640,000 rows of trained and random models, on none. On twelve laptop-profile models
 (N = 256 and 512, d = 4 to 49) 6-16% of a state's edited rows were that close to a tie at d >= 8 (46% at d = 4),
 up to 30% in one call (`UNSURE_SHARE_SEEN`, what the plan prices the recheck at); until 2026-11-29 a fixed quarter
 of each call's rows was rechecked and a state with more fell back to a float32 sweep.
@@ -121,8 +126,8 @@ def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
     """Predicted ids (...) of hidden states h (..., d) through `fast_logits`, every row whose top-two margin is
     within CERTAIN_MARGIN of its largest |logit| predicted again in float32 (how many: one read of the device).
 
-    Under the margin's bound float32's answer is among the columns whose TF32 logit is within CERTAIN_MARGIN of
-    the row's largest, so a rechecked row's float32 logits are those of its CANDIDATES largest TF32 columns
+    Under the margin's bound (on a difference of two logits) float32's answer is among the columns whose TF32 logit
+    is within CERTAIN_MARGIN of the row's largest, so a rechecked row's float32 logits are those of its CANDIDATES largest TF32 columns
     (its final state once, then a dot product a column, not the N-way unembedding); a row whose candidates are all
     that close (it may have more), or whose logits have no largest (NaN, infinite), is predicted whole again."""
     states = h.reshape(-1, h.shape[-1])  # (rows, d)
@@ -144,7 +149,8 @@ def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
     exact = exact.masked_fill(~near, float("-inf"))
     best = exact.amax(-1, keepdim=True)
     ids[rows] = torch.where(exact == best, columns, logits.shape[-1]).amin(-1)  # the first of equal maxima, as argmax
-    whole = near[:, -1] | ~near[:, 0]  # (u,): more candidates than CANDIDATES may be near, or no largest
+    # (u,): more candidates than CANDIDATES may be near, or no largest in TF32 or in float32
+    whole = near[:, -1] | ~near[:, 0] | ~torch.isfinite(best[:, 0])
     (crowded,) = to_host(whole.sum())
     if crowded:
         again = rows[whole.float().topk(int(crowded)).indices]

@@ -145,19 +145,20 @@ def test_the_recheck_takes_every_row_near_a_tie_and_every_row_without_a_margin(m
                          [2.0, 2.0, 0.0],  # a tie in TF32, which float32 breaks for column 1
                          [float("nan"), 1.0, 0.0],  # no margin: predicted whole again
                          [float("inf"), 1.0, 0.0],
-                         [3.0, 2.999, 0.0]])  # within 1% of its largest |logit|, column 0 in float32
-    final = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0]])  # float32's final states
+                         [3.0, 2.999, 0.0],  # within 1% of its largest |logit|, column 0 in float32
+                         [3.0, 2.999, 0.0]])  # the same, with no largest in float32: predicted whole again
+    final = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [float("nan"), 0.0]])  # float32's
     vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])  # the unembedding's columns, (N, d)
     model = SimpleNamespace(device=torch.device("cpu"), predict=lambda states: torch.full((len(states),), 9),
                             final_states=lambda states: final[states[:, 0].long()],
                             attribute_vectors=lambda target: vectors)
     monkeypatch.setattr(interventions, "fast_logits", lambda model, states: fast[states[:, 0].long()])
     monkeypatch.setattr(interventions, "computing_in", lambda precision, device: nullcontext())
-    states = torch.arange(5.0)[:, None].expand(5, 2)  # a state's first entry names its row
-    assert interventions.rechecked_predict(model, states).tolist() == [0, 1, 9, 9, 0]
+    states = torch.arange(6.0)[:, None].expand(6, 2)  # a state's first entry names its row
+    assert interventions.rechecked_predict(model, states).tolist() == [0, 1, 9, 9, 0, 9]
     # a row whose candidates are all near its largest may have more near: predicted whole again
     monkeypatch.setattr(interventions, "CANDIDATES", 2)
-    assert interventions.rechecked_predict(model, states).tolist() == [0, 9, 9, 9, 9]
+    assert interventions.rechecked_predict(model, states).tolist() == [0, 9, 9, 9, 9, 9]
 
 
 def test_ranks_beyond_the_readouts_are_refused():
