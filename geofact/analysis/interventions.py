@@ -101,7 +101,7 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[to
     # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
     coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
     edited = torch.arange(R, device=device)
-    per_call = max(1, rows // (R * R * n))  # ranks predicted in one call
+    per_call = ranks_per_call(rows, R * R * n)
     follows, stays = [], []  # per block of ranks: counts (ranks,) on the device
     for start in range(0, len(ks), per_call):
         block = ks[start : start + per_call]
@@ -159,9 +159,15 @@ def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
     return ids.view(h.shape[:-1])
 
 
-def call_rows(N: int, device: torch.device) -> int:
-    """Hidden states a prediction call takes on this kind of device: PREDICT_LOGITS of its logits, N a state."""
-    return max(1, PREDICT_LOGITS["cpu" if device.type == "cpu" else "other"] // N)
+def call_rows(N: int, device_type: str) -> int:
+    """Hidden states a prediction call takes on this type of device: PREDICT_LOGITS of its logits, N a state."""
+    return max(1, PREDICT_LOGITS["cpu" if device_type == "cpu" else "other"] // N)
+
+
+def ranks_per_call(rows: int, per_rank: int) -> int:
+    """Ranks `intervene` predicts in one call of at most `rows` states, a rank's edits being `per_rank` states: at
+    least one (a rank larger than a call is split by `in_calls`)."""
+    return max(1, rows // per_rank)
 
 
 def in_calls(predict: Callable[[torch.Tensor], torch.Tensor], rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -200,7 +206,7 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
         subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
     predict = (lambda states: rechecked_predict(model, states)) if model.device.type in FAST_DEVICES else model.predict
-    rows = call_rows(model.config.N, model.device)
+    rows = call_rows(model.config.N, model.device.type)
     return intervene(hidden, answers, in_calls(predict, rows), maps, vectors, subjects, new, ks, rows)
 
 

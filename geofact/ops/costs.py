@@ -28,7 +28,7 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, g
                                      stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.analysis.interventions import CANDIDATES, PREDICT_LOGITS, UNSURE_SHARE_SEEN, rank_grid
+from geofact.analysis.interventions import CANDIDATES, UNSURE_SHARE_SEEN, call_rows, rank_grid, ranks_per_call
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
@@ -270,12 +270,14 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
 def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
 
+    def shape(c: TrainConfig) -> tuple[int, int]:  # the ranks swept, the edits a rank makes (each held-out subject's)
+        return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N))
+
     def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
-        ranks = len(rank_grid(c.d, params["rank_points"]))  # every rank up to d < 2 points
-        edited = c.R * max(1, round(params["held_out"] * c.N))
-        rows = max(1, PREDICT_LOGITS["other"] // c.N)  # edited states a prediction call takes
-        per_call = rows // (c.R * edited)  # ranks a call takes (geofact.analysis.interventions.intervene)
-        calls = math.ceil(ranks / per_call) if per_call else ranks * math.ceil(c.R * edited / rows)
+        ranks, edited = shape(c)
+        rows = call_rows(c.N, "cuda")  # as geofact.analysis.interventions.intervene calls on a GPU
+        per_call = ranks_per_call(rows, c.R * edited)
+        calls = math.ceil(ranks / per_call) * math.ceil(per_call * c.R * edited / rows)
         # kernels (non-view ops, metadata queries apart) as counted on fake meta tensors at N = 512, d = 64, 33
         # ranks: 219 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole one taken): the
         # readout fit and decompositions, two a rank, 98 a call. Until 2026-11-29 a call per rank and relation, and a
@@ -295,8 +297,8 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
     # through TF32 with the rows near a tie again in float32 (geofact.analysis.interventions.FAST_DEVICES), priced at
     # the largest share of a state's rows seen near a tie, each on its candidate columns
     def recheck(c: TrainConfig) -> tuple[float, float]:  # a rechecked row's MLP block and its CANDIDATES columns
-        edited = c.R * max(1, round(params["held_out"] * c.N))
-        rows = UNSURE_SHARE_SEEN * len(rank_grid(c.d, params["rank_points"])) * c.R * edited
+        ranks, edited = shape(c)
+        rows = UNSURE_SHARE_SEEN * ranks * c.R * edited
         return 2.0 * rows * (2 * c.d * c.width + c.d * CANDIDATES), 0.0
 
     def both(cost: Callable) -> list[Analysis]:

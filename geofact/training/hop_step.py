@@ -28,7 +28,7 @@ from collections.abc import Collection
 import torch
 
 from geofact.training.model import embed
-from geofact.training.step import TABLES, _rms, _rms_backward, _weight_grad, head_loss_and_grads
+from geofact.training.step import _gradient_targets, _rms, _rms_backward, _table_grad, _weight_grad, head_loss_and_grads
 
 # Where the multi-hop trainer takes this step for fp32 and tf32 stacks unless told (bf16 goes through autograd
 # under autocast): the GPU, whose step it was written for, and the fake device that counts it. The CPU keeps
@@ -45,9 +45,7 @@ def hop_loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets
     1..k, with CoT the entities read back after them), and the gradient of the losses' sum with respect to every
     tensor of p. `way`: how the output layer computes (geofact.training.step.output_loss_and_grads; its logits
     are whole). `wanted`, `out`, `row_masks`: as geofact.training.step.loss_and_grads'."""
-    out, row_masks = out or {}, row_masks or {}
-    if not set(row_masks) <= set(TABLES):
-        raise ValueError(f"row_masks must name embedding tables among {list(TABLES)}, got {sorted(row_masks)}")
+    out, row_masks = _gradient_targets(out, row_masks)
     (M, B, L), T = tokens.shape, targets.shape[2]
     if targets.shape[:2] != (M, B) or not 1 <= T <= L:
         raise ValueError(f"targets must be (M, B, T) = ({M}, {B}, T) with T in [1, L={L}], got {tuple(targets.shape)}")
@@ -109,20 +107,8 @@ def hop_loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets
     # the tables' rows by position: s_0 and the entities read back are E_ent's, the relations E_rel's
     for name, spans, first_row in (("E_ent", [(0, 1), (k + 1, L)], 0), ("E_rel", [(1, k + 1)], N)):
         if name in wanted:
-            g[name] = _tables_grad(p[name], tokens, d_x, spans, first_row, out.get(name), row_masks.get(name))
+            parts = [(torch.arange(M, device=tokens.device)[:, None, None].expand(M, B, hi - lo),
+                      tokens[:, :, lo:hi] - first_row, d_x[:, :, lo:hi]) for lo, hi in spans if hi > lo]
+            g[name] = _table_grad(p[name], parts, out.get(name), row_masks.get(name))
     return losses, {name: value for name, value in g.items() if name in wanted}
 
-
-def _tables_grad(table: torch.Tensor, tokens: torch.Tensor, d_x: torch.Tensor, spans: list[tuple[int, int]], first_row: int,
-                 out: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
-    """An embedding table's (M, n, d) gradient from the input gradients d_x (M, B, L, d) at the positions of
-    `spans` ([lo, hi) each), whose tokens (M, B, L) are its rows plus `first_row`: each gathered row's gradient
-    added back where it came from, into `out` if given, each run's scaled by its `mask` (M,) entry if given."""
-    M, B = tokens.shape[:2]
-    grad = out.zero_() if out is not None else torch.zeros_like(table)
-    for lo, hi in spans:
-        if hi > lo:
-            d_rows = d_x[:, :, lo:hi] if mask is None else d_x[:, :, lo:hi] * mask[:, None, None, None]
-            run = torch.arange(M, device=tokens.device)[:, None, None].expand(M, B, hi - lo)
-            grad.index_put_((run, tokens[:, :, lo:hi] - first_row), d_rows, accumulate=True)
-    return grad

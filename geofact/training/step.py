@@ -304,9 +304,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     `row_masks`: {"E_ent" or "E_rel": (M,)} factors of each run's table gradient (0: a frozen table), on its rows."""
     if not covers(p):
         raise ValueError("loss_and_grads covers models without learned positions; use autograd")
-    out, row_masks = out or {}, row_masks or {}
-    if not set(row_masks) <= set(TABLES):
-        raise ValueError(f"row_masks must name embedding tables among {list(TABLES)}, got {sorted(row_masks)}")
+    out, row_masks = _gradient_targets(out, row_masks)
     p = {k: v.detach() for k, v in p.items()}
     (M, B), L = subjects.shape, 2
     width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
@@ -344,16 +342,27 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     d_x[:, :, -1].add_(d_h)
     for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
         if name in wanted:
-            g[name] = _table_grad(p[name], run, rows, d_x[:, :, position], out.get(name), row_masks.get(name))
+            g[name] = _table_grad(p[name], [(run, rows, d_x[:, :, position])], out.get(name), row_masks.get(name))
     return losses, {name: value for name, value in g.items() if name in wanted}
 
 
-def _table_grad(table: torch.Tensor, run: torch.Tensor, rows: torch.Tensor, d_rows: torch.Tensor,
+def _table_grad(table: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
                 out: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
-    """An embedding table's (M, n, d) gradient: the gradients of its gathered rows d_rows (M, B, d), at (run, rows)
-    (M, B), added back where they came from (a row drawn twice, twice), into `out` if given, each run's scaled by
-    its `mask` (M,) entry if given."""
-    if mask is not None:
-        d_rows = d_rows * mask[:, None, None]
+    """An embedding table's (M, n, d) gradient from the gradients of its gathered rows: `parts`, (run, rows, d_rows)
+    each, the rows (M, ...) gathered at (run, rows) and their gradients d_rows (M, ..., d), added back where they came
+    from (a row drawn twice, twice), into `out` if given, each run's scaled by its `mask` (M,) entry if given."""
     grad = out.zero_() if out is not None else torch.zeros_like(table)
-    return grad.index_put_((run, rows), d_rows, accumulate=True)
+    for run, rows, d_rows in parts:
+        if mask is not None:
+            d_rows = d_rows * mask.view(-1, *[1] * (d_rows.dim() - 1))
+        grad.index_put_((run, rows), d_rows, accumulate=True)
+    return grad
+
+
+def _gradient_targets(out: dict[str, torch.Tensor] | None, row_masks: dict[str, torch.Tensor] | None
+                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """A step's `out` and `row_masks` ({} where not given), the masks checked to name embedding tables only."""
+    out, row_masks = out or {}, row_masks or {}
+    if not set(row_masks) <= set(TABLES):
+        raise ValueError(f"row_masks must name embedding tables among {list(TABLES)}, got {sorted(row_masks)}")
+    return out, row_masks
