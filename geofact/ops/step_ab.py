@@ -21,7 +21,7 @@ from typing import Iterator
 import torch
 
 from geofact.host import as_device
-from geofact.training import fused_ce, optim
+from geofact.training import fused_ce, fused_gelu, fused_norm, optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler
@@ -79,6 +79,12 @@ def probe(device: torch.device) -> dict[str, str]:
                                                                  torch.randint(0, 300, (2, 64), device=device)),
         "sampler keys": lambda: FactSampler([0, 1], [300, 200], 32, 300, device, padded=True, fused=True)(range(3)),
         "adamw": lambda: _adamw_trial(device),
+        "rms norm": lambda: fused_norm.backward(torch.randn(2, 64, 2, 40, device=device), torch.randn(2, 64, 2, 40, device=device),
+                                                fused_norm.rms_norm(torch.randn(2, 64, 2, 40, device=device),
+                                                                    torch.randn(2, 40, device=device))[1],
+                                                torch.randn(2, 40, device=device)),
+        "gelu backward": lambda: fused_gelu.gelu_backward(torch.randn(2, 64, 160, device=device),
+                                                          torch.randn(2, 64, 160, device=device)),
     }
     for name, trial in trials.items():
         try:

@@ -28,7 +28,7 @@ from collections.abc import Collection
 import torch
 
 from geofact.training.model import embed
-from geofact.training.step import _gradient_targets, _rms, _rms_backward, _table_grad, _weight_grad, head_loss_and_grads
+from geofact.training.step import _gradient_targets, _normed, _rms_backward, _table_grad, _weight_grad, head_loss_and_grads
 
 # Where the multi-hop trainer takes this step for fp32 and tf32 stacks unless told (bf16 goes through autograd
 # under autocast): the GPU, whose step it was written for, and the fake device that counts it. The CPU keeps
@@ -60,8 +60,7 @@ def hop_loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets
 
     # forward, keeping what the backward reads
     x = embed(p, tokens)  # (M, B, L, d), positional embeddings added
-    x_hat, r0 = _rms(x)
-    xn = x_hat * p["g_attn"][:, None, None]  # (M, B, L, d)
+    xn, norm0 = _normed(x, p["g_attn"])  # (M, B, L, d)
     learned = "W_Q" in p
     if learned:  # per (run, example): its T queries against its L keys, as (M B)-batched matmuls of views
         queries = xn[:, :, read].flatten(1, 2)  # (M, B T, d)
@@ -100,7 +99,7 @@ def hop_loss_and_grads(p: dict[str, torch.Tensor], tokens: torch.Tensor, targets
         d_xn = torch.zeros_like(xn)
         d_xn[:, :, read] = d_mixed.view(M, B, T, d) / counts[read]
         d_xn = d_xn.flip(2).cumsum(2).flip(2)  # position j collects every read position l >= j
-    d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"], out.get("g_attn"))
+    d_x, g["g_attn"] = _rms_backward(d_xn, x, norm0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, read].add_(d_h.view(M, B, T, d))
     if "P" in wanted and "P" in p:
         g["P"] = torch.sum(d_x, 1, out=out.get("P"))  # (M, L, d): every position's own embedding

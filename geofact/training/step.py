@@ -54,7 +54,7 @@ from collections.abc import Collection
 import torch
 from torch.nn import functional as F
 
-from geofact.training import fused_ce
+from geofact.training import fused_ce, fused_gelu, fused_norm
 from geofact.training.model import RMS_EPS, attend
 
 # A run's (B, N) logits are computed whole up to WHOLE entries, beyond it in chunks of CHUNK entries (a
@@ -107,9 +107,24 @@ def _rms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x * r, r
 
 
-def _rms_backward(dy: torch.Tensor, x: torch.Tensor, x_hat: torch.Tensor, r: torch.Tensor, gain: torch.Tensor,
+def _normed(x: torch.Tensor, gain: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor]]:
+    """(y, saved): y = RMSNorm(x) times each run's gain, x (M, ..., d), gain (M, d), and what `_rms_backward` reads.
+    Through geofact.training.fused_norm's kernels where they run (`fused_norm.used`: two passes over x's size, not
+    four), else torch's fused RMSNorm and a multiply: saved is (x^ or None, r = 1 / rms)."""
+    if fused_norm.used(x):
+        y, r = fused_norm.rms_norm(x, gain)
+        return y, (None, r)
+    x_hat, r = _rms(x)
+    return x_hat * gain.reshape(gain.shape[0], *([1] * (x.dim() - 2)), gain.shape[-1]), (x_hat, r)
+
+
+def _rms_backward(dy: torch.Tensor, x: torch.Tensor, saved: tuple[torch.Tensor | None, torch.Tensor], gain: torch.Tensor,
                   out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, dgain) for y = gain * x^ ; dy, x, x^ (M, ..., d), r (M, ..., 1), gain (M, d); dgain written into `out` if given."""
+    """(dx, dgain) for y = gain * x^ (`_normed`); dy, x (M, ..., d), saved (x^ (M, ..., d) or None, r (M, ..., 1)),
+    gain (M, d); dgain written into `out` if given."""
+    x_hat, r = saved
+    if x_hat is None:
+        return fused_norm.backward(dy, x, r, gain, out)
     gain = gain.reshape(gain.shape[0], *([1] * (dy.dim() - 2)), gain.shape[-1])
     d_gain = torch.sum((dy * x_hat).flatten(1, -2), 1, out=out)  # (M, d)
     u = dy * gain
@@ -253,6 +268,15 @@ def _attend_backward(p: dict[str, torch.Tensor], xn: torch.Tensor, q: torch.Tens
     return d_xn, d_q, d_k
 
 
+def _mean_share(d_a: torch.Tensor, W_V: torch.Tensor, L: int) -> torch.Tensor:
+    """(M, B, d): each position's share of the gradient of the mean over L positions, (d_a W_V^T) / L. A CPU divides
+    after the matmul, as every laptop record was trained; elsewhere the matmul scales its own sum (beta = 0: no read
+    of an input, and no pass over the result; for L = 2, as exact as the division)."""
+    if d_a.device.type == "cpu":
+        return torch.bmm(d_a, W_V.transpose(1, 2)).div_(L)
+    return torch.baddbmm(d_a.new_empty(()), d_a, W_V.transpose(1, 2), beta=0.0, alpha=1.0 / L)
+
+
 def _weight_grad(g: dict[str, torch.Tensor], wanted: set[str], out: dict[str, torch.Tensor], name: str,
                  inputs: torch.Tensor, d_outputs: torch.Tensor) -> None:
     """g[name] = inputs^T d_outputs per run, the gradient of a weight the runs multiply `inputs` (M, B, i) by,
@@ -268,22 +292,24 @@ def head_loss_and_grads(p: dict[str, torch.Tensor], h: torch.Tensor, targets: to
     targets (M, B) (`geofact.training.model.head`): (each run's mean loss (M,), d_h (M, B, d)), the gradient of
     the losses' sum; the head's own gradients go into g (those in `wanted`, into `out`'s views where given).
     `width`, `keep`, `way`: the output layer's (`output_loss_and_grads`)."""
-    h_hat, r1 = _rms(h)
-    hn = h_hat * p["g_mlp"][:, None]
+    hn, norm1 = _normed(h, p["g_mlp"])
     z1 = torch.baddbmm(p["b_1"][:, None], hn, p["W_1"])  # (M, B, w)
     z = F.gelu(z1)
     h2 = torch.baddbmm(p["b_2"][:, None], z, p["W_2"]).add_(h)
-    h2_hat, r2 = _rms(h2)
-    hf = h2_hat * p["g_final"][:, None]
+    hf, norm2 = _normed(h2, p["g_final"])
     losses, d_hf, g["E_out"] = output_loss_and_grads(hf, p["E_out"], targets, width, keep, way, "E_out" in wanted,
                                                      out.get("E_out"))
-    d_h2, g["g_final"] = _rms_backward(d_hf, h2, h2_hat, r2, p["g_final"], out.get("g_final"))
+    d_h2, g["g_final"] = _rms_backward(d_hf, h2, norm2, p["g_final"], out.get("g_final"))
     _weight_grad(g, wanted, out, "W_2", z, d_h2)
     g["b_2"] = torch.sum(d_h2, 1, out=out.get("b_2"))
-    d_z1 = torch.ops.aten.gelu_backward(torch.bmm(d_h2, p["W_2"].transpose(1, 2)), z1)
+    d_z = torch.bmm(d_h2, p["W_2"].transpose(1, 2))  # (M, B, w)
+    if fused_norm.used(z1):  # GELU's backward and b_1's sum in one kernel: three passes over (M, B, w), not four
+        d_z1, g["b_1"] = fused_gelu.gelu_backward(d_z, z1, out.get("b_1"))
+    else:
+        d_z1 = torch.ops.aten.gelu_backward(d_z, z1)
+        g["b_1"] = torch.sum(d_z1, 1, out=out.get("b_1"))
     _weight_grad(g, wanted, out, "W_1", hn, d_z1)
-    g["b_1"] = torch.sum(d_z1, 1, out=out.get("b_1"))
-    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, h_hat, r1, p["g_mlp"], out.get("g_mlp"))
+    d_h, g["g_mlp"] = _rms_backward(torch.bmm(d_z1, p["W_1"].transpose(1, 2)), h, norm1, p["g_mlp"], out.get("g_mlp"))
     return losses, d_h.add_(d_h2)
 
 
@@ -308,13 +334,15 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     p = {k: v.detach() for k, v in p.items()}
     (M, B), L = subjects.shape, 2
     width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
-    # rows gathered by (run, row) from the tables, strided views of the flat buffer (flattened, copied whole)
+    # each table's rows gathered straight into their position of x (the tables: strided views of the flat buffer; a
+    # stack of two gathers moved x's bytes twice more); `run` indexes the tables' gradients
     run = torch.arange(M, device=subjects.device)[:, None].expand(M, B)
-    x = torch.stack([p["E_ent"][run, subjects], p["E_rel"][run, relations]], 2)  # (M, B, L, d)
+    x = p["E_ent"].new_empty(M, B, L, p["E_ent"].shape[2])  # (M, B, L, d)
+    for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
+        torch.gather(p[name], 1, rows[..., None].expand(*rows.shape, x.shape[-1]), out=x[:, :, position])
 
     # forward, keeping what the backward reads
-    x_hat, r0 = _rms(x)
-    xn = x_hat * p["g_attn"][:, None, None]  # (M, B, L, d)
+    xn, norm0 = _normed(x, p["g_attn"])  # (M, B, L, d)
     learned = "W_Q" in p
     if learned:
         q, k, pattern = attend(p, xn)
@@ -331,14 +359,14 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     _weight_grad(g, wanted, out, "W_O", a, d_h)
     d_a = torch.bmm(d_h, p["W_O"].transpose(1, 2))
     _weight_grad(g, wanted, out, "W_V", mixed, d_a)
-    d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2))  # (M, B, d)
     if learned:
+        d_mixed = torch.bmm(d_a, p["W_V"].transpose(1, 2))  # (M, B, d)
         d_xn, d_q, d_k = _attend_backward(p, xn, q, k, pattern, d_mixed)
         _weight_grad(g, wanted, out, "W_Q", xn[:, :, -1], d_q)
         _weight_grad(g, wanted, out, "W_K", xn.flatten(1, 2), d_k.flatten(1, 2))
     else:
-        d_xn = d_mixed.div_(L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
-    d_x, g["g_attn"] = _rms_backward(d_xn, x, x_hat, r0, p["g_attn"], out.get("g_attn"))
+        d_xn = _mean_share(d_a, p["W_V"], L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
+    d_x, g["g_attn"] = _rms_backward(d_xn, x, norm0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, -1].add_(d_h)
     for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
         if name in wanted:

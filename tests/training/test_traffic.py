@@ -7,7 +7,7 @@ from torch.nn import functional as F
 
 from geofact.training.config import TrainConfig
 from geofact.training.step import unembed_cross_entropy
-from geofact.training.dispatch_count import TrafficCounter
+from geofact.training.dispatch_count import TrafficCounter, count_step
 from geofact.training import fused_ce
 from geofact.training.traffic import StepTraffic, grid_column, step_traffic
 
@@ -34,6 +34,34 @@ def test_indexed_written_and_shaped_ops_count_what_they_touch():
         big.copy_(whole)  # reads the source, writes big
         torch.zeros_like(big)  # writes its output only
     assert counter.bytes == 3 * 4 * 800  # the copy's read and write, the new tensor's write
+
+
+def test_repeats_allocations_and_metadata_move_nothing():
+    """An expanded tensor's repeats (stride 0) are the same memory; an allocation and a fake tensor's metadata query
+    launch no kernel."""
+    row, whole = torch.ones(1, 8), torch.ones(100, 8)
+    with TrafficCounter() as counter:
+        whole.add(row.expand(100, 8))  # reads 800 + 8 floats, writes 800
+        torch.empty(100, 8)
+        torch.empty_like(whole)
+    assert counter.ops == 1 and counter.bytes == 4 * (800 + 8 + 800)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(4, 3, device="meta")
+        with TrafficCounter() as counter:
+            torch.ops.prim.device(x)
+    assert counter.ops == 0 and counter.bytes == 0
+
+
+def test_torchs_fused_rms_norm_counts_as_the_one_kernel_a_gpu_runs():
+    """On meta tensors torch runs its composite definition (five kernels' worth); counted as CUDA's one kernel: x read,
+    the normalised x and 1 / rms written. Through `count_step`, as every step is counted."""
+    def train(steps: int) -> None:
+        x = torch.empty(6, 10, 16, device="meta")
+        for _ in range(steps):
+            torch.ops.aten._fused_rms_norm(x, [16], None, 1e-6)
+
+    counted = count_step(train, 1)
+    assert counted["ops"] == 1 and counted["bytes"] == 4 * (960 + 960 + 60)
 
 
 def test_a_step_counts_what_its_shapes_say(monkeypatch):
