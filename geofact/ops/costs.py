@@ -65,6 +65,8 @@ class Group:
     what: str
     configs: tuple  # the runs (one shape_key)
     guess: bool = False  # the runs themselves are a guess (they depend on measurements)
+    recorded_steps: tuple = ()  # per run, the steps its record says it trained (None where it has none; `with_records`)
+    stops: bool = True  # the runs stop at the loss rule (a spike study's recipes train their whole budget)
 
     @property
     def runs(self) -> int:
@@ -75,15 +77,42 @@ class Group:
         """The run whose shape the stack takes (the largest R)."""
         return max(self.configs, key=lambda c: c.R)
 
+    def run_steps(self) -> list[float]:
+        """The steps each run is priced at: its recorded steps where its record has them, else `expected_steps`."""
+        recorded = self.recorded_steps or (None,) * self.runs
+        return [expected_steps(c) if steps is None else float(steps) for c, steps in zip(self.configs, recorded)]
+
     def seconds(self, calibration: Calibration, counts: Callable[[list], dict] | None = None) -> float:
         """Its predicted seconds: each step by its counted work (`counts`, geofact.ops.step_counts.StepCounts) at the
-        card's counted rates where there are both, else by the calibration's formula."""
+        card's counted rates where there are both, else by the calibration's formula. A step's FLOPs and bytes go with
+        the runs in the stack, its ops do not: as runs stop and leave it (geofact.training.trainer), the stack pays
+        its runs' steps (`run_steps`) for the first and its longest run's for the second."""
         if counts is not None and calibration.counted is not None:
             counted = counts(list(self.configs))
+            fixed = counted["ops"] * calibration.counted.op_seconds
             step = calibration.counted.seconds(counted["flops"], counted["bytes"], counted["ops"], self.config.precision)
         else:
+            fixed = calibration.step_seconds(self.config, 0)
             step = calibration.step_seconds(self.config, self.runs)
-        return expected_steps(self.config) * step
+        steps = self.run_steps()
+        return sum(steps) / self.runs * (step - fixed) + max(steps) * fixed
+
+    def with_records(self, recorded: Mapping[str, dict]) -> Group:
+        """The group with its runs' recorded steps (`recorded`: {config key: run record}, `recorded_runs`), for the
+        runs whose record says where the stop rule stopped them: single-hop runs that stop at it (not read past it,
+        and with a loss threshold to meet). A run trained again is expected to stop where it stopped (its seed fixes
+        its batches and initialisation); how far another card's rounding moves a stop no record measures yet (no
+        paper-scale config has been trained twice), and a run near the budget may then run to it."""
+        if not self.stops:
+            return self
+        steps = tuple(recorded[c.key()]["steps"] if isinstance(c, TrainConfig) and not c.read_past_stop
+                      and c.loss_threshold > 0 and c.key() in recorded and "steps" in recorded[c.key()] else None
+                      for c in self.configs)
+        return replace(self, recorded_steps=steps) if any(s is not None for s in steps) else self
+
+    @property
+    def n_recorded(self) -> int:
+        return sum(s is not None for s in self.recorded_steps)
 
     def shape(self) -> str:
         c, Rs = self.config, sorted({c.R for c in self.configs})
@@ -111,15 +140,17 @@ class Analysis:
         return fp32 + self.ops * calibration.op_seconds
 
 
-def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False) -> list[Group]:
-    """`configs` stacked as run_sweep stacks them (equal shape_key, at most group_size(config) a stack)."""
+def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False,
+              stops: bool = True) -> list[Group]:
+    """`configs` stacked as run_sweep stacks them (equal shape_key, at most group_size(config) a stack); `stops`: whether
+    they stop at the loss rule (`Group.stops`)."""
     by_shape: dict[tuple, list] = {}
     for c in configs:
         by_shape.setdefault((type(c), c.shape_key()), []).append(c)
     out = []
     for same in by_shape.values():
         size = max(1, group_size(same[0]))
-        out += [Group(page, what, tuple(same[i : i + size]), guess) for i in range(0, len(same), size)]
+        out += [Group(page, what, tuple(same[i : i + size]), guess, stops=stops) for i in range(0, len(same), size)]
     return out
 
 
@@ -230,7 +261,8 @@ def plan_capacity(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
         study = [grid.config(params["spike_R"], params["spike_d"], False, s, max_steps=params["spike_steps"])
                  for _ in study_recipes() for s in params["spike_seeds"]]
         # one stack of plain TrainConfig shapes; its records are keyed by config and recipe (cache/variants)
-        groups += groups_of("exp-capacity", "spike study (recipe variants)", study, lambda c: len(study), guess=True)
+        groups += groups_of("exp-capacity", "spike study (recipe variants)", study, lambda c: len(study), guess=True,
+                            stops=False)  # its records, keyed by config and recipe, are not the grid run's
     demo = grid.config(4, 16, False, 0, N=128, max_steps=300)  # the page's interactive demo, at its defaults
     return groups + groups_of("exp-capacity", "interactive demo", [demo], size), []
 
@@ -249,7 +281,8 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     groups += groups_of("exp-readout", "second grid (trajectory_grid)", second, size) if second else []
     for grid, R, d, seeds in _studies(params)[1:]:  # the spike study at the second N, trained with the second grid
         study = [job[0] for job in kept_jobs(grid, R, d, seeds, params["spike_steps"], params["spike_keep_every"])]
-        groups += groups_of("exp-readout", f"spike study at N = {grid.N} (its kept recipes)", study, lambda c: len(study), guess=True)
+        groups += groups_of("exp-readout", f"spike study at N = {grid.N} (its kept recipes)", study, lambda c: len(study),
+                            guess=True, stops=False)
     fits = len(params["cv_alphas"]) * params["cv_folds"]
     held_out = params["held_out"]
     fold_scored = (1 - held_out) / params["cv_folds"]  # a fold's share of the training subjects is scored
@@ -427,7 +460,7 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
     the lease's order (LEASE_ORDER); pages without a planner are left out. `recorded` ({config key: run
     record}, `recorded_runs`) decides the runs that depend on measurements where it can (the threshold
     cells); every run is priced whether or not it is recorded (a lease retrains the grid runs whose weights
-    its analyses read). `counts`: the stacks' counted steps, which single-hop groups are priced by where the
+    its analyses read), a recorded one at the steps it trained (`Group.with_records`). `counts`: the stacks' counted steps, which single-hop groups are priced by where the
     calibration has counted rates (Group.seconds)."""
     recorded = {} if recorded is None else recorded
     out = []
@@ -437,6 +470,7 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
             if params.get("precision") is not None:
                 check_precision(params["precision"])
             groups, analyses = PLANNERS[page](params, group_size, recorded)
+            groups = [g.with_records(recorded) for g in groups]
             out.append(PagePlan(page, groups, analyses, calibration, counts))
     return out
 
@@ -480,19 +514,21 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
              *([f"  steps by their counted work (this checkout's step on fake meta tensors): "
                 f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op; "
                 f"{calibration.counted.source}"] if counted else []),
-             "training is priced at each run's step budget (an upper bound; d_min trials with an accuracy stop at what "
-             "they are expected to train); '~' marks runs that are a guess", ""]
+             "training is priced at each run's recorded stop where the lease records hold the run, else at its step "
+             "budget (an upper bound; d_min trials with an accuracy stop at what they are expected to train); '~' marks "
+             "runs that are a guess", ""]
     for plan in plans:
         lines.append(f"{plan.page}: {plan.seconds / 60:.1f} min (training {plan.training_seconds / 60:.1f}, "
                      f"analyses {plan.analysis_seconds / 60:.1f})")
         rows: dict[tuple, list[float]] = {}  # stacks alike (a search's trials, one run each) on one line
         for g in plan.groups:
-            key = (g.guess, g.what, g.runs, g.shape(), g.config.max_steps)
+            key = (g.guess, g.what, g.runs, g.shape(), g.config.max_steps, g.n_recorded)
             rows.setdefault(key, []).append(g.seconds(calibration, plan.counts))
-        for (guess, what, runs, shape, steps), seconds in rows.items():
+        for (guess, what, runs, shape, steps, n_recorded), seconds in rows.items():
             stacks = f"{len(seconds)} x {runs}" if len(seconds) > 1 else f"{runs}"
+            stops = f"  ({n_recorded} at their recorded stops)" if n_recorded else ""
             lines.append(f"  {'~' if guess else ' '} {what:<38} {stacks:>7} runs  {shape:<34} {steps:>6} steps  "
-                         f"{sum(seconds) / 60:7.2f} min")
+                         f"{sum(seconds) / 60:7.2f} min{stops}")
         for a in plan.analyses:
             lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{a.seconds(calibration) / 60:7.2f} min")
     lines += ["", f"order in leases of {minutes:g} min (a page cut by --budget resumes in the next lease):"]

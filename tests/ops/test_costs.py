@@ -279,3 +279,45 @@ def test_a_stack_whose_output_layer_steps_by_its_size_is_counted_on_its_own_side
     counted, whole = StepCounts()(stack), step_traffic(stack)
     for k in ("flops", "bytes", "ops"):
         assert counted[k] == pytest.approx(getattr(whole, k), rel=0.02), k
+
+
+def test_recorded_runs_are_priced_at_their_stops_the_stack_paying_its_runs_steps_and_its_longest_runs_ops():
+    """A stack whose runs stop and leave it: its FLOPs and bytes go with the runs still in it, its ops with its
+    longest run. Runs read past their stop, or with no loss to meet, train their budget whatever their records say."""
+    from geofact.ops.calibration import CountedRates
+
+    rates = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=2e12, op_seconds=1e-5, source="test")
+    calibration = dataclasses.replace(H100_SPEC, counted=rates)
+    runs = tuple(TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=1000, seed=s, precision="tf32") for s in range(4))
+    step = {"flops": 2e11, "bytes": 4e9, "ops": 100}
+    group = Group("p", "w", runs)
+    full, fixed = rates.seconds(2e11, 4e9, 100, "tf32"), 100 * 1e-5
+    assert group.seconds(calibration, lambda c: step) == pytest.approx(1000 * full)
+    records = {runs[0].key(): {"steps": 200}, runs[1].key(): {"steps": 600}, "other": {"steps": 5}}
+    priced = group.with_records(records)
+    assert priced.recorded_steps == (200, 600, None, None) and priced.n_recorded == 2
+    assert priced.run_steps() == [200.0, 600.0, 1000.0, 1000.0]
+    expected = (200 + 600 + 1000 + 1000) / 4 * (full - fixed) + 1000 * fixed
+    assert priced.seconds(calibration, lambda c: step) == pytest.approx(expected)
+    all_stopped = Group("p", "w", runs[:2]).with_records(records)
+    assert all_stopped.seconds(calibration, lambda c: step) == pytest.approx(400 * (full - fixed) + 600 * fixed)
+    # the formula's calibration splits the same way: its ops term is the stack's at no runs
+    assert all_stopped.seconds(H100_SPEC) == pytest.approx(
+        400 * (H100_SPEC.step_seconds(runs[0], 2) - H100_SPEC.step_seconds(runs[0], 0)) + 600 * H100_SPEC.step_seconds(runs[0], 0))
+    past = tuple(dataclasses.replace(c, read_past_stop=True) for c in runs[:2])
+    no_loss = tuple(dataclasses.replace(c, loss_threshold=0.0) for c in runs[:2])
+    for unstoppable in (past, no_loss):
+        records = {c.key(): {"steps": 100} for c in unstoppable}
+        assert Group("p", "w", unstoppable).with_records(records).recorded_steps == ()
+    # nor a spike study's recipes, whose configs are the grid's but which train their whole budget
+    records = {c.key(): {"steps": 100} for c in runs}
+    assert Group("p", "w", runs, stops=False).with_records(records).recorded_steps == ()
+    # a plan prices the recorded runs of its groups so
+    params = {"exp-capacity": dict(capacity_grid=dict(N=32, R_values=[1, 2], d_values=[4, 8], seeds=[0], lr=0.01,
+                                                      batch_size=32, max_steps=40), lr_values=[0.01], lr_R=2,
+                                   lr_d=8, lr_seeds=[0], attention_R=[2], attention_d=[8], precision="fp32")}
+    budget = plan_pages(params, H100_SPEC, lambda c: 64)[0]
+    grid = [c for g in budget.groups if g.what == "capacity grid" for c in g.configs]
+    stopped = plan_pages(params, H100_SPEC, lambda c: 64, recorded={c.key(): {"steps": 10, "accuracy": 1.0} for c in grid})[0]
+    assert all(g.n_recorded == g.runs for g in stopped.groups if g.what == "capacity grid")
+    assert stopped.training_seconds < budget.training_seconds
