@@ -26,8 +26,10 @@ INDEXED = {"gather": 2, "scatter_add_": 2, "scatter_": 2, "index_add_": 3, "inde
            "embedding": None, "index": None}  # None: as many as the output has
 WRITTEN = {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
 SHAPED = {"zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full"}
-# allocations: no kernel, nothing read or written (until 2026-11-30 `empty_like` and `new_empty` counted as a write)
-ALLOCATED = {"empty", "empty_like", "new_empty", "empty_strided"}
+# no kernel, nothing read or written: allocations, and `_unsafe_view`, a view its schema does not call one (a reshape
+# that had to copy is a `clone`, counted, then this); until 2026-11-30 `empty_like`, `new_empty` and `_unsafe_view`
+# counted as moving their tensors
+NO_KERNEL = {"empty", "empty_like", "new_empty", "empty_strided", "_unsafe_view"}
 
 
 # Namespaces of ops whose mutable arguments are outputs they write without reading (geofact.training.fused_ce's kernels)
@@ -79,7 +81,7 @@ class TrafficCounter(TorchDispatchMode):
         out = func(*args, **kwargs)
         # metadata queries (a fake tensor's device, `prim`) launch no kernel and read nothing: until 2026-11-30 they were
         # counted as ops, as geofact.ops.benchmark.OpCounter counts them, half the ops of a step (98 of 200 at d = 128)
-        if func.is_view or self.paused or func.namespace == "prim" or func.overloadpacket.__name__ in ALLOCATED:
+        if func.is_view or self.paused or func.namespace == "prim" or func.overloadpacket.__name__ in NO_KERNEL:
             return out
         self.ops += 1
         name = func.overloadpacket.__name__
