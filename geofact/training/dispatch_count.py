@@ -27,8 +27,8 @@ INDEXED = {"gather": 2, "scatter_add_": 2, "scatter_": 2, "index_add_": 3, "inde
 WRITTEN = {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
 SHAPED = {"zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full"}
 # no kernel, nothing read or written: allocations, and `_unsafe_view`, a view its schema does not call one (a reshape
-# that had to copy is a `clone`, counted, then this); until 2026-11-30 `empty_like`, `new_empty` and `_unsafe_view`
-# counted as moving their tensors
+# that had to copy is a `clone`, counted, then this); until the ninth session (2026-11-29) `empty_like`, `new_empty`
+# and `_unsafe_view` counted as moving their tensors
 NO_KERNEL = {"empty", "empty_like", "new_empty", "empty_strided", "_unsafe_view"}
 
 
@@ -41,7 +41,7 @@ STATED = "traffic"
 
 def _nbytes(t: torch.Tensor, elements: int | None = None) -> int:
     """Bytes of t's distinct elements (an expanded tensor's repeats, stride 0, are the same memory), or of `elements`
-    of them. Until 2026-11-30 an expanded tensor counted every repeat."""
+    of them. Until the ninth session (2026-11-29) an expanded tensor counted every repeat."""
     distinct = math.prod(size for size, stride in zip(t.shape, t.stride()) if stride != 0) if t.numel() else 0
     return (distinct if elements is None else min(elements, distinct)) * t.element_size()
 
@@ -79,8 +79,9 @@ class TrafficCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        # metadata queries (a fake tensor's device, `prim`) launch no kernel and read nothing: until 2026-11-30 they were
-        # counted as ops, as geofact.ops.benchmark.OpCounter counts them, half the ops of a step (98 of 200 at d = 128)
+        # metadata queries (a fake tensor's device, `prim`) launch no kernel and read nothing: until the ninth session
+        # (2026-11-29) they were counted as ops, as geofact.ops.benchmark.OpCounter counts them, half the ops of a
+        # step (98 of 200 at d = 128)
         if func.is_view or self.paused or func.namespace == "prim" or func.overloadpacket.__name__ in NO_KERNEL:
             return out
         self.ops += 1
@@ -122,7 +123,7 @@ class TrafficCounter(TorchDispatchMode):
 # Composite ops that a GPU runs as one kernel but that dispatch as the ops of their definition on `meta` tensors,
 # where torch registers no kernel of theirs: counted as that kernel, their inputs read and outputs written once
 # (torch's fused RMSNorm forward on `meta`: pow, mean, add, rsqrt, mul, five passes where CUDA's kernel makes two;
-# every count before 2026-11-30 counted those five)
+# every count before the ninth session (2026-11-29) counted those five)
 ONE_KERNEL = {"_fused_rms_norm"}
 
 

@@ -12,7 +12,7 @@ kernels take one gain for all rows, so a stack's per-run gains cannot go into th
   (M, programs, d), which torch sums into the gain's gradient (three passes, and the partial sums: a sum in a
   fixed order, so a GPU step gives the same gradient every time, which atomic additions would not).
 
-At 42 runs, N = 4096, batch 1024 they took the count (geofact.training.traffic, 2026-11-30) from 1.31 to 1.14 GB a
+At 42 runs, N = 4096, batch 1024 they took the count (geofact.training.traffic, ninth session of 2026-11-29) from 1.31 to 1.14 GB a
 step at d = 32, 5.29 to 4.58 at d = 128 and 42.6 to 38.4 at d = 768.
 
 They run where the output layer's kernels run (geofact.training.fused_ce: CUDA with Triton, not with

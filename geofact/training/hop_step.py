@@ -3,11 +3,12 @@
 
 `geofact.training.hop_trainer` under autograd is the definition; this computes the same losses and
 gradients as `geofact.training.step` does for single-hop, and shares its MLP block, final norm and output
-layer (`head_loss_and_grads`): the cross-entropy's gradient as softmax minus one-hot, each RMSNorm through
-torch's fused kernel and its backward, the GELU's through torch's own, the gradients written straight into the
-optimiser's flat buffer (`out`), the embedding tables' as one accumulating index-put of their gathered rows.
-Counted on fake `meta` tensors at Appendix C's shapes (30 runs, N = 2048, d = 256, batch 1024, k = 4 with CoT,
-geofact.training.traffic), autograd's step moved 42.8 GB (with geofact's output-layer kernels); its elementwise
+layer (`head_loss_and_grads`): the cross-entropy's gradient as softmax minus one-hot, each RMSNorm with its gain and
+the GELU's backward with its bias's gradient through geofact's kernels on a GPU (geofact.training.fused_norm,
+fused_gelu) and torch's elsewhere, the gradients written straight into the optimiser's flat buffer (`out`), the
+embedding tables' as one accumulating index-put of their gathered rows. Counted on fake `meta` tensors at Appendix
+C's shapes (30 runs, N = 2048, d = 256, batch 1024, k = 4 with CoT, geofact.training.traffic), autograd's step moved
+42.8 GB (with geofact's output-layer kernels), this one 25.1 (10.3 without CoT, against 20.0); autograd's elementwise
 passes (the RMSNorms' decompositions and backward, the residual adds, the attention's broadcasts) were the most of it.
 
 The attention at the T positions read (the last T of L), for normed inputs xn (M, B, L, d), learned:

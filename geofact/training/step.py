@@ -2,8 +2,9 @@
 
 `geofact.training.model.forward` under autograd is the definition; this computes the same losses and
 gradients in fewer, larger operations: the cross-entropy gradient as softmax minus one-hot, each
-RMSNorm through torch's fused kernel and its backward, the GELU's through torch's own kernel, the
-embeddings' as one accumulating index-put of their gathered rows per table. A small model's step is
+RMSNorm with its run's gain and the GELU's backward with its bias's gradient through geofact's kernels on a
+GPU (geofact.training.fused_norm, fused_gelu; torch's fused RMSNorm and GELU kernels on a CPU, which trained
+every laptop record), the embeddings' as one accumulating index-put of their gathered rows per table. A small model's step is
 mostly per-operation costs and passes over the (runs, batch, N) logits, which is what this saves; a
 large one's, passes over its weights: the gradients can be written straight into the optimiser's flat
 buffer (`out`, geofact.training.stack.StackedUpdates.grad_targets), and the tables' rows are gathered

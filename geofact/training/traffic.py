@@ -5,7 +5,7 @@ yardstick between GPU leases is a count: `step_traffic` runs the stacked trainer
 on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels launched one by one
 (`eager_steps`), and counts per step
 
-- **ops**: dispatcher ops that launch a kernel (views apart);
+- **ops**: dispatcher ops that launch a kernel (views, allocations and a fake tensor's metadata queries apart);
 - **bytes**: for each such op, the bytes of its tensor inputs and outputs (an `out=` argument counted as
   written only). Every op reads its inputs from device memory and writes its outputs there, so this is
   the traffic of the step without fusion: an upper bound on what a fused or cached kernel moves. An
@@ -16,7 +16,9 @@ on data-less `meta` tensors under torch's FakeTensorMode, each step's kernels la
   or fill writes its first argument without reading it (`WRITTEN`); `zeros_like` and its kin read no
   input at all (`SHAPED`); a kernel of geofact's own (geofact.training.fused_ce, namespace `geofact`) is counted by
   its inputs read once and its outputs written once (`WRITE_ONLY`: the arguments it writes in place are not read),
-  as a matmul is: its tiles' rereads are the cache's, as a matmul's are;
+  as a matmul is: its tiles' rereads are the cache's, as a matmul's are; so is an op that a GPU runs as one kernel
+  but `meta` tensors run as its composite definition (`ONE_KERNEL`: torch's fused RMSNorm); and an expanded
+  tensor moves its distinct elements (its stride-0 repeats are the same memory);
 - **flops**: torch's own count (`torch.utils.flop_counter.FlopCounterMode`: matmuls and convolutions,
   forward and backward), the arithmetic the tensor cores do.
 

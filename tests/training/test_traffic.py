@@ -161,7 +161,7 @@ def test_the_multi_hop_step_by_hand_moves_fewer_bytes_than_autograd(cot, monkeyp
                 else:
                     hop_loss_and_grads(p, tokens, targets, c.k)
         moved[way] = counter.bytes
-    # 8.45 -> 6.50 GB with CoT (0.77), 3.37 -> 2.36 without (0.70; counted so from 2026-11-30, when a reshape's
+    # 8.45 -> 6.50 GB with CoT (0.77), 3.37 -> 2.36 without (0.70; counted so from the ninth session (2026-11-29), when a reshape's
     # `_unsafe_view` stopped counting as a copy: 8.75 and 3.49 before); at 30 runs with the trainer around it (the
     # sampler, AdamW, geofact's kernels): 42.8 -> 25.1 GB with CoT and 20.0 -> 10.3 without
     assert moved["by hand"] < (0.8 if cot else 0.72) * moved["autograd"], moved
