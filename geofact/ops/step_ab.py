@@ -7,7 +7,8 @@ kernel (7 passes), on the CPU through its softmax kernel and two maxima (7 passe
 softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before 2026-11-29). Its optimiser steps the stack's runs together, or each with its own call (`OPTIMISERS`;
 geofact.training.optim.PER_RUN_DEVICES: five fewer passes over the weights for one launch more a run; a GPU's
 way from a million weights a run, never measured on one before 2026-11-29). Fewer bytes need not mean faster on
-every card, so the next GPU lease times them all, at the paper's shapes and each precision, before it spends
+every card; nor need geofact's kernels for each run's RMSNorm and GELU's backward (geofact.training.fused_norm,
+fused_gelu, from the ninth session of 2026-11-29) beat torch's ops, which they replace (`norms`). So the next GPU lease times them all, at the paper's shapes and each precision, before it spends
 its minutes on scale (bench/bench_output_layer.py): a way that loses on the GPU is not the GPU's.
 """
 
@@ -103,6 +104,19 @@ def _adamw_trial(device: torch.device) -> None:
     opt.clip_and_step(1.0)
 
 
+@contextmanager
+def norms(kernels: bool) -> Iterator[None]:
+    """Steps made inside normalise (and take GELU's backward) through geofact's kernels where they run
+    (geofact.training.fused_norm, fused_gelu), or with `kernels` False through torch's ops."""
+    before = fused_norm.DEVICES
+    if not kernels:
+        fused_norm.DEVICES = ()
+    try:
+        yield
+    finally:
+        fused_norm.DEVICES = before
+
+
 def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
     """Wall seconds of one `train_group` call of `configs` at `steps` steps, and the runs' last losses."""
     configs = [TrainConfig(**{**c.as_dict(), "max_steps": steps}) for c in configs]
@@ -145,7 +159,9 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     """Per (d, precision), as each is timed: ms a step each way (`ms`, by way), the fastest way, each
     way's ms over the fastest's (`relative`: 1 for the fastest) and the largest difference of the runs'
     last losses between any two ways (rounding only); with `optimisers`, also ms a step of the device's own
-    way with the runs stepped each way of OPTIMISERS (`optimiser_ms`) and the faster (`optimiser_fastest`).
+    way with the runs stepped each way of OPTIMISERS (`optimiser_ms`) and the faster (`optimiser_fastest`); where
+    geofact's kernels run, not under bf16, ms a step of the device's own way with each run's RMSNorm and GELU's
+    backward through them and through torch's ops (`norm_ms`).
     A short first call takes the process's one-time costs (the CUDA context, the libraries' handles) out of
     the first row; each timing costs three calls (time_step). A way that raises is left out of `ms` and its
     error kept (`errors`): only the fused kernels may, which no GPU had compiled before a lease ran them."""
@@ -174,9 +190,12 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
                    "relative": {w: t / ms[fastest] if ms[fastest] > 0 and t > 0 else float("nan") for w, t in ms.items()},
                    "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y)), "errors": errors,
                    "kernel_errors": kernel_errors}
+            own = step_module.default_way(device)
+            own = step_module.DEFAULT_WAY if own in errors else own
+            if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # bf16 steps through autograd
+                with norms(False):
+                    row["norm_ms"] = {"kernels": ms[own], "torch ops": 1e3 * time_step(configs, device, own, steps)[0]}
             if optimisers:
-                own = step_module.default_way(device)
-                own = step_module.DEFAULT_WAY if own in errors else own
                 hows = [how for how in OPTIMISERS if how != "fused kernel" or (fused_ce.runs_on(device) and fused_ce.wanted())]
                 row["optimiser_ms"] = {how: 1e3 * time_step(configs, device, own, steps, how)[0] for how in hows}
                 row["optimiser_fastest"] = min(row["optimiser_ms"], key=row["optimiser_ms"].get)

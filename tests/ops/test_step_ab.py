@@ -78,3 +78,31 @@ def test_a_kernel_that_fails_is_reported_and_the_benchmark_goes_on_without_the_k
     (row,) = step_ab.rows("cpu", ds=(8,), runs=2, N=64, steps=2, precisions=("fp32",))
     assert row["kernel_errors"] == errors and os.environ[fused_ce.ENV] == "0"
     assert "fused kernels" not in row["ms"] and "fused kernel" not in row["optimiser_ms"]
+
+
+def test_the_norms_are_timed_both_ways_where_the_kernels_run_and_the_setting_is_put_back(monkeypatch):
+    import torch
+
+    from geofact.ops import step_ab
+    from geofact.training import fused_ce, fused_norm
+
+    before = fused_norm.DEVICES
+    with step_ab.norms(False):
+        assert fused_norm.DEVICES == () and not fused_norm.used(torch.zeros(2, 3, 4, device="meta"))
+    assert fused_norm.DEVICES == before
+    with step_ab.norms(True):
+        assert fused_norm.DEVICES == before
+    seen = []
+
+    def fake_time_step(configs, device, way, steps, how=None):
+        seen.append(fused_norm.DEVICES)
+        return 1e-3 * (2 if fused_norm.DEVICES == () else 1), [0.5] * len(configs)
+
+    monkeypatch.setattr(fused_ce, "runs_on", lambda device: True)
+    monkeypatch.setattr(fused_ce, "wanted", lambda: True)
+    monkeypatch.setattr(step_ab, "probe", lambda device: {})
+    monkeypatch.setattr(step_ab, "_seconds", lambda configs, steps, device: (0.0, [0.5] * len(configs)))
+    monkeypatch.setattr(step_ab, "time_step", fake_time_step)
+    tf32, bf16 = step_ab.rows("cpu", ds=(8,), runs=2, N=64, steps=2, precisions=("tf32", "bf16"), optimisers=False)
+    assert tf32["norm_ms"] == {"kernels": pytest.approx(1.0), "torch ops": pytest.approx(2.0)}
+    assert "norm_ms" not in bf16 and () in seen and fused_norm.DEVICES == before
