@@ -212,7 +212,26 @@ def build(fn, device: torch.device, do_not_specialize: tuple[str, ...] = ()):
 
         fn.__globals__["tl"] = tl  # what the kernel's body calls (its annotations stay strings)
         _BUILT[fn] = triton.jit(fn, do_not_specialize=list(do_not_specialize))
-    return _BUILT[fn]
+    return _OnDevice(_BUILT[fn], device)
+
+
+class _OnDevice:
+    """A built kernel whose launches (`kernel[grid](...)`) go to `device`: Triton launches on the current CUDA device
+    and its stream, so a stack on cuda:1 would launch on device 0 with device 1's pointers."""
+
+    def __init__(self, kernel, device: torch.device) -> None:
+        self.kernel, self.device = kernel, device
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+        if self.device.type != "cuda":
+            return launch
+
+        def on_device(*args, **kwargs):
+            with torch.cuda.device(self.device):
+                return launch(*args, **kwargs)
+
+        return on_device
 
 
 def _kernel(name: str, device: torch.device):

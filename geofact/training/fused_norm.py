@@ -112,9 +112,9 @@ def _tiling(M: int, rows: int, D: int) -> tuple[int, int, int, int]:
     until the stack has FILL_PROGRAMS programs, LEAST_ROWS rows a program at least."""
     block_d = max(16, 1 << (D - 1).bit_length())
     rows_at_once = max(1, min(64, ELEMENTS // block_d))
-    programs = max(1, min(math.ceil(rows / max(rows_at_once, LEAST_ROWS)), math.ceil(FILL_PROGRAMS / M)))
-    span = math.ceil(math.ceil(rows / programs) / rows_at_once) * rows_at_once
-    return block_d, rows_at_once, math.ceil(rows / span), span
+    programs = max(1, min(math.ceil(rows / max(rows_at_once, LEAST_ROWS)), math.ceil(FILL_PROGRAMS / max(1, M))))
+    span = max(rows_at_once, math.ceil(math.ceil(rows / programs) / rows_at_once) * rows_at_once)
+    return block_d, rows_at_once, math.ceil(rows / span), span  # no programs for no rows
 
 
 def _accumulator(x: torch.Tensor):
@@ -130,6 +130,8 @@ def rms_norm(x: torch.Tensor, gain: torch.Tensor) -> tuple[torch.Tensor, torch.T
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     r = torch.empty((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
     block_d, rows_at_once, programs, span = _tiling(M, rows, D)
+    if programs == 0 or M == 0:
+        return y, r
     fused_ce.build(_forward_kernel, x.device)[(programs, M)](
         x, gain, y, r, rows, L, D, span, *_layout(x), *gain.stride(), *_layout(y), *_layout(r)[:3],
         eps=RMS_EPS, ROWS=rows_at_once, BLOCK_D=block_d, num_warps=8 if block_d > 256 else 4)
@@ -151,6 +153,8 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, r: torch.Tensor, gain: 
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     block_d, rows_at_once, programs, span = _tiling(M, rows, D)
     partial = x.new_empty(M, programs, D)
+    if programs == 0 or M == 0:
+        return dx, partial
     fused_ce.build(_backward_kernel, x.device)[(programs, M)](
         dy, x, r, gain, dx, partial, rows, L, D, span, *_layout(dy), *_layout(x), *_layout(r)[:3], *gain.stride(),
         *_layout(dx), *partial.stride(), ROWS=rows_at_once, BLOCK_D=block_d, ACC=_accumulator(x),

@@ -177,3 +177,27 @@ def test_the_count_takes_each_kernels_own_traffic_and_flops(d, M):
     else:
         assert kernels["ce_grad_logits"] == inputs + M * B * 4 + logits
         assert flops.get_total_flops() == 4 * 2 * M * B * N * d
+
+
+def test_a_kernel_launches_on_the_device_of_its_tensors(monkeypatch):
+    """Triton launches on the current CUDA device: a stack on cuda:1 must make that device current for its launch."""
+    entered = []
+
+    class Current:
+        def __init__(self, device):
+            self.device = device
+
+        def __enter__(self):
+            entered.append(self.device)
+
+        def __exit__(self, *exc):
+            entered.append("left")
+
+    monkeypatch.setattr(torch.cuda, "device", Current)
+    launched = []
+    kernel = {(4, 2): lambda *args: launched.append((args, list(entered)))}  # kernel[grid](*args)
+    fused_ce._OnDevice(kernel, torch.device("cuda:1"))[(4, 2)](7, 8)
+    assert launched == [((7, 8), [torch.device("cuda:1")])] and entered[-1] == "left"
+    entered.clear()
+    fused_ce._OnDevice(kernel, torch.device("cpu"))[(4, 2)](9)  # the interpreter: no CUDA device to make current
+    assert launched[-1] == ((9,), []) and entered == []

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(not fused_ce.TRITON, reason="Triton is a test de
 
 def test_the_kernels_are_autograds_rms_norm_in_float64():
     """(M, B, d) and (M, B, L, d) inputs, d not a power of two and d above a tile's 64 rows, rows shared among
-    several programs (their partial sums added), an expanded dy (the uniform attention's), a strided x, and the
-    gain's gradient written into a strided view (an optimiser's buffer)."""
+    several programs (their partial sums added), an expanded dy (the uniform attention's), a strided x, the
+    gain's gradient written into a strided view (an optimiser's buffer), and an empty batch."""
     errors = _interpreted("""
         from geofact.training import fused_norm
         from geofact.training.model import RMS_EPS
@@ -45,7 +45,16 @@ def test_the_kernels_are_autograds_rms_norm_in_float64():
                             "dgain": (mine_gain - d_gain).abs().max().item(), "out": mine_gain.data_ptr() == out.data_ptr(),
                             "r": (r - torch.rsqrt(x.detach().pow(2).mean(-1, keepdim=True) + RMS_EPS)).abs().max().item(),
                             "programs": fused_norm._tiling(shape[0], x[0, ..., 0].numel(), shape[-1])[2]}
+        from geofact.training import fused_gelu
+        x, gain = torch.zeros(2, 0, 8, dtype=torch.float64), torch.ones(2, 8, dtype=torch.float64)
+        y, r = fused_norm.rms_norm(x, gain)
+        dx, d_gain = fused_norm.backward(x, x, r, gain)
+        d_z1, d_b = fused_gelu.gelu_backward(torch.zeros(2, 0, 16, dtype=torch.float64), torch.zeros(2, 0, 16, dtype=torch.float64))
+        result["empty"] = {"y": list(y.shape), "r": list(r.shape), "dx": list(dx.shape), "dgain": d_gain.abs().sum().item(),
+                           "d_z1": list(d_z1.shape), "d_b": d_b.abs().sum().item()}
     """)
+    empty = errors.pop("empty")
+    assert empty == {"y": [2, 0, 8], "r": [2, 0, 1], "dx": [2, 0, 8], "dgain": 0.0, "d_z1": [2, 0, 16], "d_b": 0.0}, empty
     assert len(errors) == 6, errors
     for name, e in errors.items():
         assert e["out"] and max(e["y"], e["dx"], e["dgain"], e["r"]) < 1e-12, (name, e)
