@@ -102,12 +102,18 @@ class Group:
         runs whose record says where the stop rule stopped them: single-hop runs that stop at it (not read past it,
         and with a loss threshold to meet). A run trained again is expected to stop where it stopped (its seed fixes
         its batches and initialisation); how far another card's rounding moves a stop no record measures yet (no
-        paper-scale config has been trained twice), and a run near the budget may then run to it."""
+        paper-scale config has been trained twice), and a run near the budget may then run to it. A run that keeps
+        a tail (`TrainConfig.keep_tail`: states kept, the training the same) stops where its record without one did."""
         if not self.stops:
             return self
-        steps = tuple(recorded[c.key()]["steps"] if isinstance(c, TrainConfig) and not c.read_past_stop
-                      and c.loss_threshold > 0 and c.key() in recorded and "steps" in recorded[c.key()] else None
-                      for c in self.configs)
+
+        def stop(c) -> int | None:
+            if not isinstance(c, TrainConfig) or c.read_past_stop or c.loss_threshold <= 0:
+                return None
+            record = recorded.get(c.key()) or recorded.get(replace(c, keep_tail=None).key()) or {}
+            return record.get("steps")
+
+        steps = tuple(stop(c) for c in self.configs)
         return replace(self, recorded_steps=steps) if any(s is not None for s in steps) else self
 
     @property

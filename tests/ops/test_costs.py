@@ -309,6 +309,9 @@ def test_recorded_runs_are_priced_at_their_stops_the_stack_paying_its_runs_steps
     for unstoppable in (past, no_loss):
         records = {c.key(): {"steps": 100} for c in unstoppable}
         assert Group("p", "w", unstoppable).with_records(records).recorded_steps == ()
+    # a run that keeps a tail trains as its record without one did
+    tailed = tuple(dataclasses.replace(c, keep_tail=(50, 3)) for c in runs[:2])
+    assert Group("p", "w", tailed).with_records({runs[0].key(): {"steps": 200}}).recorded_steps == (200, None)
     # nor a spike study's recipes, whose configs are the grid's but which train their whole budget
     records = {c.key(): {"steps": 100} for c in runs}
     assert Group("p", "w", runs, stops=False).with_records(records).recorded_steps == ()
