@@ -20,7 +20,7 @@ from __future__ import annotations  # the kernel's `tl.constexpr` annotations st
 import torch
 
 from geofact.training import fused_ce
-from geofact.training.fused_norm import _accumulator, _tiling
+from geofact.training.fused_norm import _accumulator, _tiling, _warps
 
 
 def _kernel(d_z, z1, d_z1, partial, rows, W, span, s_gm, s_gb, s_gw, s_zm, s_zb, s_zw, s_om, s_ob, s_ow, s_pm, s_pp, s_pw,
@@ -54,11 +54,11 @@ def gelu_backward_rows(d_z: torch.Tensor, z1: torch.Tensor) -> tuple[torch.Tenso
     d_z1 = torch.empty(z1.shape, dtype=z1.dtype, device=z1.device)
     block_w, rows_at_once, programs, span = _tiling(M, rows, W)
     partial = z1.new_empty(M, programs, W)
-    if programs == 0 or M == 0:
+    if programs == 0:
         return d_z1, partial
     fused_ce.build(_kernel, z1.device)[(programs, M)](
         d_z, z1, d_z1, partial, rows, W, span, *d_z.stride(), *z1.stride(), *d_z1.stride(), *partial.stride(),
-        ROWS=rows_at_once, BLOCK_W=block_w, ACC=_accumulator(z1), num_warps=8 if block_w > 256 else 4)
+        ROWS=rows_at_once, BLOCK_W=block_w, ACC=_accumulator(z1), num_warps=_warps(block_w))
     return d_z1, partial
 
 

@@ -114,7 +114,12 @@ def _tiling(M: int, rows: int, D: int) -> tuple[int, int, int, int]:
     rows_at_once = max(1, min(64, ELEMENTS // block_d))
     programs = max(1, min(math.ceil(rows / max(rows_at_once, LEAST_ROWS)), math.ceil(FILL_PROGRAMS / max(1, M))))
     span = max(rows_at_once, math.ceil(math.ceil(rows / programs) / rows_at_once) * rows_at_once)
-    return block_d, rows_at_once, math.ceil(rows / span), span  # no programs for no rows
+    return block_d, rows_at_once, math.ceil(rows / span) if M else 0, span  # no programs for no rows or no runs
+
+
+def _warps(block: int) -> int:
+    """Warps of a program whose rows are `block` wide: 8 past 256, so a thread's share of a row stays small."""
+    return 8 if block > 256 else 4
 
 
 def _accumulator(x: torch.Tensor):
@@ -130,11 +135,11 @@ def rms_norm(x: torch.Tensor, gain: torch.Tensor) -> tuple[torch.Tensor, torch.T
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     r = torch.empty((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
     block_d, rows_at_once, programs, span = _tiling(M, rows, D)
-    if programs == 0 or M == 0:
+    if programs == 0:
         return y, r
     fused_ce.build(_forward_kernel, x.device)[(programs, M)](
         x, gain, y, r, rows, L, D, span, *_layout(x), *gain.stride(), *_layout(y), *_layout(r)[:3],
-        eps=RMS_EPS, ROWS=rows_at_once, BLOCK_D=block_d, num_warps=8 if block_d > 256 else 4)
+        eps=RMS_EPS, ROWS=rows_at_once, BLOCK_D=block_d, num_warps=_warps(block_d))
     return y, r
 
 
@@ -153,12 +158,12 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, r: torch.Tensor, gain: 
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     block_d, rows_at_once, programs, span = _tiling(M, rows, D)
     partial = x.new_empty(M, programs, D)
-    if programs == 0 or M == 0:
+    if programs == 0:
         return dx, partial
     fused_ce.build(_backward_kernel, x.device)[(programs, M)](
         dy, x, r, gain, dx, partial, rows, L, D, span, *_layout(dy), *_layout(x), *_layout(r)[:3], *gain.stride(),
         *_layout(dx), *partial.stride(), ROWS=rows_at_once, BLOCK_D=block_d, ACC=_accumulator(x),
-        num_warps=8 if block_d > 256 else 4)
+        num_warps=_warps(block_d))
     return dx, partial
 
 

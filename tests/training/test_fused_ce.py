@@ -74,29 +74,38 @@ def test_the_kernels_are_autograds_cross_entropy_in_float64():
         assert e["into out"] and e["without d_E"], (name, e)
 
 
+def step_error(attention: str, way: str) -> float:
+    """The largest difference between geofact.training.step.loss_and_grads computed `way` and autograd through the
+    model (losses and every gradient), float64, two runs of N = 80, R = 3, d = 12 drawn from torch's global generator:
+    what the kernels' child processes check (here and tests/training/test_fused_norm.py)."""
+    from torch.nn import functional as F
+
+    from geofact.training.config import TrainConfig
+    from geofact.training.model import forward
+    from geofact.training.stack import stack_params
+    from geofact.training.step import loss_and_grads
+
+    configs = [TrainConfig(N=80, R=3, d=12, batch_size=24, seed=s, attention=attention) for s in range(2)]
+    p = {k: v.requires_grad_() for k, v in stack_params(configs, torch.float64).items()}
+    subjects, relations = torch.randint(0, 80, (2, 24)), torch.randint(0, 3, (2, 24))
+    targets = torch.randint(0, 80, (2, 24))
+    logits = forward(p, torch.stack([subjects, relations + 80], 2))
+    reference = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(2, 24).mean(1)
+    grads = dict(zip(p, torch.autograd.grad(reference.sum(), list(p.values()))))
+    losses, mine = loss_and_grads(p, subjects, relations, targets, way=way)
+    return max([(losses - reference).abs().max().item()] + [(mine[k] - grads[k]).abs().max().item() for k in grads])
+
+
 def test_the_whole_steps_gradients_through_the_kernels_are_autograds():
     """geofact.training.step.loss_and_grads with the fused way, float64, uniform and learned attention."""
     errors = _interpreted("""
-        from geofact.training.config import TrainConfig
-        from geofact.training.model import forward
-        from geofact.training.stack import stack_params
         from geofact.training import fused_ce
-        from geofact.training.step import loss_and_grads
+        from tests.training.test_fused_ce import step_error
         torch.manual_seed(1)
         result = {}
         for attention, least in (("uniform", 1), ("learned", 1), ("uniform, stored", 10**9)):
             fused_ce.UNSTORED_MIN_PROGRAMS = least
-            attention = attention.split(",")[0]
-            configs = [TrainConfig(N=80, R=3, d=12, batch_size=24, seed=s, attention=attention) for s in range(2)]
-            p = {k: v.requires_grad_() for k, v in stack_params(configs, torch.float64).items()}
-            subjects, relations = torch.randint(0, 80, (2, 24)), torch.randint(0, 3, (2, 24))
-            targets = torch.randint(0, 80, (2, 24))
-            logits = forward(p, torch.stack([subjects, relations + 80], 2))
-            reference = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(2, 24).mean(1)
-            grads = dict(zip(p, torch.autograd.grad(reference.sum(), list(p.values()))))
-            losses, mine = loss_and_grads(p, subjects, relations, targets, way="fused kernels")
-            result[f"{attention} {least}"] = max([(losses - reference).abs().max().item()]
-                                    + [(mine[k] - grads[k]).abs().max().item() for k in grads])
+            result[f"{attention} {least}"] = step_error(attention.split(",")[0], "fused kernels")
     """)
     assert len(errors) == 3 and all(e < 1e-12 for e in errors.values()), errors
 

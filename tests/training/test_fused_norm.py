@@ -90,26 +90,12 @@ def test_the_steps_through_the_kernels_are_autograds():
     with their norms through the kernels, float64, against autograd's model."""
     errors = _interpreted("""
         from geofact.training import fused_norm
-        from geofact.training.config import TrainConfig
-        from geofact.training.model import forward
-        from geofact.training.stack import stack_params
-        from geofact.training.step import loss_and_grads
+        from tests.training.test_fused_ce import step_error
         from tests.training.test_hop_step import autograds, group_and_batch, tiny
         from geofact.training.hop_step import hop_loss_and_grads
         fused_norm.DEVICES = ("cpu",)
         torch.manual_seed(1)
-        result = {}
-        for attention in ("uniform", "learned"):
-            configs = [TrainConfig(N=80, R=3, d=12, batch_size=24, seed=s, attention=attention) for s in range(2)]
-            p = {k: v.requires_grad_() for k, v in stack_params(configs, torch.float64).items()}
-            subjects, relations = torch.randint(0, 80, (2, 24)), torch.randint(0, 3, (2, 24))
-            targets = torch.randint(0, 80, (2, 24))
-            logits = forward(p, torch.stack([subjects, relations + 80], 2))
-            reference = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(2, 24).mean(1)
-            grads = dict(zip(p, torch.autograd.grad(reference.sum(), list(p.values()))))
-            losses, mine = loss_and_grads(p, subjects, relations, targets, way="softmax kernel")
-            result[attention] = max([(losses - reference).abs().max().item()]
-                                    + [(mine[k] - grads[k]).abs().max().item() for k in grads])
+        result = {attention: step_error(attention, "softmax kernel") for attention in ("uniform", "learned")}
         for attention in ("uniform", "learned"):
             configs = [tiny(cot=True, attention=attention, seed=1), tiny(cot=True, attention=attention, R=2, seed=2)]
             group, tokens, targets = group_and_batch(configs)
