@@ -148,7 +148,10 @@ class StackedAdamW:
         self.per_run = per_run and not fused
         if self.skips:
             self.skip = torch.zeros_like(self.t)  # (M,): 1 for a run the kernel leaves as it is
-            self.divisors = torch.ones_like(self.t)  # (M,): each run's gradient divisor (its clipping)
+            # (M,): each run's gradient divisor (its clipping); torch's fused AdamW reads its grad_scale as float32,
+            # geofact's kernel divides in the buffer's dtype, so a float64 stack clips as a CPU's does (not to 1e-8)
+            self.divisors = torch.ones(len(self.lr), dtype=stack.flat.dtype if fused else torch.float32,
+                                       device=stack.flat.device)
         if self.fused:
             self.lr_of = torch.tensor(self.lr, dtype=stack.flat.dtype, device=stack.flat.device)  # (M,)
             self.range_of = adamw_kernel.range_table(self.ranges, stack.flat.device)  # (M, K, 2)
