@@ -3,10 +3,11 @@ log-softmax kernels, the written-out softmax) and each way of stepping its runs'
 together or per run, geofact's kernel for the whole stack), in one process, after a probe of geofact's Triton
 kernels (a kernel that fails is reported in `kernel_errors` and the rows are timed without them).
 
-Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 20]
+Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 50]
                                         [--precision tf32 bf16] [--no-optimisers] [--json]
-The next GPU lease runs it first (book/leases.md): see geofact.ops.step_ab. Each row is the difference of
-two calls (5 and 5 + --steps steps), so fixed costs cancel; --json prints one JSON object a line.
+The next GPU lease runs it first (book/leases.md): see geofact.ops.step_ab. Each way is timed over a block of
+--steps steps of one stack, after 5 that capture its graph (no call's fixed cost in it); --json prints one JSON
+object a line.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def main() -> None:
     parser.add_argument("--d", type=int, nargs="+", default=[32, 768, 128])
     parser.add_argument("--runs", type=int, default=42)
     parser.add_argument("--N", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--precision", nargs="+", default=["tf32", "bf16"])
     parser.add_argument("--no-optimisers", action="store_true", help="time the output layer's ways alone")
     parser.add_argument("--json", action="store_true")

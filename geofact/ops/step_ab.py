@@ -27,11 +27,11 @@ from geofact.training import fused_ce, fused_gelu, fused_norm, optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler
-from geofact.training.trainer import train_group
+from geofact.training.trainer import FactGroup, train_block
 from geofact.training.step import WAYS
 from geofact.training.traffic import paper_shape
 
-WARM_STEPS = 5  # the shorter call of each timing; its steps carry the fixed cost
+WARM_STEPS = 5  # steps of a stack before it is timed: its graph captured, its allocator grown
 # one torch fused AdamW call per learning rate, or per run; or every run in one launch of geofact's kernel
 OPTIMISERS = ("together", "per run", "fused kernel")
 
@@ -118,41 +118,41 @@ def norms(kernels: bool) -> Iterator[None]:
         fused_norm.DEVICES = before
 
 
-def _seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
-    """Wall seconds of one `train_group` call of `configs` at `steps` steps, and the runs' last losses."""
-    configs = [TrainConfig(**{**c.as_dict(), "max_steps": steps}) for c in configs]
+def _block_seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
+    """(seconds a step, each run's last batch loss) of `configs` stacked, over one block of `steps` steps
+    (geofact.training.trainer.train_block: the sampler's draws, the step's graph replays, the stop rule, as
+    train_group's blocks run them) after a block of WARM_STEPS that captures the graph and grows the allocator,
+    wall time between two synchronisations: none of a call's fixed costs (weights drawn on the host, the
+    stack built, the capture) is in it."""
+    group = FactGroup(configs, device, torch.float32, None, None)
+    train_block(group, range(WARM_STEPS), set(), None)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    results = train_group(configs, device=device, evaluate=False, log_every=10**9)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
-    # a call's captured graphs are freed with its reference cycles: without a collection the calls of a row held
-    # 44 GB of graph pools at d = 768 and the next call ran out of the H200's memory (lease of 2026-11-30)
+    block = train_block(group, range(WARM_STEPS, WARM_STEPS + steps), set(), None)
+    losses = block.losses[:, -1].tolist()  # a host read: the block has finished
+    seconds = (time.perf_counter() - start) / steps
+    del group, block
+    # a stack's captured graph is freed with its reference cycles: without a collection the stacks of a row held
+    # 44 GB of graph pools at d = 768 and the next ran out of the H200's memory (lease of 2026-11-30)
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return seconds, [r.final_loss for r in results]
+    return seconds, losses
 
 
 def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps: int, how: str | None = None
               ) -> tuple[float, list[float]]:
     """(seconds a step, each run's last batch loss) of `configs` trained as one stack, `way`, its runs stepped
-    `how` (one of OPTIMISERS; None: as the device and the stack's size decide).
+    `how` (one of OPTIMISERS; None: as the device and the stack's size decide), timed over a block of `steps`
+    (`_block_seconds`).
 
-    A `train_group` call has a fixed cost that `steps` steps do not amortise: the runs' weights drawn
-    on the host (at d = 768 and 42 runs, seconds), the stack built, a CUDA graph captured. The lease of
-    2026-11-28 timed whole calls of 10 steps and read 100 ms a step at d = 32 where the grid's groups
-    ran at 9 ms. So the step is the difference of a call of WARM_STEPS + `steps` steps and one of
-    WARM_STEPS steps, divided by `steps`: the fixed cost cancels. A first, discarded call takes the
-    costs paid once per shape (kernels chosen, the allocator grown) out of the shorter call. A
-    difference of 0 or less is returned as it is: the ratio then says nothing (NaN), and shows it."""
+    The leases of 2026-11-28 and 2026-11-30 timed whole `train_group` calls, first of 10 steps (100 ms a step at
+    d = 32 where the grid's groups ran at 9 ms: the call's fixed costs), then as the difference of a call of
+    5 + 20 steps and one of 5: at d = 32 the same step then read 0.42 ms in one row and 2.74 ms in another,
+    the fixed costs' jitter over 20 steps. Timed inside one stack, the fixed costs are not in the timing."""
     with output_layer(way, device), (stepping(how, device) if how is not None else nullcontext()):
-        _seconds(configs, WARM_STEPS, device)
-        short, _ = _seconds(configs, WARM_STEPS, device)
-        long, losses = _seconds(configs, WARM_STEPS + steps, device)
-    return (long - short) / steps, losses
+        return _block_seconds(configs, steps, device)
 
 
 def ways(device: torch.device) -> list[str]:
@@ -178,7 +178,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     kernel_errors = probe(device)
     if kernel_errors:  # every step of this process in torch's ops: the rows then time what a lease without them runs
         os.environ[fused_ce.ENV] = "0"
-    _seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
+    _block_seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
     for d in ds:
         for precision in precisions:
             configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]

@@ -10,7 +10,6 @@ def test_every_output_layer_trains_the_same_runs_and_the_setting_is_put_back():
     before = dict(step_module.WHOLE_WAY)
     (row,) = compare("cpu", ds=(8,), runs=3, N=64, steps=4, precisions=("fp32",))
     assert step_module.WHOLE_WAY == before
-    # a difference of two short calls on a busy CPU can come out at or below 0: timed, not judged, here
     # every way but the fused kernels, which run on CUDA (or in Triton's interpreter, tests/training/test_fused_ce.py)
     assert set(row["ms"]) == set(row["relative"]) == set(ways(__import__("torch").device("cpu"))) == set(WAYS) - {"fused kernels"}
     assert row["fastest"] in WAYS and row["errors"] == {} and row["kernel_errors"] == {}
@@ -26,18 +25,29 @@ def test_every_output_layer_trains_the_same_runs_and_the_setting_is_put_back():
 
 
 def test_a_step_is_timed_without_the_calls_fixed_cost(monkeypatch):
-    # a call costing 7 s whatever its steps, plus 0.1 s a step: the step must read 0.1 s, not 7/steps more
+    # a stack that takes 2 s to build (as 42 runs' weights drawn on the host do at d = 768): a step of a few
+    # milliseconds must not read 2 s / steps more, as the difference of two calls' wall times did on a lease
+    import time
+
+    import torch
+
     from geofact.ops import step_ab
+    from geofact.training.traffic import paper_shape
 
-    calls = []
+    built = []
 
-    def fake_seconds(configs, steps, device):
-        calls.append(steps)
-        return 7.0 + 0.1 * steps + (5.0 if len(calls) == 1 else 0.0), [0.0] * len(configs)  # a first call's extra cost
+    class SlowGroup(step_ab.FactGroup):
+        def __init__(self, *args, **kwargs):
+            time.sleep(2.0)
+            built.append(1)
+            super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(step_ab, "_seconds", fake_seconds)
-    seconds, _ = step_ab.time_step([], __import__("torch").device("cpu"), WAYS[0], steps=20)
-    assert seconds == pytest.approx(0.1) and calls == [5, 5, 25]  # the first call discarded
+    monkeypatch.setattr(step_ab, "FactGroup", SlowGroup)
+    configs = paper_shape(64, 8, 3, "fp32")
+    configs = [type(c)(**{**c.as_dict(), "batch_size": 16, "loss_threshold": 0.0}) for c in configs]
+    seconds, losses = step_ab.time_step(configs, torch.device("cpu"), WAYS[0], steps=4)
+    assert built == [1] and 0 < seconds < 0.5, seconds
+    assert len(losses) == 3 and all(0 < loss < 10 for loss in losses)
     with pytest.raises(ValueError, match="steps must be >= 1"):
         next(step_ab.rows("cpu", steps=0))
 
@@ -101,7 +111,7 @@ def test_the_norms_are_timed_both_ways_where_the_kernels_run_and_the_setting_is_
     monkeypatch.setattr(fused_ce, "runs_on", lambda device: True)
     monkeypatch.setattr(fused_ce, "wanted", lambda: True)
     monkeypatch.setattr(step_ab, "probe", lambda device: {})
-    monkeypatch.setattr(step_ab, "_seconds", lambda configs, steps, device: (0.0, [0.5] * len(configs)))
+    monkeypatch.setattr(step_ab, "_block_seconds", lambda configs, steps, device: (0.0, [0.5] * len(configs)))
     monkeypatch.setattr(step_ab, "time_step", fake_time_step)
     tf32, bf16 = step_ab.rows("cpu", ds=(8,), runs=2, N=64, steps=2, precisions=("tf32", "bf16"), optimisers=False)
     assert tf32["norm_ms"] == {"kernels": pytest.approx(1.0), "torch ops": pytest.approx(2.0)}
