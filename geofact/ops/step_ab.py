@@ -23,7 +23,7 @@ from typing import Iterator
 import torch
 
 from geofact.host import as_device
-from geofact.training import fused_ce, fused_gelu, fused_norm, optim
+from geofact.training import data, fused_ce, fused_gelu, fused_norm, optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler
@@ -118,6 +118,19 @@ def norms(kernels: bool) -> Iterator[None]:
         fused_norm.DEVICES = before
 
 
+@contextmanager
+def sampling(fused: bool) -> Iterator[None]:
+    """Stacks made inside draw their batches' keys through geofact's kernel where it runs
+    (geofact.training.fused_sampler), or with `fused` False through torch's ops: the same batches."""
+    before = data.FUSED_DEVICES
+    if not fused:
+        data.FUSED_DEVICES = ()
+    try:
+        yield
+    finally:
+        data.FUSED_DEVICES = before
+
+
 def _block_seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
     """(seconds a step, each run's last batch loss) of `configs` stacked, over one block of `steps` steps
     (geofact.training.trainer.train_block: the sampler's draws, the step's graph replays, the stop rule, as
@@ -168,9 +181,10 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     last losses between any two ways (rounding only); with `optimisers`, also ms a step of the device's own
     way with the runs stepped each way of OPTIMISERS (`optimiser_ms`) and the faster (`optimiser_fastest`); where
     geofact's kernels run, not under bf16, ms a step of the device's own way with each run's RMSNorm and GELU's
-    backward through them and through torch's ops (`norm_ms`).
-    A short first call takes the process's one-time costs (the CUDA context, the libraries' handles) out of
-    the first row; each timing costs three calls (time_step). A way that raises is left out of `ms` and its
+    backward through them and through torch's ops (`norm_ms`), and with the batches' keys drawn through
+    geofact's sampler kernel and through torch's ops (`sampler_ms`).
+    A short first stack takes the process's one-time costs (the CUDA context, the libraries' handles) out of
+    the first row; each timing builds its own stack (time_step). A way that raises is left out of `ms` and its
     error kept (`errors`): only the fused kernels may, which no GPU had compiled before a lease ran them."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -202,6 +216,8 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
             if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # bf16 steps through autograd
                 with norms(False):
                     row["norm_ms"] = {"kernels": ms[own], "torch ops": 1e3 * time_step(configs, device, own, steps)[0]}
+                with sampling(False):
+                    row["sampler_ms"] = {"kernel": ms[own], "torch ops": 1e3 * time_step(configs, device, own, steps)[0]}
             if optimisers:
                 hows = [how for how in OPTIMISERS if how != "fused kernel" or (fused_ce.runs_on(device) and fused_ce.wanted())]
                 row["optimiser_ms"] = {how: 1e3 * time_step(configs, device, own, steps, how)[0] for how in hows}

@@ -23,6 +23,9 @@ INDEX_BITS = 20
 # N = 4096: 2.75M keys a step against 1.6M) for 7 times fewer operations, which is what a GPU's step waits on
 # (issue 47: the sampler's ~226 ops of that stack's ~540). A CPU, whose cost is the hashing, keeps a group per count.
 PADDED_DEVICES = ("cuda", "meta")
+# Devices whose keys come from geofact's Triton kernel (geofact.training.fused_sampler) where it is wanted
+# (fused_ce.wanted): the same integers; geofact.ops.step_ab times the step both ways
+FUSED_DEVICES = ("cuda", "meta")
 
 
 def facts(N: int, R: int, task_seed: int) -> torch.Tensor:
@@ -59,7 +62,7 @@ class FactSampler:
     groups of equal n_facts, over their own facts only, or (`padded`, PADDED_DEVICES) all together over
     n_max with the keys past a run's own facts set below every real one; either way the same batches. The
     groups are known from the configs, so their index tensors are made once per stack, not per draw.
-    With `fused` (default: on PADDED_DEVICES where geofact's Triton kernels are wanted, fused_ce.wanted) the
+    With `fused` (default: on FUSED_DEVICES where geofact's Triton kernels are wanted, fused_ce.wanted) the
     keys come from one kernel (geofact.training.fused_sampler), the same integers in one pass instead of about 30.
     """
 
@@ -83,7 +86,7 @@ class FactSampler:
             self.beyond = (index[None, :] >= self.counts[:, None])[:, None, :]
             sizes = [max(sizes)]
         # the keys by one Triton kernel (geofact.training.fused_sampler: the same integers) on a GPU with Triton
-        self.fused = self.device.type in PADDED_DEVICES and fused_ce.wanted() if fused is None else fused
+        self.fused = self.device.type in FUSED_DEVICES and fused_ce.wanted() if fused is None else fused
         self.groups = [(n, None if len(sizes) == 1 else
                         torch.tensor([i for i, x in enumerate(self.n_facts) if x == n], device=self.device),
                         torch.arange(n, device=self.device)) for n in sizes]

@@ -90,11 +90,11 @@ def test_a_kernel_that_fails_is_reported_and_the_benchmark_goes_on_without_the_k
     assert "fused kernels" not in row["ms"] and "fused kernel" not in row["optimiser_ms"]
 
 
-def test_the_norms_are_timed_both_ways_where_the_kernels_run_and_the_setting_is_put_back(monkeypatch):
+def test_the_norms_and_the_sampler_are_timed_both_ways_where_the_kernels_run_and_the_settings_put_back(monkeypatch):
     import torch
 
     from geofact.ops import step_ab
-    from geofact.training import fused_ce, fused_norm
+    from geofact.training import data, fused_ce, fused_norm
 
     before = fused_norm.DEVICES
     with step_ab.norms(False):
@@ -102,11 +102,15 @@ def test_the_norms_are_timed_both_ways_where_the_kernels_run_and_the_setting_is_
     assert fused_norm.DEVICES == before
     with step_ab.norms(True):
         assert fused_norm.DEVICES == before
+    sampler_before = data.FUSED_DEVICES
+    with step_ab.sampling(False):
+        assert data.FUSED_DEVICES == () and not data.FactSampler([0], [4], 2, 4, "meta").fused
+    assert data.FUSED_DEVICES == sampler_before
     seen = []
 
     def fake_time_step(configs, device, way, steps, how=None):
-        seen.append(fused_norm.DEVICES)
-        return 1e-3 * (2 if fused_norm.DEVICES == () else 1), [0.5] * len(configs)
+        seen.append((fused_norm.DEVICES, data.FUSED_DEVICES))
+        return 1e-3 * (1 + (fused_norm.DEVICES == ()) + 2 * (data.FUSED_DEVICES == ())), [0.5] * len(configs)
 
     monkeypatch.setattr(fused_ce, "runs_on", lambda device: True)
     monkeypatch.setattr(fused_ce, "wanted", lambda: True)
@@ -115,4 +119,6 @@ def test_the_norms_are_timed_both_ways_where_the_kernels_run_and_the_setting_is_
     monkeypatch.setattr(step_ab, "time_step", fake_time_step)
     tf32, bf16 = step_ab.rows("cpu", ds=(8,), runs=2, N=64, steps=2, precisions=("tf32", "bf16"), optimisers=False)
     assert tf32["norm_ms"] == {"kernels": pytest.approx(1.0), "torch ops": pytest.approx(2.0)}
-    assert "norm_ms" not in bf16 and () in seen and fused_norm.DEVICES == before
+    assert tf32["sampler_ms"] == {"kernel": pytest.approx(1.0), "torch ops": pytest.approx(3.0)}
+    assert "norm_ms" not in bf16 and ((), sampler_before) in seen and (before, ()) in seen
+    assert fused_norm.DEVICES == before and data.FUSED_DEVICES == sampler_before
