@@ -211,7 +211,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
                    "relative": {w: t / ms[fastest] if ms[fastest] > 0 and t > 0 else float("nan") for w, t in ms.items()},
                    "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y)), "errors": errors,
                    "kernel_errors": kernel_errors}
-            own = step_module.default_way(device)
+            own = step_module.default_way(device, len(configs), configs[0].batch_size, d)
             own = step_module.DEFAULT_WAY if own in errors else own
             if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # bf16 steps through autograd
                 with norms(False):

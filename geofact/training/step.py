@@ -35,7 +35,8 @@ the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole, and a
 - "log-softmax kernel" (every GPU lease from 2026-11-27 to 2026-11-29): torch's log-softmax, then `exp_`;
 - "written-out softmax": `logsumexp`, `sub_`, `exp_`. Every laptop run was trained so until 2026-11-29,
   and GPU leases before 2026-11-27; kept for `geofact.ops.step_ab`'s comparison on a GPU.
-- "fused kernels" (a GPU with Triton, from the evening of 2026-11-29, at any B N: `default_way`): geofact.training.fused_ce's
+- "fused kernels" (a GPU with Triton, from the evening of 2026-11-29; from 2026-11-30 only where they store nothing
+  of the logits' size: `default_way`): geofact.training.fused_ce's
   Triton kernels, which compute tiles of logits in registers and never write the logits; for d <= 128 in float32
   stacks that fill the device (`fused_ce.unstored`) nothing of their size is written at all, otherwise
   (softmax - one-hot) / B once, read by the two gradient matmuls (3 passes). Counted at 42 runs, N = 4096, batch
@@ -81,12 +82,16 @@ WHOLE_WAY = {"cpu": "softmax kernel"}
 DEFAULT_WAY = "softmax kernel, one max"
 
 
-def default_way(device: torch.device) -> str:
-    """How a device's output layer is computed unless asked: its WHOLE_WAY entry, else the fused kernels where
-    Triton is installed (geofact.training.fused_ce.wanted), else DEFAULT_WAY."""
+def default_way(device: torch.device, M: int, B: int, d: int, dtype: torch.dtype = torch.float32) -> str:
+    """How a device's output layer is computed for M runs' batches of B at width d unless asked: its WHOLE_WAY
+    entry, else the fused kernels where Triton is installed (geofact.training.fused_ce.wanted) and they store
+    nothing of the logits' size (`fused_ce.unstored`: d <= 128, stacks that fill the device), else DEFAULT_WAY.
+    Elsewhere the kernels recompute the logits twice in Triton's matmuls to store (softmax - one-hot) / B once:
+    fewer bytes, but on the H200 lease of 2026-11-30 the capacity grid's d = 768 stack took 0.83 ms a run-step
+    that way (12 runs at 9d6245d) against 0.63 through cuBLAS and torch's softmax (14.3 runs at da44d2b)."""
     if device.type in WHOLE_WAY:
         return WHOLE_WAY[device.type]
-    return "fused kernels" if fused_ce.wanted() else DEFAULT_WAY
+    return "fused kernels" if fused_ce.wanted() and fused_ce.unstored(M, B, d, dtype) else DEFAULT_WAY
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:
@@ -147,7 +152,7 @@ def output_loss_and_grads(hf: torch.Tensor, E_out: torch.Tensor, targets: torch.
     written, if given (a view of an optimiser's gradient buffer: no copy of it afterwards)."""
     M, B, d = hf.shape
     N = E_out.shape[2]
-    way = default_way(hf.device) if way is None else way
+    way = default_way(hf.device, M, B, d, hf.dtype) if way is None else way
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
     if way == "fused kernels":

@@ -142,15 +142,21 @@ def test_float32_through_the_kernels_is_float64_to_rounding():
     assert finite and edge[0] < 1e-4 and edge[1] < 3e-6, edge  # 300 nats to float32's rounding; 4.3e-5 to 7%
 
 
-def test_a_gpu_takes_the_fused_kernels_unless_told_not_to(monkeypatch):
+def test_a_gpu_takes_the_fused_kernels_where_they_store_nothing_unless_told_not_to(monkeypatch):
     monkeypatch.delenv(fused_ce.ENV, raising=False)
-    assert step_module.default_way(torch.device("cpu")) == "softmax kernel"  # the CPU's runs, bit for bit as cached
-    assert step_module.default_way(torch.device("meta")) == "fused kernels"
+    meta, grid = torch.device("meta"), (42, 1024)  # the capacity grid's column at batch 1024
+    assert step_module.default_way(torch.device("cpu"), *grid, 32) == "softmax kernel"  # the CPU's runs, as cached
+    assert step_module.default_way(meta, *grid, 32) == step_module.default_way(meta, *grid, 128) == "fused kernels"
+    # where they would store the softmax (d > 128, a stack too small to fill the device, float64), cuBLAS's matmuls
+    for shape, dtype in (((*grid, 256), torch.float32), ((*grid, 768), torch.float32), ((1, 1024, 32), torch.float32),
+                         ((*grid, 32), torch.float64)):
+        assert not fused_ce.unstored(*shape, dtype)
+        assert step_module.default_way(meta, *shape, dtype) == step_module.DEFAULT_WAY, shape
     monkeypatch.setenv(fused_ce.ENV, "0")
-    assert step_module.default_way(torch.device("meta")) == step_module.DEFAULT_WAY
+    assert step_module.default_way(meta, *grid, 32) == step_module.DEFAULT_WAY
     monkeypatch.setenv(fused_ce.ENV, "yes")
     with pytest.raises(ValueError, match="GEOFACT_FUSED_CE must be '0'"):
-        step_module.default_way(torch.device("meta"))
+        step_module.default_way(meta, *grid, 32)
 
 
 def test_the_kernels_refuse_a_cpu_tensor_outside_the_interpreter(monkeypatch):

@@ -9,6 +9,7 @@ from geofact.training.config import TrainConfig
 from geofact.training.step import unembed_cross_entropy
 from geofact.training.dispatch_count import TrafficCounter, count_step
 from geofact.training import fused_ce
+from geofact.training import step as step_module
 from geofact.training.traffic import StepTraffic, grid_column, step_traffic
 
 
@@ -95,9 +96,11 @@ def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_l
     # Appendix C shapes with CoT at k = 4 (4 targets a query), against autograd through the logits
     M, B, d, N = 18, 4096, 256, 2048
     moved = {}
-    ways = ("autograd", "one function", "fused kernels") if fused_ce.TRITON else ("autograd", "one function")
+    ways = ("autograd", "one function", "default", "fused kernels") if fused_ce.TRITON else ("autograd", "one function")
     for way in ways:
-        monkeypatch.setenv("GEOFACT_FUSED_CE", "1" if way == "fused kernels" else "0")
+        monkeypatch.setenv("GEOFACT_FUSED_CE", "0" if way in ("autograd", "one function") else "1")
+        if way == "fused kernels":  # asked for: by default d = 256 goes through cuBLAS (step.default_way)
+            monkeypatch.setitem(step_module.WHOLE_WAY, "meta", "fused kernels")
         with FakeTensorMode():
             hf = torch.empty(M, B, d, device="meta", requires_grad=True)
             E_out = torch.empty(M, d, N, device="meta", requires_grad=True)
@@ -113,6 +116,7 @@ def test_the_multi_hop_unembedding_moves_fewer_bytes_than_autograd_through_its_l
     if fused_ce.TRITON:  # d = 256 stores (softmax - one-hot) / B once, read by the two matmuls: 3 passes, and the
         # kernels' and matmuls' reads of hf and E_out and the backward's scaling of both gradients, 1.1 more
         assert moved["fused kernels"] == pytest.approx(4.1, abs=0.1)
+        assert moved["default"] == pytest.approx(moved["one function"])
 
 
 def test_an_op_that_writes_its_arguments_in_place_and_returns_nothing_counts_them_written():
