@@ -88,7 +88,8 @@ def small_stack(config: dict, runs: int) -> list[dict]:
 def main() -> None:
     if "--worker" in sys.argv:
         return worker()
-    from geofact.ops.calibration import Calibration, calibration_path, fit_counted, timed_groups, timed_step
+    from geofact.ops.calibration import (Calibration, calibration_path, fit_counted, load_calibration, stored_cards,
+                                         timed_groups, timed_step)
     from geofact.ops.costs import run_records
     from geofact.provenance import git_commit
     from geofact.store import write_json
@@ -115,19 +116,30 @@ def main() -> None:
         for i, counted in zip(which, count_at(commit, [timed[i][2] for i in which])):
             counts[i] = counted
     rows = [{"what": what, "commit": commit, "runs_counted": len(configs), "runs_timed": runs, "seconds": seconds,
-             **{k: counted[k] for k in ("flops", "bytes", "ops")}}
+             **{k: counted[k] for k in ("flops", "kernel_flops", "bytes", "ops", "kernel_ops")}}
             for (what, commit, configs, runs, seconds), counted in zip(timed, counts)]
     points = [(timed_step(row), row["seconds"], row["what"]) for row in rows]
     # the groups' policy (their records name it; the benchmark's small stacks ran in the device's default, the same)
     precision = Counter(c["precision"] for _, _, cs, *_ in timed for c in cs if "precision" in c).most_common(1)[0][0]
     counted_rates = fit_counted(points, bench["matmul_peak_flops"], precision)
+    if counted_rates.kernel_flops is None:  # this card never ran geofact's kernels: another card's rates for them
+        for other in stored_cards(ROOT, args.device):
+            rates = load_calibration(ROOT, args.device, other).counted
+            if other != args.card and rates is not None and rates.kernel_flops:
+                counted_rates = dataclasses.replace(
+                    counted_rates, kernel_flops=rates.kernel_flops, kernel_op_seconds=rates.kernel_op_seconds,
+                    source=f"{counted_rates.source}; geofact's kernels, never timed on this card, at the {other}'s rates")
+                break
     calibration = dataclasses.replace(Calibration.from_dict(stored["calibration"]), counted=counted_rates)
     for (scaled, seconds, what) in points:
-        predicted = counted_rates.seconds(scaled["flops"], scaled["bytes"], scaled["ops"], precision)
+        predicted = counted_rates.seconds(scaled["flops"], scaled["bytes"], scaled["ops"], precision, scaled["kernel_flops"],
+                                          scaled["kernel_ops"])
         print(f"  {what:<32} {scaled['bytes'] / 1e9:7.3f} GB {scaled['ops']:6.0f} ops  {seconds * 1e3:7.2f} ms measured  "
               f"{predicted * 1e3:7.2f} predicted ({predicted / seconds - 1:+.0%})")
+    kernels = (f"; geofact's kernels {counted_rates.kernel_flops / 1e12:.0f} TFLOP/s, "
+               f"{(counted_rates.kernel_op_seconds or counted_rates.op_seconds) * 1e6:.1f} us a launch" if counted_rates.kernel_flops else "")
     print(f"{counted_rates.bandwidth / 1e9:.0f} GB/s, {counted_rates.op_seconds * 1e6:.2f} us/op, "
-          f"{counted_rates.matmul_flops[precision] / 1e12:.0f} TFLOP/s ({precision}); {counted_rates.source}")
+          f"{counted_rates.matmul_flops[precision] / 1e12:.0f} TFLOP/s ({precision}){kernels}; {counted_rates.source}")
     write_json(path, {**stored, "calibration": calibration.as_dict(), "counted_steps": rows, "counted_at": git_commit(ROOT)})
     print(f"wrote {path.relative_to(ROOT)}")
 

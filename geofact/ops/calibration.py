@@ -66,11 +66,21 @@ class CountedRates:
     bandwidth: float  # achieved bytes/s of the counted bytes
     op_seconds: float  # seconds per counted op
     source: str
+    # achieved FLOP/s of the FLOPs in geofact's kernels (dispatch_count.kernel_flops: the fused output layer's Triton
+    # matmuls, whose small tiles run below cuBLAS's rate) and seconds per launch of one of them (their loops over a
+    # run's rows or entities have a latency a small stack does not hide); None: not timed on this card, priced as
+    # cuBLAS's FLOPs and as any op
+    kernel_flops: float | None = None
+    kernel_op_seconds: float | None = None
 
-    def seconds(self, flops: float, moved: float, ops: float, precision: str) -> float:
-        """A step's seconds from its counted FLOPs, bytes `moved` and ops."""
+    def seconds(self, flops: float, moved: float, ops: float, precision: str, kernel: float = 0.0,
+                kernel_ops: float = 0.0) -> float:
+        """A step's seconds from its counted FLOPs, bytes `moved` and ops, of which `kernel` FLOPs and `kernel_ops`
+        ops in geofact's kernels."""
         rate = self.matmul_flops.get(precision) or self.matmul_flops["fp32"]
-        return flops / rate + moved / self.bandwidth + ops * self.op_seconds
+        launch = self.op_seconds if self.kernel_op_seconds is None else self.kernel_op_seconds
+        return ((flops - kernel) / rate + kernel / (self.kernel_flops or rate) + moved / self.bandwidth
+                + (ops - kernel_ops) * self.op_seconds + kernel_ops * launch)
 
 
 # H100 SXM data sheet: 67 TFLOP/s float32, 495 dense TF32, 990 dense bf16; 3.35 TB/s HBM3. The step's matmuls
@@ -149,20 +159,32 @@ def _capped_fit(A: np.ndarray, t: np.ndarray, cap: float) -> tuple[float, float,
     1 / bandwidth, third): non-negative least squares in relative error (small and large steps count alike), the
     rate no higher than `cap`, the device's peak for the policy (where matmuls are a small share of the step, the
     fit alone cannot bound it); the errors as the capped rates price the steps."""
+    rates, errors = _capped_nnls(A, t, [cap, None, None])
+    return 1 / rates[0], rates[1], rates[2], errors
+
+
+def _capped_nnls(A: np.ndarray, t: np.ndarray, caps: list[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(x, relative errors) for step seconds t = A @ x, x >= 0, by non-negative least squares in relative error,
+    each x[j] at least 1 / caps[j] where a cap is given (a rate no higher than the card's peak), the errors as the
+    capped x prices the steps; a column no timed step has (all zero) gets the x of the first column."""
     from scipy.optimize import nnls
 
-    scale = A.max(0)  # columns of comparable size for the solver
-    x, _ = nnls(A / scale / t[:, None], np.ones(len(t)))
-    inverse_rate, inverse_bandwidth, third = x / scale
-    rate = 1 / max(inverse_rate, 1 / cap)
-    return rate, inverse_bandwidth, third, A @ np.array([1 / rate, inverse_bandwidth, third]) / t - 1
+    present = A.max(0) > 0
+    scale = np.where(present, A.max(0), 1.0)  # columns of comparable size for the solver
+    x = np.zeros(A.shape[1])
+    x[present], _ = nnls((A / scale / t[:, None])[:, present], np.ones(len(t)))
+    x = x / scale
+    x = np.array([max(v, 1 / cap) if cap else v for v, cap in zip(x, caps)])
+    x[~present] = x[0]
+    return x, A @ x / t - 1
 
 
 def timed_step(row: dict) -> dict:
     """A counted step of bench/count_lease_steps.py's "counted_steps", scaled to the stack it was timed at (runs leave
     the stack as they stop, so the timing is of its mean stack): bytes and FLOPs in proportion, ops not."""
     share = row["runs_timed"] / row["runs_counted"]
-    return {"flops": row["flops"] * share, "bytes": row["bytes"] * share, "ops": row["ops"]}
+    return {"flops": row["flops"] * share, "kernel_flops": row.get("kernel_flops", 0.0) * share,
+            "bytes": row["bytes"] * share, "ops": row["ops"], "kernel_ops": row.get("kernel_ops", 0.0)}
 
 
 def fit(bench: dict, ops_per_step: float, timings: list[tuple[TrainConfig, float, float]], precision: str = "fp32",
@@ -199,15 +221,21 @@ def fit_counted(points: list[tuple[dict, float, str]], fp32_peak: float, precisi
     capped at the policy's peak (`fp32_peak` times the data sheet's tensor-core ratio)."""
     if not points:
         raise ValueError("fit_counted needs at least one counted, timed step")
-    A = np.array([[c["flops"], c["bytes"], c["ops"]] for c, _, _ in points])
+    # cuBLAS's and torch's FLOPs, geofact's kernels' FLOPs (their own rate, the same cap), bytes, torch's ops, geofact's
+    A = np.array([[c["flops"] - c.get("kernel_flops", 0.0), c.get("kernel_flops", 0.0), c["bytes"],
+                   c["ops"] - c.get("kernel_ops", 0.0), c.get("kernel_ops", 0.0)] for c, _, _ in points])
     t = np.array([seconds for _, seconds, _ in points])
     cap = PEAK_OVER_FP32[precision] * fp32_peak
-    rate, inverse_bandwidth, op_seconds, errors = _capped_fit(A, t, cap)
+    x, errors = _capped_nnls(A, t, [cap, cap, None, None, None])
+    rate, kernel_rate, inverse_bandwidth, op_seconds, launch = 1 / x[0], 1 / x[1], x[2], x[3], x[4]
+    timed_kernels = any(c.get("kernel_flops", 0.0) > 0 for c, _, _ in points)
+    launched = any(c.get("kernel_ops", 0.0) > 0 for c, _, _ in points)
     worst = int(np.argmax(np.abs(errors)))
     # another policy's matmuls at this one's rate times the data sheet's ratio of their peaks (its own rate once timed)
     rates = {other: float(min(rate * PEAK_OVER_FP32[other] / PEAK_OVER_FP32[precision], PEAK_OVER_FP32[other] * fp32_peak))
              for other in PEAK_OVER_FP32}
-    return CountedRates(matmul_flops={**rates, precision: float(rate)},
+    return CountedRates(matmul_flops={**rates, precision: float(rate)}, kernel_flops=float(kernel_rate) if timed_kernels else None,
+                        kernel_op_seconds=float(launch) if launched else None,
                         bandwidth=float(1 / max(inverse_bandwidth, 1e-15)), op_seconds=float(op_seconds),
                         source=f"fitted to {len(points)} timed steps counted as the code that ran them: worst error "
                                f"{errors[worst]:+.0%} ({points[worst][2]})"

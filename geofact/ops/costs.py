@@ -90,7 +90,8 @@ class Group:
         if counts is not None and calibration.counted is not None:
             counted = counts(list(self.configs))
             fixed = counted["ops"] * calibration.counted.op_seconds
-            step = calibration.counted.seconds(counted["flops"], counted["bytes"], counted["ops"], self.config.precision)
+            step = calibration.counted.seconds(counted["flops"], counted["bytes"], counted["ops"], self.config.precision,
+                                               counted.get("kernel_flops", 0.0), counted.get("kernel_ops", 0.0))
         else:
             fixed = calibration.step_seconds(self.config, 0)
             step = calibration.step_seconds(self.config, self.runs)
@@ -518,8 +519,11 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
              + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
                f"{calibration.ops_per_step:.0f} ops/step" + (" (the analyses)" if counted else ""),
              *([f"  steps by their counted work (this checkout's step on fake meta tensors): "
-                f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op; "
-                f"{calibration.counted.source}"] if counted else []),
+                f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op, "
+                + (f"geofact's kernels: matmuls {calibration.counted.kernel_flops / 1e12:.0f} TFLOP/s, "
+                   f"{(calibration.counted.kernel_op_seconds or calibration.counted.op_seconds) * 1e6:.1f} us a launch"
+                   if calibration.counted.kernel_flops else "geofact's kernels untimed (priced as cuBLAS's and torch's)")
+                + f"; {calibration.counted.source}"] if counted else []),
              "training is priced at each run's recorded stop where the lease records hold the run, else at its step "
              "budget (an upper bound; d_min trials with an accuracy stop at what they are expected to train); '~' marks "
              "runs that are a guess", ""]
@@ -582,7 +586,8 @@ def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -
         precision = "tf32" if device.startswith("cuda") else "fp32"  # what the leases' groups ran under
         for row in rows:
             step = timed_step(row)
-            predicted = calibration.counted.seconds(step["flops"], step["bytes"], step["ops"], precision)
+            predicted = calibration.counted.seconds(step["flops"], step["bytes"], step["ops"], precision, step["kernel_flops"],
+                                                    step["kernel_ops"])
             errors.append(predicted / row["seconds"] - 1)
             lines.append(f"  {card}: {row['what']}: {row['seconds'] * 1e3:.2f} ms a step measured, {predicted * 1e3:.2f} "
                          f"predicted from {step['bytes'] / 1e9:.2f} GB and {step['ops']:.0f} ops ({errors[-1]:+.0%})")
@@ -604,7 +609,8 @@ def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32")
         traffic = StepTraffic(**{**asdict(traffic), "precision": precision})
         shape = max(configs, key=lambda c: c.R)
         formula = calibration.step_seconds(shape, runs)
-        counted = (calibration.counted.seconds(traffic.flops, traffic.bytes, traffic.ops, precision)
+        counted = (calibration.counted.seconds(traffic.flops, traffic.bytes, traffic.ops, precision, traffic.kernel_flops,
+                                               traffic.kernel_ops)
                    if calibration.counted is not None else None)
         rows.append({**traffic.as_dict(), "bytes_per_step": traffic.bytes, "flops_per_step": traffic.flops,
                      "ops_per_step": traffic.ops, "plan_bytes": runs * step_bytes(shape), "formula_ms": 1e3 * formula,

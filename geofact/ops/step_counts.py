@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from geofact.store import write_json
-from geofact.training import fused_ce
+from geofact.training import fused_ce, step
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.traffic import hop_step_traffic, step_traffic
 
@@ -34,7 +34,7 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-WORK = ("flops", "bytes", "ops")
+WORK = ("flops", "kernel_flops", "bytes", "ops", "kernel_ops")
 
 
 def kinds(configs: list[TrainConfig | MultiHopConfig]) -> list[TrainConfig | MultiHopConfig]:
@@ -56,7 +56,7 @@ def _count(configs: list[TrainConfig | MultiHopConfig]) -> dict:
 
 
 class StepCounts:
-    """Counted steps {"flops", "bytes", "ops"} by stack, kept under `root`/.geofact/traffic (none: in memory only).
+    """Counted steps {"flops", "kernel_flops", "bytes", "ops", "kernel_ops"} by stack, kept under `root`/.geofact/traffic (none: in memory only).
 
     A stack of M runs of k kinds is counted at its k kinds and at twice them (other seeds), and priced at the
     line through the two: the stack's work is its fixed part and the same again for every run, runs of one kind
@@ -85,7 +85,7 @@ class StepCounts:
             if self.path is not None:
                 write_json(self.path, self.counts)
         line = self.counts[key]
-        return {k: line["at"][k] + (len(configs) - line["runs"]) * line["per_run"][k] for k in WORK}
+        return {k: line["at"].get(k, 0.0) + (len(configs) - line["runs"]) * line["per_run"].get(k, 0.0) for k in WORK}
 
 
 def _copies(configs: list[TrainConfig | MultiHopConfig], kinds: int) -> int:
@@ -93,7 +93,7 @@ def _copies(configs: list[TrainConfig | MultiHopConfig], kinds: int) -> int:
     unless the fused output layer leaves the softmax unstored in the stack but not at its kinds
     (geofact.training.fused_ce.unstored, which depends on the runs in the stack); then the fewest copies that
     do. 0 where the stack stores it but twice its kinds would not: the stack is counted whole (it is small)."""
-    if not fused_ce.wanted():
+    if not fused_ce.wanted() or "meta" not in step.FUSED_WAY_DEVICES:  # the output layer does not step by size
         return 1
     first = configs[0]
     B, D = first.batch_size * (first.n_targets if isinstance(first, MultiHopConfig) else 1), first.d

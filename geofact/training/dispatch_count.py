@@ -73,6 +73,7 @@ class TrafficCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops, self.bytes = 0, 0
+        self.kernel_ops = 0  # of the ops, launches of geofact's own kernels (torch.ops.geofact.*)
         self.paused = False  # inside an op counted as one kernel (OneKernel)
         self.by_op: Counter[str] = Counter()  # bytes per op name: where the traffic goes
 
@@ -85,6 +86,7 @@ class TrafficCounter(TorchDispatchMode):
         if func.is_view or self.paused or func.namespace == "prim" or func.overloadpacket.__name__ in NO_KERNEL:
             return out
         self.ops += 1
+        self.kernel_ops += func.namespace == "geofact"
         name = func.overloadpacket.__name__
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if name in SHAPED:
@@ -158,19 +160,28 @@ def fake_read(tensors):
                  else np.full(tuple(t.shape), 2**40, dtype=np.int64) for t in tensors)
 
 
+def kernel_flops(counter: FlopCounterMode) -> int:
+    """The FLOPs `counter` counted in geofact's own kernels (torch.ops.geofact.*: the fused output layer's Triton
+    matmuls, geofact.training.fused_ce), which a card runs at another rate than cuBLAS's (a calibration prices
+    them apart: geofact.ops.calibration.CountedRates.kernel_flops)."""
+    return sum(n for op, n in counter.get_flop_counts().get("Global", {}).items() if str(op).startswith("geofact."))
+
+
 def count_step(train: Callable[[int], object], block_steps: int) -> dict:
     """Per step of `train(max_steps)` (a stacked trainer run for that many steps on the `meta` device, its host
-    reads answered by `fake_read`): ops, bytes, FLOPs and bytes by op, the difference between two blocks of
-    `block_steps` steps and one, so that set-up and final bookkeeping cancel."""
+    reads answered by `fake_read`): ops, bytes, FLOPs (of which `kernel_ops` and `kernel_flops` in geofact's
+    kernels) and bytes by op, the difference between two blocks of `block_steps` steps and one, so that set-up and final bookkeeping
+    cancel."""
 
-    def count(blocks: int) -> tuple[TrafficCounter, int]:
+    def count(blocks: int) -> tuple[TrafficCounter, int, int]:
         with FakeTensorMode(allow_non_fake_inputs=True):
             with TrafficCounter() as traffic, OneKernel(traffic), FlopCounterMode(display=False) as flops:
                 train(blocks * block_steps)
-        return traffic, flops.get_total_flops()
+        return traffic, flops.get_total_flops(), kernel_flops(flops)
 
-    (one, flops_one), (two, flops_two) = count(1), count(2)
+    (one, flops_one, kernel_one), (two, flops_two, kernel_two) = count(1), count(2)
     by_op = {k: (two.by_op[k] - one.by_op[k]) / block_steps for k in two.by_op}
     return {"ops": (two.ops - one.ops) / block_steps, "bytes": (two.bytes - one.bytes) / block_steps,
-            "flops": (flops_two - flops_one) / block_steps,
+            "flops": (flops_two - flops_one) / block_steps, "kernel_flops": (kernel_two - kernel_one) / block_steps,
+            "kernel_ops": (two.kernel_ops - one.kernel_ops) / block_steps,
             "bytes_by_op": dict(sorted(((k, v) for k, v in by_op.items() if v > 0), key=lambda kv: -kv[1]))}

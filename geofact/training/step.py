@@ -35,8 +35,8 @@ the chunks. Below `WHOLE` (every laptop-profile run) the logits are whole, and a
 - "log-softmax kernel" (every GPU lease from 2026-11-27 to 2026-11-29): torch's log-softmax, then `exp_`;
 - "written-out softmax": `logsumexp`, `sub_`, `exp_`. Every laptop run was trained so until 2026-11-29,
   and GPU leases before 2026-11-27; kept for `geofact.ops.step_ab`'s comparison on a GPU.
-- "fused kernels" (a GPU with Triton, from the evening of 2026-11-29; from 2026-11-30 only where they store nothing
-  of the logits' size: `default_way`): geofact.training.fused_ce's
+- "fused kernels" (a GPU with Triton, from the evening of 2026-11-29 to the H200 lease of 2026-11-30, which found them
+  slower than cuBLAS's matmuls: `FUSED_WAY_DEVICES`): geofact.training.fused_ce's
   Triton kernels, which compute tiles of logits in registers and never write the logits; for d <= 128 in float32
   stacks that fill the device (`fused_ce.unstored`) nothing of their size is written at all, otherwise
   (softmax - one-hot) / B once, read by the two gradient matmuls (3 passes). Counted at 42 runs, N = 4096, batch
@@ -82,16 +82,27 @@ WHOLE_WAY = {"cpu": "softmax kernel"}
 DEFAULT_WAY = "softmax kernel, one max"
 
 
+# Devices whose output layer goes through geofact's fused kernels by default, where they store nothing of the logits'
+# size (fused_ce.unstored) and Triton is there (fused_ce.wanted): none since the H200 lease of 2026-11-30. There the
+# capacity grid's d = 768 stack took 0.83 ms a run-step through the kernels' stored path (12 runs, 9d6245d) against
+# 0.63 through cuBLAS and torch's softmax (14.3 runs, da44d2b), though it counts 2.3x fewer bytes, and every one of
+# the second grid's N = 512 stacks 0.1-0.4 ms a step more than at da44d2b; fitted to the card's 27 timed steps
+# (bench/count_lease_steps.py) the kernels' matmuls run at 31 TFLOP/s against cuBLAS's 495 and a launch of one of
+# geofact's kernels costs 34 us, which price the fused step above cuBLAS's at every paper shape (d = 32: 2.84 ms
+# against 2.78; d = 128: 9.7 against 4.4). The next lease's first command times both (geofact.ops.step_ab).
+FUSED_WAY_DEVICES: tuple[str, ...] = ()
+
+
 def default_way(device: torch.device, M: int, B: int, d: int, dtype: torch.dtype = torch.float32) -> str:
     """How a device's output layer is computed for M runs' batches of B at width d unless asked: its WHOLE_WAY
-    entry, else the fused kernels where Triton is installed (geofact.training.fused_ce.wanted) and they store
-    nothing of the logits' size (`fused_ce.unstored`: d <= 128, stacks that fill the device), else DEFAULT_WAY.
-    Elsewhere the kernels recompute the logits twice in Triton's matmuls to store (softmax - one-hot) / B once:
-    fewer bytes, but on the H200 lease of 2026-11-30 the capacity grid's d = 768 stack took 0.83 ms a run-step
-    that way (12 runs at 9d6245d) against 0.63 through cuBLAS and torch's softmax (14.3 runs at da44d2b)."""
+    entry, else on FUSED_WAY_DEVICES the fused kernels where Triton is installed (geofact.training.fused_ce.wanted)
+    and they store nothing of the logits' size (`fused_ce.unstored`: d <= 128, stacks that fill the device),
+    else DEFAULT_WAY."""
     if device.type in WHOLE_WAY:
         return WHOLE_WAY[device.type]
-    return "fused kernels" if fused_ce.wanted() and fused_ce.unstored(M, B, d, dtype) else DEFAULT_WAY
+    if device.type in FUSED_WAY_DEVICES and fused_ce.wanted() and fused_ce.unstored(M, B, d, dtype):
+        return "fused kernels"
+    return DEFAULT_WAY
 
 
 def covers(params: dict[str, torch.Tensor]) -> bool:

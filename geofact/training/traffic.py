@@ -62,6 +62,8 @@ class StepTraffic:
     bytes: float
     flops: float
     bytes_by_op: dict[str, float] = field(default_factory=dict)  # op name -> bytes a step, largest first
+    kernel_flops: float = 0.0  # of `flops`, those in geofact's own kernels (dispatch_count.kernel_flops)
+    kernel_ops: float = 0.0  # of `ops`, launches of geofact's own kernels
 
     def roofline_ms(self, bandwidth: float = H100_BANDWIDTH, peak: dict[str, float] | None = None) -> float:
         """The shortest a step can take: its bytes at `bandwidth` or its FLOPs at the peak, the longer."""
@@ -86,7 +88,7 @@ def step_traffic(configs: list[TrainConfig], block_steps: int = 2) -> StepTraffi
     counted = count_step(train, block_steps)
     shape = max(configs, key=lambda c: c.R)
     return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision, counted["ops"], counted["bytes"],
-                       counted["flops"], counted["bytes_by_op"])
+                       counted["flops"], counted["bytes_by_op"], counted["kernel_flops"], counted["kernel_ops"])
 
 
 def hop_step_traffic(configs: list[MultiHopConfig]) -> StepTraffic:
@@ -105,13 +107,14 @@ def hop_step_traffic(configs: list[MultiHopConfig]) -> StepTraffic:
         return count_step(train, every)  # per step of (two blocks - one block) / every: (every steps + a check) / every
 
     two, four = block(2), block(4)
-    per_block = {k: (2 * two[k], 4 * four[k]) for k in ("ops", "bytes", "flops")}
+    per_block = {k: (2 * two[k], 4 * four[k]) for k in ("ops", "bytes", "flops", "kernel_flops", "kernel_ops")}
     step = {k: (b4 - b2) / 2 for k, (b2, b4) in per_block.items()}
     check = {k: b2 - 2 * step[k] for k, (b2, _) in per_block.items()}
     every = configs[0].check_every
     shape = max(configs, key=lambda c: c.R)
-    return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision,
-                       *(step[k] + check[k] / every for k in ("ops", "bytes", "flops")))
+    ops, moved, flops, kernel, launches = (step[k] + check[k] / every for k in ("ops", "bytes", "flops", "kernel_flops", "kernel_ops"))
+    return StepTraffic(len(configs), shape.N, shape.d, shape.batch_size, shape.precision, ops, moved, flops,
+                       kernel_flops=kernel, kernel_ops=launches)
 
 
 @contextmanager

@@ -7,6 +7,7 @@ import pytest
 
 from geofact.ops.calibration import H100_SPEC, Calibration, fit, group_timings
 from geofact.ops.costs import LEASE_ORDER, Group, PagePlan, groups_of, lease_schedule, plan_errors, plan_pages
+from geofact.training import step as step_module
 from geofact.training.config import MultiHopConfig, TrainConfig
 
 
@@ -206,6 +207,17 @@ def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_
     assert fitted.bandwidth == pytest.approx(2e12, rel=1e-6) and fitted.op_seconds == pytest.approx(1.5e-6, rel=1e-6)
     assert fitted.matmul_flops["tf32"] == pytest.approx(2e14, rel=1e-6) and re.search(r"worst error [+-]0%", fitted.source)
     assert fitted.matmul_flops["bf16"] == pytest.approx(4e14, rel=1e-6)  # the data sheet's ratio to tf32's
+    assert fitted.kernel_flops is None and fitted.kernel_op_seconds is None  # no timed step ran geofact's kernels
+    assert fitted.seconds(1e12, 0, 0, "tf32", kernel=4e11) == pytest.approx(1e12 / 2e14)
+    # geofact's kernels' FLOPs at their own rate, told apart from cuBLAS's where the timed steps ran both
+    slow = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=2e12, op_seconds=1.5e-6, source="test", kernel_flops=5e13,
+                        kernel_op_seconds=2e-5)
+    kernels = [{**s, "kernel_flops": k, "kernel_ops": n} for s, k, n in zip(steps, (1e10, 0, 1e8, 0, 1.2e12, 0), (8, 0, 6, 0, 5, 2))]
+    fitted = fit_counted([(s, slow.seconds(s["flops"], s["bytes"], s["ops"], "tf32", s["kernel_flops"], s["kernel_ops"]),
+                           f"step {i}") for i, s in enumerate(kernels)], fp32_peak=67e12, precision="tf32")
+    assert fitted.kernel_flops == pytest.approx(5e13, rel=1e-6) and fitted.matmul_flops["tf32"] == pytest.approx(2e14, rel=1e-6)
+    assert fitted.kernel_op_seconds == pytest.approx(2e-5, rel=1e-6) and fitted.op_seconds == pytest.approx(1.5e-6, rel=1e-6)
+    assert CountedRates(**{**dataclasses.asdict(fitted)}) == fitted
     with pytest.raises(ValueError, match="at least one"):
         fit_counted([], 67e12, "tf32")
     # stored and read back; a group of single-hop runs priced by its count, a multi-hop one by the formula
@@ -247,16 +259,18 @@ def test_step_counts_are_kept_by_code_version_and_price_a_stack_on_the_line_thro
     counts = StepCounts(tmp_path)
     first = counts(stack)
     whole = step_traffic(stack)  # the line through two small counts against the whole stack's count
-    for k in ("flops", "bytes", "ops"):
+    for k in ("flops", "kernel_flops", "bytes", "ops", "kernel_ops"):
         assert first[k] == pytest.approx(getattr(whole, k), rel=0.02), k
     kept = tmp_path / ".geofact" / "traffic" / f"{code_version()}.json"
     assert kept.exists()
     again = StepCounts(tmp_path)  # read back, not counted again: the file's line is what it prices by
     assert again([dataclasses.replace(c, seed=c.seed + 7, max_steps=15000) for c in stack]) == first
     (key,) = again.counts
-    again.counts[key]["at"] = {"flops": 1.0, "bytes": 2.0, "ops": 3.0}
-    again.counts[key]["per_run"] = {"flops": 0.0, "bytes": 1.0, "ops": 0.0}
-    assert again(stack[:4]) == {"flops": 1.0, "bytes": 2.0 + 4 - again.counts[key]["runs"], "ops": 3.0}
+    again.counts[key]["at"] = {"flops": 1.0, "kernel_flops": 0.5, "bytes": 2.0, "ops": 3.0}
+    again.counts[key]["per_run"] = {"flops": 0.0, "kernel_flops": 0.25, "bytes": 1.0, "ops": 0.0}
+    runs = again.counts[key]["runs"]
+    assert again(stack[:4]) == {"flops": 1.0, "kernel_flops": 0.5 + 0.25 * (4 - runs), "bytes": 2.0 + 4 - runs, "ops": 3.0,
+                                "kernel_ops": 0.0}  # a count kept before kernel_ops was counted: none
     assert counts([dataclasses.replace(stack[0], d=16)])["bytes"] != first["bytes"]  # another shape: counted
 
 
@@ -272,12 +286,13 @@ def test_a_stack_whose_output_layer_steps_by_its_size_is_counted_on_its_own_side
     if not fused_ce.TRITON:
         pytest.skip("the fused kernels need Triton, a test dependency")
     monkeypatch.delenv(fused_ce.ENV, raising=False)
+    monkeypatch.setattr(step_module, "FUSED_WAY_DEVICES", ("cuda", "meta"))
     monkeypatch.setattr(fused_ce, "UNSTORED_MIN_PROGRAMS", least)  # 32 rows a batch: one row block a run
     stack = [TrainConfig(N=64, R=R, d=8, batch_size=32, max_steps=100, seed=s, frozen_embeddings=bool(s % 2))
              for s, R in enumerate([2, 4, 3, 2, 4, 4, 2][:runs])]
     assert _copies(stack, 2) == copies  # two kinds: frozen or not
     counted, whole = StepCounts()(stack), step_traffic(stack)
-    for k in ("flops", "bytes", "ops"):
+    for k in ("flops", "kernel_flops", "bytes", "ops", "kernel_ops"):
         assert counted[k] == pytest.approx(getattr(whole, k), rel=0.02), k
 
 

@@ -142,10 +142,13 @@ def test_float32_through_the_kernels_is_float64_to_rounding():
     assert finite and edge[0] < 1e-4 and edge[1] < 3e-6, edge  # 300 nats to float32's rounding; 4.3e-5 to 7%
 
 
-def test_a_gpu_takes_the_fused_kernels_where_they_store_nothing_unless_told_not_to(monkeypatch):
+def test_a_gpu_takes_the_fused_kernels_where_they_store_nothing_on_the_devices_that_take_them(monkeypatch):
     monkeypatch.delenv(fused_ce.ENV, raising=False)
     meta, grid = torch.device("meta"), (42, 1024)  # the capacity grid's column at batch 1024
     assert step_module.default_way(torch.device("cpu"), *grid, 32) == "softmax kernel"  # the CPU's runs, as cached
+    assert step_module.FUSED_WAY_DEVICES == ()  # since the H200 lease of 2026-11-30: cuBLAS's matmuls everywhere
+    assert step_module.default_way(meta, *grid, 32) == step_module.DEFAULT_WAY
+    monkeypatch.setattr(step_module, "FUSED_WAY_DEVICES", ("cuda", "meta"))
     assert step_module.default_way(meta, *grid, 32) == step_module.default_way(meta, *grid, 128) == "fused kernels"
     # where they would store the softmax (d > 128, a stack too small to fill the device, float64), cuBLAS's matmuls
     for shape, dtype in (((*grid, 256), torch.float32), ((*grid, 768), torch.float32), ((1, 1024, 32), torch.float32),
