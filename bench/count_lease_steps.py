@@ -90,7 +90,7 @@ def main() -> None:
         return worker()
     from geofact.ops.calibration import (Calibration, calibration_path, fit_counted, load_calibration, stored_cards,
                                          timed_groups, timed_step)
-    from geofact.ops.costs import run_records
+    from geofact.ops.costs import kernel_rates, run_records
     from geofact.provenance import git_commit
     from geofact.store import write_json
 
@@ -122,13 +122,14 @@ def main() -> None:
     # the groups' policy (their records name it; the benchmark's small stacks ran in the device's default, the same)
     precision = Counter(c["precision"] for _, _, cs, *_ in timed for c in cs if "precision" in c).most_common(1)[0][0]
     counted_rates = fit_counted(points, bench["matmul_peak_flops"], precision)
-    if counted_rates.kernel_flops is None:  # this card never ran geofact's kernels: another card's rates for them
+    for field in ("kernel_flops", "kernel_op_seconds"):  # what this card's steps never timed: another card's rate
+        if getattr(counted_rates, field) is not None:
+            continue
         for other in stored_cards(ROOT, args.device):
             rates = load_calibration(ROOT, args.device, other).counted
-            if other != args.card and rates is not None and rates.kernel_flops:
-                counted_rates = dataclasses.replace(
-                    counted_rates, kernel_flops=rates.kernel_flops, kernel_op_seconds=rates.kernel_op_seconds,
-                    source=f"{counted_rates.source}; geofact's kernels, never timed on this card, at the {other}'s rates")
+            if other != args.card and rates is not None and getattr(rates, field) is not None:
+                counted_rates = dataclasses.replace(counted_rates, **{field: getattr(rates, field)},
+                                                    source=f"{counted_rates.source}; {field}, never timed on this card, the {other}'s")
                 break
     calibration = dataclasses.replace(Calibration.from_dict(stored["calibration"]), counted=counted_rates)
     for (scaled, seconds, what) in points:
@@ -136,10 +137,9 @@ def main() -> None:
                                           scaled["kernel_ops"])
         print(f"  {what:<32} {scaled['bytes'] / 1e9:7.3f} GB {scaled['ops']:6.0f} ops  {seconds * 1e3:7.2f} ms measured  "
               f"{predicted * 1e3:7.2f} predicted ({predicted / seconds - 1:+.0%})")
-    kernels = (f"; geofact's kernels {counted_rates.kernel_flops / 1e12:.0f} TFLOP/s, "
-               f"{(counted_rates.kernel_op_seconds or counted_rates.op_seconds) * 1e6:.1f} us a launch" if counted_rates.kernel_flops else "")
     print(f"{counted_rates.bandwidth / 1e9:.0f} GB/s, {counted_rates.op_seconds * 1e6:.2f} us/op, "
-          f"{counted_rates.matmul_flops[precision] / 1e12:.0f} TFLOP/s ({precision}){kernels}; {counted_rates.source}")
+          f"{counted_rates.matmul_flops[precision] / 1e12:.0f} TFLOP/s ({precision}); {kernel_rates(counted_rates)}; "
+          f"{counted_rates.source}")
     write_json(path, {**stored, "calibration": calibration.as_dict(), "counted_steps": rows, "counted_at": git_commit(ROOT)})
     print(f"wrote {path.relative_to(ROOT)}")
 

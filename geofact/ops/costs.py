@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from geofact.ops.calibration import (H100_SPEC, Calibration, calibration_path, group_timings, load_calibration, step_bytes,
+from geofact.ops.calibration import (H100_SPEC, Calibration, CountedRates, calibration_path, group_timings, load_calibration, step_bytes,
                                      stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
@@ -89,7 +89,9 @@ class Group:
         its runs' steps (`run_steps`) for the first and its longest run's for the second."""
         if counts is not None and calibration.counted is not None:
             counted = counts(list(self.configs))
-            fixed = counted["ops"] * calibration.counted.op_seconds
+            # its launches, geofact's kernels' at their own cost
+            fixed = calibration.counted.seconds(0.0, 0.0, counted["ops"], self.config.precision, 0.0,
+                                                counted.get("kernel_ops", 0.0))
             step = calibration.counted.seconds(counted["flops"], counted["bytes"], counted["ops"], self.config.precision,
                                                counted.get("kernel_flops", 0.0), counted.get("kernel_ops", 0.0))
         else:
@@ -520,10 +522,7 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
                f"{calibration.ops_per_step:.0f} ops/step" + (" (the analyses)" if counted else ""),
              *([f"  steps by their counted work (this checkout's step on fake meta tensors): "
                 f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op, "
-                + (f"geofact's kernels: matmuls {calibration.counted.kernel_flops / 1e12:.0f} TFLOP/s, "
-                   f"{(calibration.counted.kernel_op_seconds or calibration.counted.op_seconds) * 1e6:.1f} us a launch"
-                   if calibration.counted.kernel_flops else "geofact's kernels untimed (priced as cuBLAS's and torch's)")
-                + f"; {calibration.counted.source}"] if counted else []),
+                + kernel_rates(calibration.counted) + f"; {calibration.counted.source}"] if counted else []),
              "training is priced at each run's recorded stop where the lease records hold the run, else at its step "
              "budget (an upper bound; d_min trials with an accuracy stop at what they are expected to train); '~' marks "
              "runs that are a guess", ""]
@@ -594,6 +593,16 @@ def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -
         if errors:
             lines.append(f"  {card}: {len(errors)} steps, worst error {max(errors, key=abs):+.0%}")
     return lines
+
+
+def kernel_rates(rates: CountedRates) -> str:
+    """What a card's counted rates say of geofact's own kernels (their matmuls' rate, a launch's seconds), or that
+    they price them as cuBLAS's matmuls and torch's ops, field by field, as `CountedRates.seconds` does."""
+    flops = (f"matmuls {rates.kernel_flops / 1e12:.0f} TFLOP/s" if rates.kernel_flops is not None
+             else "matmuls untimed (at cuBLAS's rate)")
+    launch = (f"{rates.kernel_op_seconds * 1e6:.1f} us a launch" if rates.kernel_op_seconds is not None
+              else "launches untimed (as any op)")
+    return f"geofact's kernels: {flops}, {launch}"
 
 
 def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32") -> list[dict]:

@@ -1,14 +1,16 @@
 """The stacked step with each of its output layers, timed in one process (issue 47, item 6).
 
-geofact.training.step computes the output layer one of five ways (`WAYS`): off the CPU with Triton, from the evening of
-2026-11-29, by its fused kernels (geofact.training.fused_ce: the logits never written); without Triton, from 2026-11-29,
+geofact.training.step computes the output layer one of five ways (`WAYS`): off the CPU from the evening of 2026-11-29
+to the H200 lease of 2026-11-30 by its fused kernels (geofact.training.fused_ce: the logits never written), which
+that lease found slower than cuBLAS (`step.FUSED_WAY_DEVICES`); since, and without Triton from 2026-11-29,
 through torch's softmax kernel and one maximum (6 passes over them), before that through its log-softmax
 kernel (7 passes), on the CPU through its softmax kernel and two maxima (7 passes), and the written-out
 softmax (17 passes; what every GPU lease ran before 2026-11-27 and every CPU run before 2026-11-29). Its optimiser steps the stack's runs together, or each with its own call (`OPTIMISERS`;
 geofact.training.optim.PER_RUN_DEVICES: five fewer passes over the weights for one launch more a run; a GPU's
 way from a million weights a run, never measured on one before 2026-11-29). Fewer bytes need not mean faster on
 every card; nor need geofact's kernels for each run's RMSNorm and GELU's backward (geofact.training.fused_norm,
-fused_gelu, from the ninth session of 2026-11-29) beat torch's ops, which they replace (`norms`). So the next GPU lease times them all, at the paper's shapes and each precision, before it spends
+fused_gelu, from the ninth session of 2026-11-29) beat torch's ops, which they replace (`norms`), nor the batch
+sampler's (geofact.training.fused_sampler, `sampling`). So the next GPU lease times them all, at the paper's shapes, before it spends
 its minutes on scale (bench/bench_output_layer.py): a way that loses on the GPU is not the GPU's.
 """
 
@@ -27,6 +29,7 @@ from geofact.training import data, fused_ce, fused_gelu, fused_norm, optim
 from geofact.training import step as step_module
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler
+from geofact.training.stack import start_group
 from geofact.training.trainer import FactGroup, train_block
 from geofact.training.step import WAYS
 from geofact.training.traffic import paper_shape
@@ -137,6 +140,7 @@ def _block_seconds(configs: list[TrainConfig], steps: int, device: torch.device)
     train_group's blocks run them) after a block of WARM_STEPS that captures the graph and grows the allocator,
     wall time between two synchronisations: none of a call's fixed costs (weights drawn on the host, the
     stack built, the capture) is in it."""
+    device = start_group(configs, device, "step_ab")  # as train_group readies it (a CPU's threads and denormals)
     group = FactGroup(configs, device, torch.float32, None, None)
     train_block(group, range(WARM_STEPS), set(), None)
     if device.type == "cuda":

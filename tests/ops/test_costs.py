@@ -316,6 +316,11 @@ def test_recorded_runs_are_priced_at_their_stops_the_stack_paying_its_runs_steps
     assert priced.seconds(calibration, lambda c: step) == pytest.approx(expected)
     all_stopped = Group("p", "w", runs[:2]).with_records(records)
     assert all_stopped.seconds(calibration, lambda c: step) == pytest.approx(400 * (full - fixed) + 600 * fixed)
+    # geofact's kernels' launches are the stack's too, at their own cost: paid at its longest run's steps
+    launches = dataclasses.replace(calibration, counted=dataclasses.replace(rates, kernel_op_seconds=3e-5))
+    with_kernels = {**step, "kernel_ops": 10}
+    full, fixed = launches.counted.seconds(2e11, 4e9, 100, "tf32", 0.0, 10), 90 * 1e-5 + 10 * 3e-5
+    assert all_stopped.seconds(launches, lambda c: with_kernels) == pytest.approx(400 * (full - fixed) + 600 * fixed)
     # the formula's calibration splits the same way: its ops term is the stack's at no runs
     assert all_stopped.seconds(H100_SPEC) == pytest.approx(
         400 * (H100_SPEC.step_seconds(runs[0], 2) - H100_SPEC.step_seconds(runs[0], 0)) + 600 * H100_SPEC.step_seconds(runs[0], 0))

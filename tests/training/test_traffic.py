@@ -80,6 +80,9 @@ def test_a_step_counts_what_its_shapes_say(monkeypatch):
     assert four.bytes > 2 * one.bytes  # the logits and the output layer grow with N
     if fused_ce.TRITON:  # the fused kernels never write the logits: 2 x 32 x 256 floats, 6 passes, a step
         assert four.bytes - fused.bytes > 4 * 2 * 32 * 256 * 4 and fused.ops < four.ops
+        # their matmuls and launches counted apart (priced at the card's rates for them): none without the kernels
+        assert fused.kernel_flops > 0 == four.kernel_flops and fused.kernel_ops >= 4 > 0 == four.kernel_ops
+        assert fused.kernel_flops < fused.flops
     # the matmuls: forward and backward of V/O, the MLP and the output layer, two runs
     d, w, B = 8, 32, 32
     assert one.flops == pytest.approx(2 * 3 * 2 * B * (2 * d * d + 2 * d * w + d * 64), rel=0.35)
