@@ -19,7 +19,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Iterator
 
 import torch
@@ -109,29 +109,28 @@ def _adamw_trial(device: torch.device) -> None:
 
 
 @contextmanager
-def norms(kernels: bool) -> Iterator[None]:
+def _kernel_devices(module, name: str, kernels: bool) -> Iterator[None]:
+    """Inside, with `kernels` False, `module.<name>` (the devices where one of geofact's kernels runs) is empty, so
+    the steps made inside take torch's ops; with `kernels` True it is left as it is. Put back on leaving."""
+    before = getattr(module, name)
+    if not kernels:
+        setattr(module, name, ())
+    try:
+        yield
+    finally:
+        setattr(module, name, before)
+
+
+def norms(kernels: bool) -> AbstractContextManager[None]:
     """Steps made inside normalise (and take GELU's backward) through geofact's kernels where they run
     (geofact.training.fused_norm, fused_gelu), or with `kernels` False through torch's ops."""
-    before = fused_norm.DEVICES
-    if not kernels:
-        fused_norm.DEVICES = ()
-    try:
-        yield
-    finally:
-        fused_norm.DEVICES = before
+    return _kernel_devices(fused_norm, "DEVICES", kernels)
 
 
-@contextmanager
-def sampling(fused: bool) -> Iterator[None]:
+def sampling(fused: bool) -> AbstractContextManager[None]:
     """Stacks made inside draw their batches' keys through geofact's kernel where it runs
     (geofact.training.fused_sampler), or with `fused` False through torch's ops: the same batches."""
-    before = data.FUSED_DEVICES
-    if not fused:
-        data.FUSED_DEVICES = ()
-    try:
-        yield
-    finally:
-        data.FUSED_DEVICES = before
+    return _kernel_devices(data, "FUSED_DEVICES", fused)
 
 
 def _block_seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
