@@ -113,6 +113,13 @@ def chain_guess(earlier: list[int | None], d_max: int) -> int:
     return min(max(1, round(last * last / earlier[1])), d_max)
 
 
+def family_d_min(searches: list[DminSearch]) -> int | None:
+    """A family's d_min for the chain's guess: its curves' mean (rounded), those that failed within d_max left out;
+    None when all did."""
+    found = [s.d_min for s in searches if s.d_min is not None]
+    return round(sum(found) / len(found)) if found else None
+
+
 def find_d_min(accuracy_at: Callable[[int], float], level: float = 0.95, d_start: int = 2, d_max: int = 4096,
                rel_tol: float = 0.0) -> DminSearch:
     """Smallest d in [1, d_max] with accuracy_at(d) >= level.
@@ -142,7 +149,8 @@ def find_d_min_many(accuracies_at: Callable[[list[tuple[Hashable, int]]], list[f
 def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
                          answers: Callable[[], list[tuple[Hashable, int, float]]], keys: list[Hashable],
                          level: float = 0.95, d_start: int = 2, d_max: int = 4096,
-                         rel_tol: float = 0.0, after: dict[Hashable, Hashable] | None = None) -> dict[Hashable, DminSearch]:
+                         rel_tol: float = 0.0, after: dict[Hashable, Hashable] | None = None,
+                         together: dict[Hashable, Hashable] | None = None) -> dict[Hashable, DminSearch]:
     """find_d_min for several curves, each advancing as soon as its own answer comes back.
 
     `ask` is handed the (key, d) pairs to measure next; `answers()` waits until some of them are
@@ -154,6 +162,11 @@ def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
     `after` maps a curve to the curve it follows (its predecessor in a chain, e.g. the same curve at
     N / 2): it starts once that one is done, at `chain_guess` of the chain's results so far, instead
     of doubling from d_start.
+
+    `together` maps curves to a family (e.g. the seeds of one curve at one N): a chained family starts once every
+    curve of the family it follows is done, all its curves at one guess, `chain_guess` of the families' d_min
+    (`family_d_min`). Each curve's search is still its own, from that guess; while the curves of a family answer
+    alike they ask the same d at the same time, which a trainer stacks (runs of one shape: exp-scaling's seeds).
     """
     _check(level, d_start, d_max, rel_tol)
     follows = dict(after or {})
@@ -166,17 +179,24 @@ def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
                 raise ValueError(f"after has a cycle through {first!r}")
             seen.add(first)
             first = follows[first]
+    family = {k: (together or {}).get(k, k) for k in keys}
+    members: dict[Hashable, list[Hashable]] = {}
+    for k in keys:
+        members.setdefault(family[k], []).append(k)
+    for f, curves in members.items():
+        if len({family[follows[k]] if k in follows else None for k in curves}) != 1:
+            raise ValueError(f"the curves of family {f!r} must all follow curves of one family, or none")
     searches: dict[Hashable, Generator[int, float, DminSearch]] = {}
     outstanding: dict[Hashable, int] = {}
     done: dict[Hashable, DminSearch] = {}
-    waiting: dict[Hashable, list[Hashable]] = {}  # curve -> the curves that follow it
+    waiting: dict[Hashable, list[Hashable]] = {}  # family -> the curves that follow its curves
     for k, first in follows.items():
-        waiting.setdefault(first, []).append(k)
+        waiting.setdefault(family[first], []).append(k)
 
     def start(k: Hashable) -> tuple[Hashable, int]:
         earlier, p = [], follows.get(k)
         while p is not None:
-            earlier.append(done[p].d_min)
+            earlier.append(family_d_min([done[m] for m in members[family[p]]]))
             p = follows.get(p)
         guess = chain_guess(earlier, d_max) if earlier else None
         searches[k] = _search(level, d_start, d_max, rel_tol, guess)
@@ -197,7 +217,8 @@ def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
             except StopIteration as stop:
                 del outstanding[k]
                 done[k] = stop.value
-                following += [start(n) for n in waiting.pop(k, [])]
+                if all(m in done for m in members[family[k]]):
+                    following += [start(n) for n in waiting.pop(family[k], [])]
         if following:
             ask(following)
     return {k: done[k] for k in keys}

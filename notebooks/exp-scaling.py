@@ -35,6 +35,10 @@
 # (`chain_guess`), and gallops up or down from there in steps that double from `rel_tol` of the
 # guess. Where accuracy grows with $d$ the guess changes which $d$ are tried, not the bracket
 # found, and near $d_{\min}$ it needs a few runs instead of a doubling from `d_start` at every $N$.
+# With `seeds_together` the seeds of a curve start each $N$ together, once every seed's search at the
+# $N$ before is done, from one guess (the seeds' mean $d_{\min}$ along the chain): each seed's search is
+# still its own, but while the seeds answer alike they ask for the same $d$ at once, and those runs
+# train as one stack (on a GPU a stack of two small runs costs about one run's step).
 # Each seed gives its own $d_{\min}(N)$, so the fits see the seed-to-seed spread and their
 # confidence intervals (Student $t$ on the slope of the least-squares line: $b$ of $a + b\log_2 N$,
 # $\alpha$ of $\log d = \log c + \alpha \log N$) are honest about it. Each search tries its next $d$ as soon as its last run is trained
@@ -67,6 +71,7 @@ seeds = [0, 1]  # each seed is its own search: d_min(N) per seed
 lr = 1e-3  # the capacity grid's rate (exp-capacity checks it by a sweep)
 batch_size = 1024  # fixed steps: at every N; fixed epochs: at the largest N, in proportion to N below
 max_steps = 15000
+seeds_together = True  # the seeds of a curve start each N from one guess, so their trials stack while they agree
 decide_every = 500  # a trial stops at the first multiple of this many steps where its accuracy crosses `level` (None: never)
 budgets = ["fixed steps", "fixed epochs"]  # the verdicts use "fixed steps" (the paper's)
 epoch_widths = [64, "4d"]  # the widths that run the fixed-epochs budget too (it judges nothing)
@@ -121,6 +126,8 @@ if not 0 < ci_level < 1 or alpha_tolerance not in alpha_tolerances:
     raise ValueError(f"ci_level must be in (0, 1) (got {ci_level}) and alpha_tolerances must include alpha_tolerance")
 if not set(epoch_widths) <= set(widths):
     raise ValueError(f"epoch_widths must be among widths {widths}, got {epoch_widths}")
+if not isinstance(seeds_together, bool):
+    raise ValueError(f"seeds_together must be True or False, got {seeds_together!r}")
 if decide_every is not None and not (type(decide_every) is int and 1 <= decide_every < max_steps):
     raise ValueError(f"decide_every must be None or an integer in [1, max_steps={max_steps}), got {decide_every!r}")
 REGIMES = {"learned": False, "frozen": True}
@@ -155,7 +162,9 @@ with SweepPool(cache, device=device) as pool:
         return [(key, d, record["accuracy"]) for (key, d), record in done]
 
     follows = {c: c[:3] + (N_values[N_values.index(c[3]) - 1], c[4]) for c in curves if c[3] != N_values[0]}  # the same curve at the N before
-    searches = find_d_min_streaming(ask, answers, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol, after=follows)
+    together = {c: c[:4] for c in curves} if seeds_together else None  # a family: one curve's seeds at one N
+    searches = find_d_min_streaming(ask, answers, curves, level=level, d_start=d_start, d_max=d_max, rel_tol=rel_tol,
+                                    after=follows, together=together)
 unique = list({str(sorted(r["config"].items())): r for r in records.values()}.values())  # the two budgets share runs at the largest N
 report.number("runs", len(unique))
 report.number("train_seconds", training_seconds(unique))

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from geofact.d_min_search import (LOG_FORM, POWER_FORM, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
+from geofact.d_min_search import (LOG_FORM, POWER_FORM, DminSearch, chain_guess, find_d_min, find_d_min_many, find_d_min_streaming,
                                      fit_log, fit_power)
 
 
@@ -162,6 +162,51 @@ def test_chained_searches_refuse_unknown_curves_and_cycles():
     for after, match in [({1: 7}, "among keys"), ({0: 1, 1: 0}, "cycle")]:
         with pytest.raises(ValueError, match=match):
             find_d_min_streaming(lambda asks: None, lambda: [], [0, 1], after=after)
+
+
+def _seeds(truths: dict[tuple[int, int], int], together: bool):
+    """d_min searches of curves (n, seed) on step accuracies (1 from truths[n, seed] on), each chained to the
+    same seed at n - 1, the seeds of an n one family when `together`; answered a stack at a time, as SweepPool
+    trains the runs queued at one shape (one n, one d) together. Returns the searches and the stacks."""
+    waiting, stacks = [], []
+
+    def answers():
+        n, d = waiting[0][0][0], waiting[0][1]
+        stack = [(k, e) for k, e in waiting if (k[0], e) == (n, d)]
+        for pair in stack:
+            waiting.remove(pair)
+        stacks.append(stack)
+        return [(k, e, float(e >= truths[k])) for k, e in stack]
+
+    keys = list(truths)
+    after = {(n, s): (n - 1, s) for n, s in keys if n > 0}
+    searches = find_d_min_streaming(waiting.extend, answers, keys, d_start=4, d_max=1024, rel_tol=0.1, after=after,
+                                    together={(n, s): n for n, s in keys} if together else None)
+    return searches, stacks
+
+
+def test_seeds_searched_together_start_at_one_guess_stack_while_they_agree_and_each_brackets_its_own_d_min():
+    from geofact.d_min_search import family_d_min
+
+    alike = {(n, s): t for n, t in enumerate([5, 7, 12, 20, 33, 50]) for s in range(2)}
+    searches, stacks = _seeds(alike, together=True)
+    assert all(len(stack) == 2 for stack in stacks)  # seeds that answer alike train every run stacked
+    assert {k: s.d_min for k, s in searches.items()} == {k: s.d_min for k, s in _seeds(alike, together=False)[0].items()}
+    # seeds whose d_min differ (as trained seeds do, by a few percent to a third)
+    truths = alike | {(1, 1): 8, (3, 1): 26, (4, 1): 40, (5, 0): 61}
+    searches, stacks = _seeds(truths, together=True)
+    for k, t in truths.items():  # each curve's own level, bracketed to rel_tol
+        lo, hi = searches[k].bracket
+        assert searches[k].d_min == hi and lo < t <= hi and hi - lo <= max(1, math.floor(0.1 * hi))
+    for n in range(1, 6):  # a family starts once the one before it is done, every seed at the families' guess
+        earlier = [family_d_min([searches[m, s] for s in range(2)]) for m in range(n - 1, -1, -1)]
+        assert searches[n, 0].trials[0][0] == searches[n, 1].trials[0][0] == chain_guess(earlier, 1024)
+    _, alone = _seeds(truths, together=False)
+    runs = sum(len(s.trials) for s in searches.values())
+    assert sum(map(len, stacks)) == runs and len(stacks) < 0.75 * len(alone)  # about as many runs, in fewer stacks
+    assert family_d_min([searches[0, 0], DminSearch(0.95, None, 1024)]) == searches[0, 0].d_min  # a failed seed left out
+    with pytest.raises(ValueError, match="one family"):
+        find_d_min_streaming(lambda asks: None, lambda: [], [0, 1, 2], after={1: 0}, together={0: "a", 1: "b", 2: "b"})
 
 
 def test_log_log_curvature_is_zero_for_a_power_law_and_negative_for_a_logarithm():

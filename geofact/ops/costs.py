@@ -405,10 +405,12 @@ def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     suggest (128 learned, 512 frozen, at N = 4096, scaled by log N), each a stack of its own; except the first N's
     doubling, d_start, 2 d_start, ..., which every search of a width asks for at once while it fails, so the
     sweep's pool stacks them (geofact.training.sweep.SweepPool: runs queued together stack, seeds and frozen or
-    not being stackable)."""
+    not being stackable). With `seeds_together` the seeds of a curve start each N after the first at one guess
+    (geofact.d_min_search, `together`), so that trial is one stack of every seed; the seeds' later trials are
+    priced one run a stack, though they stack too while the seeds answer alike."""
     p = params
     decided = (p["level"], p["decide_every"]) if p.get("decide_every") else None  # priced by `expected_steps`
-    single, shared = [], []
+    single, shared, joint = [], [], []
     for frozen in (False, True):
         for width in p["widths"]:
             for budget in p["budgets"]:
@@ -428,9 +430,13 @@ def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
                                                batch_size=min(batch, N * p["R"]), task_seed=t,
                                                precision=p.get("precision", "fp32"), stop_accuracy=decided)
                         shared += [trial(min(p["d_start"] * 2**i, p.get("d_max", 4096)), i) for i in range(doubling)]
-                        single += [trial(d, t) for t in range(doubling, trials)]
+                        at_guess = 1 if p.get("seeds_together") and not first else 0
+                        joint += [trial(d, doubling)] * at_guess
+                        single += [trial(d, t) for t in range(doubling + at_guess, trials)]
     # one trial at a time otherwise: a search's next d waits for its last, and the chains' trials are at other d (shapes)
     return (groups_of("exp-scaling", "d_min searches (first N's doubling, stacked)", shared, size, guess=True)
+            + groups_of("exp-scaling", "d_min searches (each N's guess, seeds stacked)", joint,
+                        lambda c: min(len(p["seeds"]), size(c)), guess=True)
             + groups_of("exp-scaling", "d_min searches (trials, d guessed)", single, lambda c: 1, guess=True)), []
 
 
