@@ -388,6 +388,10 @@ def plan_multihop(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
 # its curve extrapolates and gallops from there): at the laptop profile (66d0687, 48 chained searches over N = 16
 # to 512) they took 2 to 4, 2.65 on average; priced at 3 (the first N of each chain brackets by doubling)
 CHAINED_TRIALS = 3
+# Seeds searched together (exp-scaling's `seeds_together`) start each N from one guess and ask for the same d while
+# they answer alike: replayed on the laptop profile's accuracies (bench/bench_dmin_stacking.py, dc3c036), the chained
+# searches of 2 seeds trained 120 runs in 59 stacks (2.03 a stack; apart, 105 runs in 95), so a trial is priced as
+# one stack of every seed
 
 
 def search_trials(d_guess: int, d_start: int, rel_tol: float, chained: bool) -> int:
@@ -406,8 +410,8 @@ def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     doubling, d_start, 2 d_start, ..., which every search of a width asks for at once while it fails, so the
     sweep's pool stacks them (geofact.training.sweep.SweepPool: runs queued together stack, seeds and frozen or
     not being stackable). With `seeds_together` the seeds of a curve start each N after the first at one guess
-    (geofact.d_min_search, `together`), so that trial is one stack of every seed; the seeds' later trials are
-    priced one run a stack, though they stack too while the seeds answer alike."""
+    (geofact.d_min_search, `together`) and ask for the same d while they answer alike: each trial is priced as one
+    stack of every seed (measured: CHAINED_TRIALS' note)."""
     p = params
     decided = (p["level"], p["decide_every"]) if p.get("decide_every") else None  # priced by `expected_steps`
     single, shared, joint = [], [], []
@@ -430,12 +434,11 @@ def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
                                                batch_size=min(batch, N * p["R"]), task_seed=t,
                                                precision=p.get("precision", "fp32"), stop_accuracy=decided)
                         shared += [trial(min(p["d_start"] * 2**i, p.get("d_max", 4096)), i) for i in range(doubling)]
-                        at_guess = 1 if p.get("seeds_together") and not first else 0
-                        joint += [trial(d, doubling)] * at_guess
-                        single += [trial(d, t) for t in range(doubling + at_guess, trials)]
+                        stacked = p.get("seeds_together") and not first
+                        (joint if stacked else single).extend(trial(d, t) for t in range(doubling, trials))
     # one trial at a time otherwise: a search's next d waits for its last, and the chains' trials are at other d (shapes)
     return (groups_of("exp-scaling", "d_min searches (first N's doubling, stacked)", shared, size, guess=True)
-            + groups_of("exp-scaling", "d_min searches (each N's guess, seeds stacked)", joint,
+            + groups_of("exp-scaling", "d_min searches (trials, d guessed, seeds stacked)", joint,
                         lambda c: min(len(p["seeds"]), size(c)), guess=True)
             + groups_of("exp-scaling", "d_min searches (trials, d guessed)", single, lambda c: 1, guess=True)), []
 

@@ -194,6 +194,12 @@ def test_d_min_searches_are_priced_as_chains_one_trial_at_a_time_but_the_first_n
     assert all(g.runs == 1 for g in single)  # a search's next d waits for its last
     per_regime = {frozen: 2 * (first[frozen] - doubling[frozen] + 2 * CHAINED_TRIALS) for frozen in (False, True)}
     assert {frozen: sum(1 for g in single if g.config.frozen_embeddings == frozen) for frozen in (False, True)} == per_regime
+    # with the seeds searched together, every chained trial is one stack of both seeds, the first N's as before
+    (together,) = plan_pages({"exp-scaling": {**scaling, "seeds_together": True}}, H100_SPEC, lambda c: 64)
+    chained = [g for g in together.groups if g.config.N > 128]
+    assert sorted((g.config.N, g.runs) for g in chained) == [(N, 2) for N in (256, 512) for _ in range(2 * CHAINED_TRIALS)]
+    assert [g for g in together.groups if g.config.N == 128] == [g for g in plan.groups if g.config.N == 128]
+    assert together.seconds < plan.seconds
 
 
 def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_its_count():
