@@ -5,7 +5,8 @@ config (`TrainConfig.precision`, `MultiHopConfig.precision`), so it keys the cac
     tf32  float32 tensors, matmuls on CUDA's TF32 tensor cores (10-bit mantissa products, float32
           accumulation): several times the float32 rate on an H100, the default of `--device cuda`
     bf16  the forward under torch.autocast(bfloat16) (matmuls in bfloat16, float32 accumulation),
-          weights, gradients and optimiser state in float32
+          weights, gradients and optimiser state in float32; single-hop stacks with uniform attention take
+          the same casts with the backward written out (geofact.training.step_bf16), the rest autograd
 
 Whatever the policy, the loss and the stop rule are computed in float32 (the logits are cast up
 before the cross-entropy), and so are the mechanism analyses, which read the float32 weights. The

@@ -27,6 +27,7 @@ import torch
 from geofact.host import as_device
 from geofact.training import data, fused_ce, fused_gelu, fused_norm, optim
 from geofact.training import step as step_module
+from geofact.training import trainer as trainer_module
 from geofact.training.config import TrainConfig
 from geofact.training.data import FactSampler
 from geofact.training.stack import start_group
@@ -37,6 +38,8 @@ from geofact.training.traffic import paper_shape
 WARM_STEPS = 5  # steps of a stack before it is timed: its graph captured, its allocator grown
 # one torch fused AdamW call per learning rate, or per run; or every run in one launch of geofact's kernel
 OPTIMISERS = ("together", "per run", "fused kernel")
+# a bf16 stack's step: written out (geofact.training.step_bf16, from 2026-11-30) or autograd under autocast (before)
+BF16_WAYS = ("written out", "autograd")
 
 
 @contextmanager
@@ -51,6 +54,21 @@ def output_layer(way: str, device: torch.device) -> Iterator[None]:
     finally:
         step_module.WHOLE_WAY.clear()
         step_module.WHOLE_WAY.update(before)
+
+
+@contextmanager
+def bf16_step(how: str) -> Iterator[None]:
+    """bf16 stacks made inside step `how` (one of BF16_WAYS): through geofact.training.step_bf16 where it covers
+    them, or through autograd under autocast."""
+    if how not in BF16_WAYS:
+        raise ValueError(f"how must be one of {BF16_WAYS}, got {how!r}")
+    before = trainer_module.covers_bf16
+    if how == "autograd":
+        trainer_module.covers_bf16 = lambda *args: False
+    try:
+        yield
+    finally:
+        trainer_module.covers_bf16 = before
 
 
 @contextmanager
@@ -179,7 +197,7 @@ def ways(device: torch.device) -> list[str]:
 
 def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, N: int = 4096, steps: int = 20,
          precisions=("tf32", "bf16"), optimisers: bool = True) -> Iterator[dict]:
-    """Per (d, precision), as each is timed: ms a step each way (`ms`, by way), the fastest way, each
+    """Per (d, precision), as each is timed: ms a step each way (`ms`, by way; under bf16 each of BF16_WAYS), the fastest way, each
     way's ms over the fastest's (`relative`: 1 for the fastest) and the largest difference of the runs'
     last losses between any two ways (rounding only); with `optimisers`, also ms a step of the device's own
     way with the runs stepped each way of OPTIMISERS (`optimiser_ms`) and the faster (`optimiser_fastest`); where
@@ -200,7 +218,10 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
         for precision in precisions:
             configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
             timed, errors = {}, {}
-            for way in ways(device):
+            for how in BF16_WAYS if precision == "bf16" else ():  # its own output layer: no way to choose
+                with bf16_step(how):
+                    timed[how] = time_step(configs, device, step_module.DEFAULT_WAY, steps)
+            for way in ways(device) if precision != "bf16" else ():
                 try:
                     timed[way] = time_step(configs, device, way, steps)
                 except Exception as error:  # noqa: BLE001 - new kernels that fail on a card are reported, the rest timed
@@ -215,8 +236,8 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
                    "loss_difference": max(abs(a - b) for x in losses for y in losses for a, b in zip(x, y)), "errors": errors,
                    "kernel_errors": kernel_errors}
             own = step_module.default_way(device, len(configs), configs[0].batch_size, d)
-            own = step_module.DEFAULT_WAY if own in errors else own
-            if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # bf16 steps through autograd
+            own = step_module.DEFAULT_WAY if own in errors or precision == "bf16" else own
+            if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # bf16 normalises by torch's ops
                 with norms(False):
                     row["norm_ms"] = {"kernels": ms[own], "torch ops": 1e3 * time_step(configs, device, own, steps)[0]}
                 with sampling(False):

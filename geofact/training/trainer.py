@@ -44,6 +44,7 @@ from geofact.precision import at_least_fp32, computing_in
 from geofact.training.resume import GroupCheckpoint, GroupState, stack_state
 from geofact.training.stack import StackedGroup, StackedUpdates, run_weights, stack_params, start_group, train_in_blocks
 from geofact.training.step import covers, loss_and_grads
+from geofact.training.step_bf16 import covers_bf16, loss_and_grads_bf16
 
 
 @dataclass
@@ -120,8 +121,10 @@ class FactGroup(StackedGroup):
         self.past_stop = configs[0].read_past_stop  # one value per stack: it is part of the shape key
         self.tail_every = configs[0].keep_tail[0] if configs[0].keep_tail else None  # so is keep_tail
         self.accuracy_stop = configs[0].stop_accuracy  # and stop_accuracy
-        # the backward written out (geofact.training.step), in float32 matmuls; autograd for bf16 and the rest
-        self.by_hand = covers(self.update.params) and self.precision != "bf16"
+        # the backward written out: geofact.training.step, or under bf16 geofact.training.step_bf16 (uniform attention,
+        # whole logits); autograd for the rest
+        self.by_hand = (covers_bf16(self.update.params, configs[0].batch_size, device) if self.precision == "bf16"
+                        else covers(self.update.params))
         tables = [facts(c.N, c.R, c.bijection_seed) for c in configs]
         self.n_facts = [len(t) for t in tables]
         n_max = max(self.n_facts)
@@ -164,6 +167,10 @@ class FactGroup(StackedGroup):
         """Each run's loss (M',) on its batch (M', B, 3), and the gradients of their sum; the loss in
         float32 whatever the precision policy."""
         params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
+        if self.by_hand and self.precision == "bf16":  # its own casts, outside autocast
+            out, row_masks = self.update.grad_targets() or (None, None)
+            return loss_and_grads_bf16(params, batch[..., 0], batch[..., 1], batch[..., 2], wanted=self.update.names,
+                                       out=out, row_masks=row_masks)
         with computing_in(self.precision, self.device):
             if self.by_hand:  # the gradients straight into the optimiser's buffer
                 out, row_masks = self.update.grad_targets() or (None, None)

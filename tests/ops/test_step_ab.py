@@ -122,3 +122,17 @@ def test_the_norms_and_the_sampler_are_timed_both_ways_where_the_kernels_run_and
     assert tf32["sampler_ms"] == {"kernel": pytest.approx(1.0), "torch ops": pytest.approx(3.0)}
     assert "norm_ms" not in bf16 and ((), sampler_before) in seen and (before, ()) in seen
     assert fused_norm.DEVICES == before and data.FUSED_DEVICES == sampler_before
+
+
+def test_a_bf16_row_times_the_written_out_step_against_autograd_and_puts_the_setting_back():
+    from geofact.ops.step_ab import BF16_WAYS, bf16_step
+    from geofact.training import trainer
+
+    before = trainer.covers_bf16
+    (row,) = compare("cpu", ds=(8,), runs=3, N=64, steps=4, precisions=("bf16",), optimisers=False)
+    assert trainer.covers_bf16 is before
+    assert set(row["ms"]) == set(BF16_WAYS) and row["fastest"] in BF16_WAYS and row["precision"] == "bf16"
+    assert row["loss_difference"] < 1e-2  # the same bfloat16 arithmetic to rounding
+    with pytest.raises(ValueError, match="how must be one of"):
+        with bf16_step("fused"):
+            pass

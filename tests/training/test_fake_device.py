@@ -84,6 +84,18 @@ def test_a_single_hop_group_trains_whole_blocks_on_the_device_reading_once_per_b
     assert [t for t, _ in results[0].accuracy_curve] == [0, 4, 8, 12]
 
 
+def test_a_bf16_group_trains_through_its_written_out_step_on_the_device_reading_once_per_block(kernels):
+    from geofact.training import trainer
+
+    reads = Reads(fill=10**6)
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        group = trainer.FactGroup(configs(12, precision="bf16"), torch.device("meta"), torch.float32, None, None)
+        assert group.by_hand  # geofact.training.step_bf16
+        results = train_group(configs(12, precision="bf16"), device="meta", block_steps=5, checkpoints=(0, 6))
+    assert len([call for call in reads.calls if len(call) >= 2]) == 3
+    assert [r.steps for r in results] == [12, 12, 12] and set(results[0].checkpoints) == {0, 6}
+
+
 def test_a_run_that_stops_inside_a_block_leaves_the_stack_at_its_end_without_a_host_read(kernels):
     reads = Reads(fill=10**6, stops={0: (1, 3)})  # the run at stack position 1 stops at step 3
     with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
