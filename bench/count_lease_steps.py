@@ -90,7 +90,7 @@ def main() -> None:
         return worker()
     from geofact.ops.calibration import (Calibration, calibration_path, fit_counted, load_calibration, stored_cards,
                                          timed_groups, timed_step)
-    from geofact.ops.costs import counted_seconds, kernel_rates, run_records
+    from geofact.ops.costs import kernel_rates, run_records
     from geofact.provenance import git_commit
     from geofact.store import write_json
 
@@ -133,7 +133,7 @@ def main() -> None:
                 break
     calibration = dataclasses.replace(Calibration.from_dict(stored["calibration"]), counted=counted_rates)
     for (scaled, seconds, what) in points:
-        predicted = counted_seconds(counted_rates, scaled, precision)
+        predicted = counted_rates.seconds(scaled, precision)
         print(f"  {what:<32} {scaled['bytes'] / 1e9:7.3f} GB {scaled['ops']:6.0f} ops  {seconds * 1e3:7.2f} ms measured  "
               f"{predicted * 1e3:7.2f} predicted ({predicted / seconds - 1:+.0%})")
     print(f"{counted_rates.bandwidth / 1e9:.0f} GB/s, {counted_rates.op_seconds * 1e6:.2f} us/op, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -73,10 +74,12 @@ class CountedRates:
     kernel_flops: float | None = None
     kernel_op_seconds: float | None = None
 
-    def seconds(self, flops: float, moved: float, ops: float, precision: str, kernel: float = 0.0,
-                kernel_ops: float = 0.0) -> float:
-        """A step's seconds from its counted FLOPs, bytes `moved` and ops, of which `kernel` FLOPs and `kernel_ops`
-        ops in geofact's kernels."""
+    def seconds(self, counted: Mapping[str, float], precision: str) -> float:
+        """A step's seconds from its count {"flops", "bytes", "ops", "kernel_flops", "kernel_ops"} (of the FLOPs and
+        ops, those in geofact's kernels; geofact.training.dispatch_count.count_step): a key it lacks counts nothing
+        (a count kept before geofact's kernels were counted apart, or a step's launches alone)."""
+        flops, moved, ops = counted.get("flops", 0.0), counted.get("bytes", 0.0), counted["ops"]
+        kernel, kernel_ops = counted.get("kernel_flops", 0.0), counted.get("kernel_ops", 0.0)
         rate = self.matmul_flops.get(precision) or self.matmul_flops["fp32"]
         launch = self.op_seconds if self.kernel_op_seconds is None else self.kernel_op_seconds
         return ((flops - kernel) / rate + kernel / (self.kernel_flops or rate) + moved / self.bandwidth
@@ -166,7 +169,8 @@ def _capped_fit(A: np.ndarray, t: np.ndarray, cap: float) -> tuple[float, float,
 def _capped_nnls(A: np.ndarray, t: np.ndarray, caps: list[float | None]) -> tuple[np.ndarray, np.ndarray]:
     """(x, relative errors) for step seconds t = A @ x, x >= 0, by non-negative least squares in relative error,
     each x[j] at least 1 / caps[j] where a cap is given (a rate no higher than the card's peak), the errors as the
-    capped x prices the steps; a column no timed step has (all zero) gets the x of the first column."""
+    capped x prices the steps; a column no timed step has (all zero) gets 0, which prices nothing the steps hold: its
+    caller says the column was not timed (`fit_counted`: None)."""
     from scipy.optimize import nnls
 
     present = A.max(0) > 0
@@ -174,8 +178,7 @@ def _capped_nnls(A: np.ndarray, t: np.ndarray, caps: list[float | None]) -> tupl
     x = np.zeros(A.shape[1])
     x[present], _ = nnls((A / scale / t[:, None])[:, present], np.ones(len(t)))
     x = x / scale
-    x = np.array([max(v, 1 / cap) if cap else v for v, cap in zip(x, caps)])
-    x[~present] = x[0]
+    x = np.array([max(v, 1 / cap) if cap and ok else v for v, cap, ok in zip(x, caps, present)])
     return x, A @ x / t - 1
 
 
@@ -227,14 +230,15 @@ def fit_counted(points: list[tuple[dict, float, str]], fp32_peak: float, precisi
     t = np.array([seconds for _, seconds, _ in points])
     cap = PEAK_OVER_FP32[precision] * fp32_peak
     x, errors = _capped_nnls(A, t, [cap, cap, None, None, None])
-    rate, kernel_rate, inverse_bandwidth, op_seconds, launch = 1 / x[0], 1 / x[1], x[2], x[3], x[4]
     timed_kernels = any(c.get("kernel_flops", 0.0) > 0 for c, _, _ in points)
     launched = any(c.get("kernel_ops", 0.0) > 0 for c, _, _ in points)
+    rate, inverse_bandwidth, op_seconds, launch = 1 / x[0], x[2], x[3], x[4]
+    kernel_rate = 1 / x[1] if timed_kernels else None
     worst = int(np.argmax(np.abs(errors)))
     # another policy's matmuls at this one's rate times the data sheet's ratio of their peaks (its own rate once timed)
     rates = {other: float(min(rate * PEAK_OVER_FP32[other] / PEAK_OVER_FP32[precision], PEAK_OVER_FP32[other] * fp32_peak))
              for other in PEAK_OVER_FP32}
-    return CountedRates(matmul_flops={**rates, precision: float(rate)}, kernel_flops=float(kernel_rate) if timed_kernels else None,
+    return CountedRates(matmul_flops={**rates, precision: float(rate)}, kernel_flops=None if kernel_rate is None else float(kernel_rate),
                         kernel_op_seconds=float(launch) if launched else None,
                         bandwidth=float(1 / max(inverse_bandwidth, 1e-15)), op_seconds=float(op_seconds),
                         source=f"fitted to {len(points)} timed steps counted as the code that ran them: worst error "

@@ -91,8 +91,8 @@ class Group:
             counted = counts(list(self.configs))
             # its launches, geofact's kernels' at their own cost
             launches = {"ops": counted["ops"], "kernel_ops": counted.get("kernel_ops", 0.0)}
-            fixed = counted_seconds(calibration.counted, launches, self.config.precision)
-            step = counted_seconds(calibration.counted, counted, self.config.precision)
+            fixed = calibration.counted.seconds(launches, self.config.precision)
+            step = calibration.counted.seconds(counted, self.config.precision)
         else:
             fixed = calibration.step_seconds(self.config, 0)
             step = calibration.step_seconds(self.config, self.runs)
@@ -593,21 +593,13 @@ def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -
         precision = "tf32" if device.startswith("cuda") else "fp32"  # what the leases' groups ran under
         for row in rows:
             step = timed_step(row)
-            predicted = counted_seconds(calibration.counted, step, precision)
+            predicted = calibration.counted.seconds(step, precision)
             errors.append(predicted / row["seconds"] - 1)
             lines.append(f"  {card}: {row['what']}: {row['seconds'] * 1e3:.2f} ms a step measured, {predicted * 1e3:.2f} "
                          f"predicted from {step['bytes'] / 1e9:.2f} GB and {step['ops']:.0f} ops ({errors[-1]:+.0%})")
         if errors:
             lines.append(f"  {card}: {len(errors)} steps, worst error {max(errors, key=abs):+.0%}")
     return lines
-
-
-def counted_seconds(rates: CountedRates, counted: Mapping[str, float], precision: str) -> float:
-    """A step's seconds at a card's counted rates from its count {"flops", "bytes", "ops", "kernel_flops",
-    "kernel_ops"} (geofact.training.dispatch_count.count_step; a key it lacks counts nothing: a count kept before
-    geofact's kernels were counted apart, or a step's launches alone)."""
-    return rates.seconds(counted.get("flops", 0.0), counted.get("bytes", 0.0), counted["ops"], precision,
-                         counted.get("kernel_flops", 0.0), counted.get("kernel_ops", 0.0))
 
 
 def kernel_rates(rates: CountedRates) -> str:
@@ -633,7 +625,7 @@ def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32")
         traffic = StepTraffic(**{**asdict(traffic), "precision": precision})
         shape = max(configs, key=lambda c: c.R)
         formula = calibration.step_seconds(shape, runs)
-        counted = (counted_seconds(calibration.counted, asdict(traffic), precision)
+        counted = (calibration.counted.seconds(asdict(traffic), precision)
                    if calibration.counted is not None else None)
         rows.append({**traffic.as_dict(), "bytes_per_step": traffic.bytes, "flops_per_step": traffic.flops,
                      "ops_per_step": traffic.ops, "plan_bytes": runs * step_bytes(shape), "formula_ms": 1e3 * formula,

@@ -3,6 +3,7 @@
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 from geofact.ops.calibration import H100_SPEC, Calibration, fit, group_timings
@@ -208,18 +209,23 @@ def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_
     truth = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=2e12, op_seconds=1.5e-6, source="test")
     steps = [{"flops": f, "bytes": b, "ops": o} for f, b, o in [(3.6e10, 9e9, 540), (1.8e11, 1.4e10, 540), (2e8, 4e7, 300),
                                                                  (5e8, 1.2e8, 336), (2.3e12, 5e10, 520), (1e9, 1e9, 260)]]
-    points = [(s, truth.seconds(s["flops"], s["bytes"], s["ops"], "tf32"), f"step {i}") for i, s in enumerate(steps)]
+    points = [(s, truth.seconds(s, "tf32"), f"step {i}") for i, s in enumerate(steps)]
     fitted = fit_counted(points, fp32_peak=67e12, precision="tf32")
     assert fitted.bandwidth == pytest.approx(2e12, rel=1e-6) and fitted.op_seconds == pytest.approx(1.5e-6, rel=1e-6)
     assert fitted.matmul_flops["tf32"] == pytest.approx(2e14, rel=1e-6) and re.search(r"worst error [+-]0%", fitted.source)
     assert fitted.matmul_flops["bf16"] == pytest.approx(4e14, rel=1e-6)  # the data sheet's ratio to tf32's
     assert fitted.kernel_flops is None and fitted.kernel_op_seconds is None  # no timed step ran geofact's kernels
-    assert fitted.seconds(1e12, 0, 0, "tf32", kernel=4e11) == pytest.approx(1e12 / 2e14)
+    from geofact.ops.calibration import _capped_nnls
+
+    A = np.array([[1.0, 0.0, 2.0], [3.0, 0.0, 1.0], [1.0, 0.0, 1.0]])  # a column no step has: 0, whatever its cap
+    x, errors = _capped_nnls(A, A @ np.array([0.5, 0.0, 0.25]), [None, 1.0, None])
+    assert x[1] == 0 and x[[0, 2]] == pytest.approx([0.5, 0.25]) and np.abs(errors).max() < 1e-9
+    assert fitted.seconds({"flops": 1e12, "ops": 0, "kernel_flops": 4e11}, "tf32") == pytest.approx(1e12 / 2e14)
     # geofact's kernels' FLOPs at their own rate, told apart from cuBLAS's where the timed steps ran both
     slow = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=2e12, op_seconds=1.5e-6, source="test", kernel_flops=5e13,
                         kernel_op_seconds=2e-5)
     kernels = [{**s, "kernel_flops": k, "kernel_ops": n} for s, k, n in zip(steps, (1e10, 0, 1e8, 0, 1.2e12, 0), (8, 0, 6, 0, 5, 2))]
-    fitted = fit_counted([(s, slow.seconds(s["flops"], s["bytes"], s["ops"], "tf32", s["kernel_flops"], s["kernel_ops"]),
+    fitted = fit_counted([(s, slow.seconds(s, "tf32"),
                            f"step {i}") for i, s in enumerate(kernels)], fp32_peak=67e12, precision="tf32")
     assert fitted.kernel_flops == pytest.approx(5e13, rel=1e-6) and fitted.matmul_flops["tf32"] == pytest.approx(2e14, rel=1e-6)
     assert fitted.kernel_op_seconds == pytest.approx(2e-5, rel=1e-6) and fitted.op_seconds == pytest.approx(1.5e-6, rel=1e-6)
@@ -237,10 +243,10 @@ def test_counted_rates_are_recovered_from_steps_they_timed_and_price_a_group_by_
         asked.append(len(configs))
         return steps[0]
 
-    assert single.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(3.6e10, 9e9, 540, "tf32"), rel=1e-6)
+    assert single.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(steps[0], "tf32"), rel=1e-6)
     assert single.seconds(calibration) == pytest.approx(100 * H100_SPEC.step_seconds(single.config, 2))  # no counts given
     hop = Group("p", "w", (MultiHopConfig(N=64, R=2, k=2, d=16, batch_size=32, max_steps=100, precision="tf32"),))
-    assert hop.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(3.6e10, 9e9, 540, "tf32"), rel=1e-6)
+    assert hop.seconds(calibration, counts) == pytest.approx(100 * truth.seconds(steps[0], "tf32"), rel=1e-6)
     assert hop.seconds(calibration) == pytest.approx(100 * H100_SPEC.step_seconds(hop.config, 1))  # the formula's
     assert asked == [2, 1]
 
@@ -312,7 +318,7 @@ def test_recorded_runs_are_priced_at_their_stops_the_stack_paying_its_runs_steps
     runs = tuple(TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=1000, seed=s, precision="tf32") for s in range(4))
     step = {"flops": 2e11, "bytes": 4e9, "ops": 100}
     group = Group("p", "w", runs)
-    full, fixed = rates.seconds(2e11, 4e9, 100, "tf32"), 100 * 1e-5
+    full, fixed = rates.seconds({"flops": 2e11, "bytes": 4e9, "ops": 100}, "tf32"), 100 * 1e-5
     assert group.seconds(calibration, lambda c: step) == pytest.approx(1000 * full)
     records = {runs[0].key(): {"steps": 200}, runs[1].key(): {"steps": 600}, "other": {"steps": 5}}
     priced = group.with_records(records)
@@ -325,7 +331,7 @@ def test_recorded_runs_are_priced_at_their_stops_the_stack_paying_its_runs_steps
     # geofact's kernels' launches are the stack's too, at their own cost: paid at its longest run's steps
     launches = dataclasses.replace(calibration, counted=dataclasses.replace(rates, kernel_op_seconds=3e-5))
     with_kernels = {**step, "kernel_ops": 10}
-    full, fixed = launches.counted.seconds(2e11, 4e9, 100, "tf32", 0.0, 10), 90 * 1e-5 + 10 * 3e-5
+    full, fixed = launches.counted.seconds({"flops": 2e11, "bytes": 4e9, "ops": 100, "kernel_ops": 10}, "tf32"), 90 * 1e-5 + 10 * 3e-5
     assert all_stopped.seconds(launches, lambda c: with_kernels) == pytest.approx(400 * (full - fixed) + 600 * fixed)
     # the formula's calibration splits the same way: its ops term is the stack's at no runs
     assert all_stopped.seconds(H100_SPEC) == pytest.approx(
