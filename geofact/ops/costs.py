@@ -36,6 +36,13 @@ from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, ste
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
 
 LEASE_ORDER = ("exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling")
+# Pages whose verdicts read run records alone: on a lease a run whose record an earlier lease brought back is not
+# trained again (geofact.training.sweep.SweepPool.cached). The mechanism pages read weights, which records do not
+# carry: they train their grids again whatever is on record.
+RECORDS_SUFFICE = ("exp-capacity", "exp-multihop", "exp-scaling")
+# exp-capacity's groups whose runs' states the mechanism pages analyse: on record or not, trained again for them
+WEIGHTS_READ = ("capacity grid",)
+AGAIN = "capacity grid again (the mechanism pages' weights)"
 LEASE_MINUTES = 12.0  # usable minutes of one lease: 15 of device time, less the machine's start (~1.5) and packing
 # A d_min trial with an accuracy stop (`TrainConfig.stop_accuracy`) is decided at its crossing: a bisection passes
 # about half its trials, and in the GPU leases' records runs above their threshold reached 99% batch accuracy at a
@@ -117,6 +124,13 @@ class Group:
 
         steps = tuple(stop(c) for c in self.configs)
         return replace(self, recorded_steps=steps) if any(s is not None for s in steps) else self
+
+    def unrecorded(self, recorded: Mapping[str, dict]) -> Group | None:
+        """The group's runs that `recorded` ({config key: run record}) lacks, as one group (None: every run is on
+        record). A spike study's recipes (`stops` False) share their configs with the grid's runs but not their
+        records (those are keyed by recipe too): none of them counts as on record."""
+        left = self.configs if not self.stops else tuple(c for c in self.configs if c.key() not in recorded)
+        return replace(self, configs=left, recorded_steps=()) if left else None
 
     @property
     def n_recorded(self) -> int:
@@ -457,10 +471,20 @@ class PagePlan:
     analyses: list[Analysis]
     calibration: Calibration
     counts: Callable[[list], dict] | None = None  # the stacks' counted steps (Group.seconds)
+    # on RECORDS_SUFFICE pages, the runs of `groups` that the lease records lack (`Group.unrecorded`); else None
+    left: list[Group] | None = None
 
     @property
     def training_seconds(self) -> float:
         return sum(g.seconds(self.calibration, self.counts) for g in self.groups)
+
+    @property
+    def left_seconds(self) -> float:
+        """What a lease still spends on the page: the runs the records lack and the analyses, or, where the page
+        reads weights, all of it."""
+        if self.left is None:
+            return self.seconds
+        return sum(g.seconds(self.calibration, self.counts) for g in self.left) + self.analysis_seconds
 
     @property
     def analysis_seconds(self) -> float:
@@ -487,8 +511,13 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
             if params.get("precision") is not None:
                 check_precision(params["precision"])
             groups, analyses = PLANNERS[page](params, group_size, recorded)
+            left = [g for g in (g.unrecorded(recorded) for g in groups) if g is not None] if page in RECORDS_SUFFICE else None
+            if left is not None and any(m in parameters for m in LEASE_ORDER if m not in RECORDS_SUFFICE):
+                keys = {c.key() for g in left for c in g.configs}
+                left += [replace(g, what=AGAIN, configs=tuple(c for c in g.configs if c.key() not in keys)).with_records(recorded)
+                         for g in groups if g.what in WEIGHTS_READ and any(c.key() not in keys for c in g.configs)]
             groups = [g.with_records(recorded) for g in groups]
-            out.append(PagePlan(page, groups, analyses, calibration, counts))
+            out.append(PagePlan(page, groups, analyses, calibration, counts, left))
     return out
 
 
@@ -553,6 +582,15 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
         lines.append(f"  {page:<22} {page_minutes:7.1f} min  ends at {ends:7.1f} min  (lease {lease})")
     total = sum(p.seconds for p in plans) / 60
     lines.append(f"total: {total:.1f} min predicted, {math.ceil(total / minutes - 1e-9)} lease(s)")
+    left = sum(p.left_seconds for p in plans) / 60
+    lines += ["", "left, as the lease records stand (" + ", ".join(RECORDS_SUFFICE) + " train only the runs the records "
+              "lack; the mechanism pages read weights, which records do not carry, so they train all of theirs again):"]
+    for p in plans:
+        again = sum(g.seconds(calibration, p.counts) for g in p.left or [] if g.what == AGAIN) / 60
+        lines.append(f"  {p.page:<22} {p.left_seconds / 60:7.1f} min" + (f"  (of {p.seconds / 60:.1f})" if p.left is not None else "")
+                     + (f": its verdicts {p.left_seconds / 60 - again:.1f}, the capacity grid's recorded runs again for the "
+                        f"mechanism pages' weights {again:.1f}" if again else ""))
+    lines.append(f"left: {left:.1f} min predicted, {math.ceil(left / minutes - 1e-9)} lease(s)")
     return "\n".join(lines)
 
 

@@ -356,3 +356,25 @@ def test_recorded_runs_are_priced_at_their_stops_the_stack_paying_its_runs_steps
     stopped = plan_pages(params, H100_SPEC, lambda c: 64, recorded={c.key(): {"steps": 10, "accuracy": 1.0} for c in grid})[0]
     assert all(g.n_recorded == g.runs for g in stopped.groups if g.what == "capacity grid")
     assert stopped.training_seconds < budget.training_seconds
+
+
+def test_what_is_left_skips_the_runs_on_record_but_trains_the_grid_again_for_the_mechanism_pages():
+    from geofact.ops.costs import AGAIN, format_plan
+
+    grid = dict(N=32, R_values=[1, 2], d_values=[4, 8], seeds=[0], lr=0.01, batch_size=32, max_steps=40)
+    capacity = dict(capacity_grid=grid, lr_values=[0.01], lr_R=2, lr_d=8, lr_seeds=[0], attention_R=[2], attention_d=[8],
+                    precision="fp32")
+    configs = [c for g in plan_pages({"exp-capacity": capacity}, H100_SPEC, lambda c: 64)[0].groups
+               if g.what == "capacity grid" for c in g.configs]
+    recorded = {c.key(): {"steps": 10, "accuracy": 1.0} for c in configs[:3]}  # three of the grid's runs
+    (alone,) = plan_pages({"exp-capacity": capacity}, H100_SPEC, lambda c: 64, recorded=recorded)
+    # on its own the page trains what the records lack: one grid run and the rest of its groups
+    assert sorted(c.key() for g in alone.left if g.what == "capacity grid" for c in g.configs) == sorted(c.key() for c in configs[3:])
+    assert not [g for g in alone.left if g.what == AGAIN] and alone.left_seconds < alone.seconds
+    # with a mechanism page to follow, the recorded grid runs train again for their weights, at their recorded stops
+    readout = dict(capacity_grid=grid, trajectory_grid=None, cv_alphas=[1.0], cv_folds=2, held_out=0.2, precision="fp32")
+    with_mechanism = plan_pages({"exp-capacity": capacity, "exp-readout": readout}, H100_SPEC, lambda c: 64, recorded=recorded)
+    again = [g for g in with_mechanism[0].left if g.what == AGAIN]
+    assert sorted(c.key() for g in again for c in g.configs) == sorted(recorded) and all(g.n_recorded == g.runs for g in again)
+    assert with_mechanism[1].left is None and with_mechanism[1].left_seconds == with_mechanism[1].seconds
+    assert "left: " in format_plan(with_mechanism, H100_SPEC)
