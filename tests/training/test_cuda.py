@@ -239,4 +239,4 @@ def test_the_written_out_bf16_step_is_autocasts_on_cuda():
     finally:
         trainer.covers_bf16 = original
     for a, b in zip(by_hand, through_autograd):
-        assert a.final_loss == pytest.approx(b.final_loss, rel=2e-2, abs=1e-3)
+        assert a.final_loss == pytest.approx(b.final_loss, rel=5e-2, abs=1e-3)  # atomics: runs drift apart by rounding
