@@ -179,13 +179,14 @@ def find_d_min_streaming(ask: Callable[[list[tuple[Hashable, int]]], None],
                 raise ValueError(f"after has a cycle through {first!r}")
             seen.add(first)
             first = follows[first]
-    family = {k: (together or {}).get(k, k) for k in keys}
+    together = together or {}
+    family = {k: ("family", together[k]) if k in together else ("curve", k) for k in keys}  # tagged: no label is a key
     members: dict[Hashable, list[Hashable]] = {}
     for k in keys:
         members.setdefault(family[k], []).append(k)
     for f, curves in members.items():
         if len({family[follows[k]] if k in follows else None for k in curves}) != 1:
-            raise ValueError(f"the curves of family {f!r} must all follow curves of one family, or none")
+            raise ValueError(f"the curves of family {f[1]!r} must all follow curves of one family, or none")
     searches: dict[Hashable, Generator[int, float, DminSearch]] = {}
     outstanding: dict[Hashable, int] = {}
     done: dict[Hashable, DminSearch] = {}

@@ -42,7 +42,7 @@
 # chained searches trained 120 runs in 59 stacks together, 105 in 95 apart: bench/bench_dmin_stacking.py). Seeds
 # that share a path report the same $d_{\min}$ where their crossings lie within one bracket of `rel_tol`, so a
 # seed-to-seed spread smaller than the search's resolution is not seen (apart, four of the laptop profile's 56
-# seed values moved by one or two, up to 5%).
+# seed values moved by one or two, up to 5%), and the fits' intervals, which read that spread, are narrower by it.
 # Each seed gives its own $d_{\min}(N)$, so the fits see the seed-to-seed spread and their
 # confidence intervals (Student $t$ on the slope of the least-squares line: $b$ of $a + b\log_2 N$,
 # $\alpha$ of $\log d = \log c + \alpha \log N$) are honest about it. Each search tries its next $d$ as soon as its last run is trained

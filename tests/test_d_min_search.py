@@ -201,9 +201,9 @@ def test_seeds_searched_together_start_at_one_guess_stack_while_they_agree_and_e
     for n in range(1, 6):  # a family starts once the one before it is done, every seed at the families' guess
         earlier = [family_d_min([searches[m, s] for s in range(2)]) for m in range(n - 1, -1, -1)]
         assert searches[n, 0].trials[0][0] == searches[n, 1].trials[0][0] == chain_guess(earlier, 1024)
-    _, alone = _seeds(truths, together=False)
-    runs = sum(len(s.trials) for s in searches.values())
-    assert sum(map(len, stacks)) == runs and len(stacks) < 0.75 * len(alone)  # about as many runs, in fewer stacks
+    apart, alone = _seeds(truths, together=False)
+    runs = {way: sum(len(s.trials) for s in found.values()) for way, found in (("together", searches), ("apart", apart))}
+    assert runs["together"] <= 1.2 * runs["apart"] and len(stacks) < 0.75 * len(alone)  # about as many runs, fewer stacks
     assert family_d_min([searches[0, 0], DminSearch(0.95, None, 1024)]) == searches[0, 0].d_min  # a failed seed left out
     with pytest.raises(ValueError, match="one family"):
         find_d_min_streaming(lambda asks: None, lambda: [], [0, 1, 2], after={1: 0}, together={0: "a", 1: "b", 2: "b"})

@@ -128,8 +128,10 @@ class Group:
     def unrecorded(self, recorded: Mapping[str, dict]) -> Group | None:
         """The group's runs that `recorded` ({config key: run record}) lacks, as one group (None: every run is on
         record). A spike study's recipes (`stops` False) share their configs with the grid's runs but not their
-        records (those are keyed by recipe too): none of them counts as on record."""
-        left = self.configs if not self.stops else tuple(c for c in self.configs if c.key() not in recorded)
+        records (those are keyed by recipe too), and a guessed group's configs stand for runs the page will choose
+        (exp-scaling's trials): none of them counts as on record."""
+        whole = not self.stops or self.guess
+        left = self.configs if whole else tuple(c for c in self.configs if c.key() not in recorded)
         return replace(self, configs=left, recorded_steps=()) if left else None
 
     @property
@@ -584,7 +586,8 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
     lines.append(f"total: {total:.1f} min predicted, {math.ceil(total / minutes - 1e-9)} lease(s)")
     left = sum(p.left_seconds for p in plans) / 60
     lines += ["", "left, as the lease records stand (" + ", ".join(RECORDS_SUFFICE) + " train only the runs the records "
-              "lack; the mechanism pages read weights, which records do not carry, so they train all of theirs again):"]
+              "lack, a guessed group priced whole; the mechanism pages read weights, which records do not carry, so they "
+              "train all of theirs again):"]
     for p in plans:
         again = sum(g.seconds(calibration, p.counts) for g in p.left or [] if g.what == AGAIN) / 60
         lines.append(f"  {p.page:<22} {p.left_seconds / 60:7.1f} min" + (f"  (of {p.seconds / 60:.1f})" if p.left is not None else "")

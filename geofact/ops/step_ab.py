@@ -237,7 +237,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
                    "kernel_errors": kernel_errors}
             own = step_module.default_way(device, len(configs), configs[0].batch_size, d)
             own = step_module.DEFAULT_WAY if own in errors or precision == "bf16" else own
-            if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # bf16 normalises by torch's ops
+            if precision != "bf16" and fused_ce.runs_on(device) and fused_ce.wanted():  # the kernels' rows: TF32's step
                 with norms(False):
                     row["norm_ms"] = {"kernels": ms[own], "torch ops": 1e3 * time_step(configs, device, own, steps)[0]}
                 with sampling(False):

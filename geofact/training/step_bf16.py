@@ -2,16 +2,18 @@
 float32 weights, loss and stop rule (geofact.precision), as geofact.training.step writes out the float32 step.
 
 The definition is autograd through `geofact.training.model.forward` under `torch.autocast(bfloat16)`, and this
-computes what that computes, op for op (Section 5's model, Appendix B's recipe; the precision is this project's
-check, not the paper's):
+computes what that computes: the same casts and the same bfloat16 ops, the float32 ones (the RMSNorms' backward) by
+formulas that round otherwise (Section 5's model, Appendix B's recipe; the precision is this project's check, not
+the paper's):
 - forward: every batched matmul casts its inputs to bfloat16 and returns bfloat16 (accumulating in float32); the
   residual additions promote back to float32, so every RMSNorm reads float32, and the GELU runs on the MLP's
   bfloat16 pre-activations, as autocast leaves it; the loss is the cross-entropy of the logits cast up to float32;
 - backward: a gradient reaching a bfloat16 matmul output is rounded to bfloat16 there (the logits' (softmax -
   one-hot) / B included), each matmul's two gradients are bfloat16 matmuls, a weight's gradient is its bfloat16
   gradient cast up to float32, and a bias's its bfloat16 sum over the batch, cast up.
-What it saves over autograd: autograd's second copy of the (M, B, N) logits in float32 and of their log-softmax,
-the log-softmax backward's passes, and the casts' copies of every gradient (counted by geofact.training.traffic).
+What it saves over autograd: autograd's float32 copy of the (M, B, N) logits and their log-softmax, and the
+log-softmax backward's passes over them; each weight's gradient is still computed in bfloat16 and copied up, as
+autocast's is (counted by geofact.training.traffic).
 
 It covers uniform attention with whole logits (`covers_bf16`): learned attention's softmax is float32 under CUDA's
 autocast and bfloat16 under the CPU's, so no one written-out step is both; those runs, and runs whose logits a
@@ -33,8 +35,11 @@ CAST = ("W_V", "W_O", "W_1", "b_1", "W_2", "b_2", "E_out")  # what autocast cast
 
 
 def covers_bf16(params: dict[str, torch.Tensor], B: int, device: torch.device) -> bool:
-    """Whether `loss_and_grads_bf16` covers this stack: uniform attention, no learned positions, whole logits."""
-    return covers(params) and "W_Q" not in params and entity_chunk(B, params["E_out"].shape[-1], device) >= params["E_out"].shape[-1]
+    """Whether `loss_and_grads_bf16` covers this stack: float32 weights (autocast leaves float64 ones alone),
+    uniform attention, no learned positions, whole logits."""
+    N = params["E_out"].shape[-1]
+    return (params["E_out"].dtype == torch.float32 and covers(params) and "W_Q" not in params
+            and entity_chunk(B, N, device) >= N)
 
 
 def loss_and_grads_bf16(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, targets: torch.Tensor,

@@ -27,8 +27,10 @@ def test_seeds_searched_together_train_the_same_d_min_in_fewer_stacks(monkeypatc
     for (name, w, _, N, s), search in found.items():  # each seed's own level, bracketed to rel_tol
         lo, hi = search.bracket
         assert lo < (6 if name == "frozen" else 3) * N.bit_length() + s * (N in (32, 128)) <= hi == search.d_min
-    assert all(len({c.shape_key() for c in stack}) == 1 for stack in together)
     assert len(together) < 0.8 * len(apart) and sum(map(len, together)) <= 1.2 * sum(map(len, apart))
+    per_N = {way: [sum(s[0].N == N for s in stacks) for N in p["N_values"]] for way, stacks in (("together", together), ("apart", apart))}
+    assert per_N["together"][0] == per_N["apart"][0]  # the first N doubles d from d_start either way
+    assert all(t <= a for t, a in zip(per_N["together"], per_N["apart"]))
     monkeypatch.setattr(script, "load_result", lambda cache_dir, c: None)
     with pytest.raises(SystemExit, match="not in"):
         script.replay(p, tmp_path, together=True)

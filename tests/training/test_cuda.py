@@ -229,6 +229,8 @@ def test_the_written_out_bf16_step_is_autocasts_on_cuda():
     torch.testing.assert_close(losses, reference, rtol=1e-3, atol=1e-3)
     for name, value in expected.items():
         apart = float((grads[name] - value).norm() / value.norm())
+        # looser than the CPU's 0.1 (tests/training/test_step_bf16.py): here the RMSNorms run through geofact's kernels
+        # and the tables' gradients through atomics, whose roundings can flip a bfloat16 rounding downstream
         assert apart < 0.02 and apart < 0.3 * float((fp32[name] - value).norm() / value.norm()), name
     runs = [TrainConfig(**{**BASE, "precision": "bf16", "seed": s, "R": 2}) for s in (0, 1)]
     by_hand = train_group(runs, device="cuda")

@@ -64,13 +64,16 @@ def test_the_bf16_step_is_autocasts_not_float32s():
     for name, value in expected.items():
         apart = (grads[name] - value).norm() / value.norm()
         from_fp32 = (fp32[name] - value).norm() / value.norm()
-        assert apart < 0.02 and apart < 0.3 * from_fp32, (name, float(apart), float(from_fp32))
+        # both paths make the same bfloat16 calls (apart is 0 for most tensors on the CPU that wrote this); a missing
+        # cast puts a tensor a quarter of the way to the float32 step or more
+        assert apart < 0.02 and apart < 0.1 * from_fp32, (name, float(apart), float(from_fp32))
 
 
 def test_the_bf16_step_covers_uniform_attention_with_whole_logits_only():
     params = _problem(torch.float32)[0]
     cpu = torch.device("cpu")
     assert covers_bf16(params, 16, cpu) and not covers_bf16(params, 2**20, cpu)  # the logits in chunks
+    assert not covers_bf16(_problem(torch.float64)[0], 16, cpu)  # autocast leaves float64 alone: so does the trainer
     learned = _problem(torch.float32, attention="learned")[0]
     assert not covers_bf16(learned, 16, cpu)
     with pytest.raises(ValueError, match="uniform attention"):
