@@ -378,3 +378,16 @@ def test_what_is_left_skips_the_runs_on_record_but_trains_the_grid_again_for_the
     assert sorted(c.key() for g in again for c in g.configs) == sorted(recorded) and all(g.n_recorded == g.runs for g in again)
     assert with_mechanism[1].left is None and with_mechanism[1].left_seconds == with_mechanism[1].seconds
     assert "left: " in format_plan(with_mechanism, H100_SPEC)
+
+
+def test_traffic_rows_price_a_counted_step_at_the_cards_counted_rates():
+    from geofact.ops.calibration import CountedRates
+    from geofact.ops.costs import traffic_rows
+
+    rates = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=2e12, op_seconds=3e-6, source="test", kernel_op_seconds=3e-5)
+    (row,) = traffic_rows(shapes=[(64, 8, 2)], calibration=dataclasses.replace(H100_SPEC, counted=rates))
+    assert row["bytes_per_step"] > 0 and row["ops_per_step"] > 20 and row["flops_per_step"] > 0
+    counted = {k: row[k] for k in ("flops", "bytes", "ops", "kernel_flops", "kernel_ops")}
+    assert row["predicted_ms"] == pytest.approx(1e3 * rates.seconds(counted, "tf32"))
+    (formula,) = traffic_rows(shapes=[(64, 8, 2)])  # no counted rates: the formula's milliseconds
+    assert formula["predicted_ms"] == pytest.approx(formula["formula_ms"])
