@@ -38,14 +38,13 @@
 # With `seeds_together` the seeds of a curve start each $N$ together, once every seed's search at the
 # $N$ before is done, from one guess (the seeds' mean $d_{\min}$ along the chain): each seed's search is
 # still its own, but while the seeds answer alike they ask for the same $d$ at once, and those runs
-# train as one stack (on a GPU a stack of two small runs costs about one run's step; at the laptop profile the
-# chained searches trained 120 runs in 59 stacks together, 105 in 95 apart: bench/bench_dmin_stacking.py). Seeds
-# that share a path report the same $d_{\min}$ where their crossings lie within one bracket of `rel_tol`, so a
-# seed-to-seed spread smaller than the search's resolution is not seen (apart, four of the laptop profile's 56
-# seed values moved by one or two, up to 5%), and the fits' intervals, which read that spread, are narrower by it.
+# train as one stack (on a GPU a stack of two small runs costs about one run's step;
+# `bench/bench_dmin_stacking.py` counts the stacks either way on the run cache).
 # Each seed gives its own $d_{\min}(N)$, so the fits see the seed-to-seed spread and their
 # confidence intervals (Student $t$ on the slope of the least-squares line: $b$ of $a + b\log_2 N$,
-# $\alpha$ of $\log d = \log c + \alpha \log N$) are honest about it. Each search tries its next $d$ as soon as its last run is trained
+# $\alpha$ of $\log d = \log c + \alpha \log N$) are built on it. Seeds that share a path report the same
+# $d_{\min}$ where their crossings lie within one bracket of `rel_tol`: a spread smaller than the search's
+# resolution is not seen, and the intervals are narrower by it (`seeds_together = False` searches them apart). Each search tries its next $d$ as soon as its last run is trained
 # (`find_d_min_streaming` on a `SweepPool`): the runs that wait for a free worker meanwhile train
 # stacked, and no worker waits for the slowest run of a round. Every run is cached (`.geofact/runs/`),
 # so a rerun or a resumed one trains only new $d$.
