@@ -207,6 +207,15 @@ def test_seeds_searched_together_start_at_one_guess_stack_while_they_agree_and_e
     assert family_d_min([searches[0, 0], DminSearch(0.95, None, 1024)]) == searches[0, 0].d_min  # a failed seed left out
     with pytest.raises(ValueError, match="one family"):
         find_d_min_streaming(lambda asks: None, lambda: [], [0, 1, 2], after={1: 0}, together={0: "a", 1: "b", 2: "b"})
+    # a family's label may equal a curve's key: curve 0 stays its own, and the family {1, 2} follows it
+    waiting = []
+
+    def answer():
+        k, d = waiting.pop(0)
+        return [(k, d, float(d >= 10))]
+
+    found = find_d_min_streaming(waiting.extend, answer, [0, 1, 2], d_start=4, d_max=64, after={1: 0, 2: 0}, together={1: 0, 2: 0})
+    assert found[1].trials[0][0] == found[2].trials[0][0] == chain_guess([found[0].d_min], 64) == 10
 
 
 def test_log_log_curvature_is_zero_for_a_power_law_and_negative_for_a_logarithm():
