@@ -5,6 +5,7 @@ kernels (a kernel that fails is reported in `kernel_errors` and the rows are tim
 
 Run: python bench/bench_output_layer.py [--device cuda] [--d 32 768 128] [--runs 42] [--steps 50]
                                         [--precision tf32 bf16] [--no-optimisers] [--json]
+     python bench/bench_output_layer.py --decide ab.jsonl   # what a lease's rows say of each default (step_ab.decide)
 The next GPU lease runs it first (book/leases.md): see geofact.ops.step_ab. Each way is timed over a block of
 --steps steps of one stack, after 5 that capture its graph (no call's fixed cost in it); --json prints one JSON
 object a line.
@@ -15,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from geofact.ops.step_ab import rows
+from pathlib import Path
+
+from geofact.ops.step_ab import decide, rows
 
 
 def main() -> None:
@@ -28,7 +31,16 @@ def main() -> None:
     parser.add_argument("--precision", nargs="+", default=["tf32", "bf16"])
     parser.add_argument("--no-optimisers", action="store_true", help="time the output layer's ways alone")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--decide", type=Path, help="read rows printed by --json (one a line) and say what they decide")
     args = parser.parse_args()
+    if args.decide is not None:
+        lines = [line for line in args.decide.read_text().splitlines() if line.startswith("{")]
+        for switch, verdict in decide([json.loads(line) for line in lines]).items():
+            state = {True: "on", False: "off", None: "not timed: left as it is"}[verdict["on"]]
+            print(f"{switch} ({verdict['setting']}): {state}")
+            for row in verdict["rows"]:
+                print(f"    {row}")
+        return
     # one line a row as it is timed, flushed: a command cut by its time limit keeps the rows it finished
     for r in rows(args.device, tuple(args.d), args.runs, args.N, args.steps, tuple(args.precision), not args.no_optimisers):
         if args.json:

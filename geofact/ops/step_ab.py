@@ -40,6 +40,7 @@ WARM_STEPS = 5  # steps of a stack before it is timed: its graph captured, its a
 OPTIMISERS = ("together", "per run", "fused kernel")
 # a bf16 stack's step: written out (geofact.training.step_bf16, from 2026-11-30) or autograd under autocast (before)
 BF16_WAYS = ("written out", "autograd")
+DEFAULT_SOFTMAX = "softmax kernel, one max"  # step.DEFAULT_WAY when the rows below were written: what the fused way must beat
 
 
 @contextmanager
@@ -252,3 +253,51 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
 def compare(*args, **kwargs) -> list[dict]:
     """Every row of `rows` (same arguments)."""
     return list(rows(*args, **kwargs))
+
+
+# Timings within this share of each other are a tie: a default that ties stays as it is, one that is off comes on only
+# where it wins by more (a lease's block of 50 steps repeats to a few percent)
+TIE = 0.03
+
+
+def decide(timed: list[dict]) -> dict[str, dict]:
+    """What a lease's rows (`rows`, as bench/bench_output_layer.py --json prints them) say of each default the next
+    lease decides (book/leases.md, "First"): {switch: {"setting", "on": True, False or None (no row timed it),
+    "rows": one line a row}}.
+    - the fused output layer (step.FUSED_WAY_DEVICES, off): on where it beats "softmax kernel, one max" by more than
+      TIE in every TF32 row at N = 4096 with d <= 128 (where it stores nothing of the logits' size);
+    - geofact's norm kernels (fused_norm.DEVICES), sampler kernel (data.FUSED_DEVICES) and AdamW kernel
+      (optim.FUSED_KERNEL_DEVICES), on: kept where each is within TIE of torch's ops (the fastest of them, for the
+      optimiser) in every row timing it;
+    - the written-out bf16 step (trainer.covers_bf16), on: kept where it is within TIE of autograd in every bf16 row."""
+    def verdict(setting: str, lines: list[tuple[bool, str]]) -> dict:
+        return {"setting": setting, "on": all(ok for ok, _ in lines) if lines else None, "rows": [line for _, line in lines]}
+
+    def shape(r: dict) -> str:
+        return f"N={r['N']} d={r['d']} {r['runs']} runs {r['precision']}"
+
+    fused, norms_, sampler, adamw, bf16 = [], [], [], [], []
+    for r in timed:
+        ms = r["ms"]
+        if r["precision"] == "tf32" and r["N"] == 4096 and r["d"] <= 128 and DEFAULT_SOFTMAX in ms:
+            if "fused kernels" in ms:
+                fused.append((ms["fused kernels"] < (1 - TIE) * ms[DEFAULT_SOFTMAX],
+                              f"{shape(r)}: fused {ms['fused kernels']:.2f} ms, one max {ms[DEFAULT_SOFTMAX]:.2f}"))
+            else:
+                fused.append((False, f"{shape(r)}: the fused kernels failed: {r['errors'].get('fused kernels', 'not run')}"))
+        for found, key, mine, theirs in ((norms_, "norm_ms", "kernels", "torch ops"), (sampler, "sampler_ms", "kernel", "torch ops")):
+            if key in r:
+                t = r[key]
+                found.append((t[mine] <= (1 + TIE) * t[theirs], f"{shape(r)}: {mine} {t[mine]:.2f} ms, {theirs} {t[theirs]:.2f}"))
+        if "fused kernel" in r.get("optimiser_ms", {}):
+            t = r["optimiser_ms"]
+            best = min(v for how, v in t.items() if how != "fused kernel")
+            adamw.append((t["fused kernel"] <= (1 + TIE) * best, f"{shape(r)}: " + ", ".join(f"{h} {v:.2f} ms" for h, v in t.items())))
+        if r["precision"] == "bf16" and set(BF16_WAYS) <= set(ms):
+            bf16.append((ms["written out"] <= (1 + TIE) * ms["autograd"],
+                         f"{shape(r)}: written out {ms['written out']:.2f} ms, autograd {ms['autograd']:.2f}"))
+    return {"fused output layer": verdict("step.FUSED_WAY_DEVICES", fused),
+            "norm kernels": verdict("fused_norm.DEVICES", norms_),
+            "sampler kernel": verdict("data.FUSED_DEVICES", sampler),
+            "AdamW kernel": verdict("optim.FUSED_KERNEL_DEVICES", adamw),
+            "written-out bf16 step": verdict("trainer.covers_bf16", bf16)}

@@ -136,3 +136,25 @@ def test_a_bf16_row_times_the_written_out_step_against_autograd_and_puts_the_set
     with pytest.raises(ValueError, match="how must be one of"):
         with bf16_step("fused"):
             pass
+
+
+def test_a_leases_rows_decide_each_default_by_the_stated_rule():
+    from geofact.ops.step_ab import decide
+
+    def row(d, precision="tf32", N=4096, **extra):
+        return {"N": N, "d": d, "runs": 42, "precision": precision, "errors": {}, **extra}
+
+    one_max = "softmax kernel, one max"
+    rows = [row(32, ms={one_max: 2.0, "fused kernels": 1.5}, norm_ms={"kernels": 2.0, "torch ops": 2.5},
+                sampler_ms={"kernel": 2.0, "torch ops": 2.02}, optimiser_ms={"together": 3.0, "per run": 3.5, "fused kernel": 2.9}),
+            row(128, ms={one_max: 4.0, "fused kernels": 3.95}, norm_ms={"kernels": 4.0, "torch ops": 3.0}),
+            row(768, ms={one_max: 20.0, "fused kernels": 40.0}),  # d > 128: not the fused way's to win
+            row(32, precision="bf16", ms={"written out": 1.0, "autograd": 2.0})]
+    verdicts = decide(rows)
+    assert verdicts["fused output layer"]["on"] is False  # a 1% win at d = 128 is a tie, not a reason to switch it on
+    assert len(verdicts["fused output layer"]["rows"]) == 2
+    assert verdicts["norm kernels"]["on"] is False and verdicts["sampler kernel"]["on"] is True  # 1% slower: a tie
+    assert verdicts["AdamW kernel"]["on"] is True and verdicts["written-out bf16 step"]["on"] is True
+    rows[1]["ms"]["fused kernels"] = 3.0
+    assert decide(rows)["fused output layer"]["on"] is True
+    assert decide([])["norm kernels"]["on"] is None  # no row timed it: left as it is
