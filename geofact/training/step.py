@@ -351,12 +351,7 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
     p = {k: v.detach() for k, v in p.items()}
     (M, B), L = subjects.shape, 2
     width = entity_chunk(B, p["E_out"].shape[2], subjects.device) if width is None else width
-    # each table's rows gathered straight into their position of x (the tables: strided views of the flat buffer; a
-    # stack of two gathers moved x's bytes twice more); `run` indexes the tables' gradients
-    run = torch.arange(M, device=subjects.device)[:, None].expand(M, B)
-    x = p["E_ent"].new_empty(M, B, L, p["E_ent"].shape[2])  # (M, B, L, d)
-    for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
-        torch.gather(p[name], 1, rows[..., None].expand(*rows.shape, x.shape[-1]), out=x[:, :, position])
+    x = gathered_inputs(p, subjects, relations)  # (M, B, L, d)
 
     # forward, keeping what the backward reads
     xn, norm0 = _normed(x, p["g_attn"])  # (M, B, L, d)
@@ -385,10 +380,28 @@ def loss_and_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations
         d_xn = _mean_share(d_a, p["W_V"], L)[:, :, None].expand(M, B, L, -1)  # the mean's share to every position
     d_x, g["g_attn"] = _rms_backward(d_xn, x, norm0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, -1].add_(d_h)
+    table_grads(p, subjects, relations, d_x, g, wanted, out, row_masks)
+    return losses, {name: value for name, value in g.items() if name in wanted}
+
+
+def gathered_inputs(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+    """The inputs x (M, B, L = 2, d) of queries (subject, relation) (M, B): each table's rows gathered straight into
+    their position of x (the tables: strided views of the flat buffer; a stack of two gathers moved x's bytes twice
+    more)."""
+    x = p["E_ent"].new_empty(*subjects.shape, len(TABLES), p["E_ent"].shape[2])
+    for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
+        torch.gather(p[name], 1, rows[..., None].expand(*rows.shape, x.shape[-1]), out=x[:, :, position])
+    return x
+
+
+def table_grads(p: dict[str, torch.Tensor], subjects: torch.Tensor, relations: torch.Tensor, d_x: torch.Tensor,
+                g: dict[str, torch.Tensor], wanted: set[str], out: dict[str, torch.Tensor],
+                row_masks: dict[str, torch.Tensor]) -> None:
+    """g[table]: the wanted embedding tables' gradients from d_x (M, B, L, d), the gradient of `gathered_inputs`."""
+    run = torch.arange(subjects.shape[0], device=subjects.device)[:, None].expand(*subjects.shape)
     for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
         if name in wanted:
             g[name] = _table_grad(p[name], [(run, rows, d_x[:, :, position])], out.get(name), row_masks.get(name))
-    return losses, {name: value for name, value in g.items() if name in wanted}
 
 
 def _table_grad(table: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],

@@ -28,7 +28,7 @@ from collections.abc import Collection
 import torch
 from torch.nn import functional as F
 
-from geofact.training.step import TABLES, _gradient_targets, _normed, _rms_backward, _table_grad, covers, entity_chunk
+from geofact.training.step import _gradient_targets, _normed, _rms_backward, covers, entity_chunk, gathered_inputs, table_grads
 
 LOW = torch.bfloat16  # the policy's matmul dtype
 CAST = ("W_V", "W_O", "W_1", "b_1", "W_2", "b_2", "E_out")  # what autocast casts to it: every matmul's weights
@@ -56,10 +56,7 @@ def loss_and_grads_bf16(p: dict[str, torch.Tensor], subjects: torch.Tensor, rela
     p = {k: v.detach() for k, v in p.items()}
     cast = {k: p[k].to(low) for k in CAST}  # autocast's casts of the weights, once a step
     (M, B), L = subjects.shape, 2
-    run = torch.arange(M, device=subjects.device)[:, None].expand(M, B)
-    x = p["E_ent"].new_empty(M, B, L, p["E_ent"].shape[2])  # (M, B, L, d), float32
-    for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
-        torch.gather(p[name], 1, rows[..., None].expand(*rows.shape, x.shape[-1]), out=x[:, :, position])
+    x = gathered_inputs(p, subjects, relations)  # (M, B, L, d), float32
 
     # forward: bfloat16 out of every matmul, float32 again at every residual addition
     xn, norm0 = _normed(x, p["g_attn"])  # (M, B, L, d)
@@ -116,7 +113,5 @@ def loss_and_grads_bf16(p: dict[str, torch.Tensor], subjects: torch.Tensor, rela
     d_mixed = torch.bmm(d_a, cast["W_V"].transpose(1, 2)).to(x.dtype).div_(L)  # the mean's share to every position
     d_x, g["g_attn"] = _rms_backward(d_mixed[:, :, None].expand(M, B, L, -1), x, norm0, p["g_attn"], out.get("g_attn"))
     d_x[:, :, -1].add_(d_h)
-    for position, (name, rows) in enumerate(zip(TABLES, (subjects, relations))):
-        if name in wanted:
-            g[name] = _table_grad(p[name], [(run, rows, d_x[:, :, position])], out.get(name), row_masks.get(name))
+    table_grads(p, subjects, relations, d_x, g, wanted, out, row_masks)
     return losses, {name: value for name, value in g.items() if name in wanted}

@@ -167,15 +167,14 @@ class FactGroup(StackedGroup):
         """Each run's loss (M',) on its batch (M', B, 3), and the gradients of their sum; the loss in
         float32 whatever the precision policy."""
         params, N, B = self.update.params, self.configs[0].N, batch.shape[1]
-        if self.by_hand and self.precision == "bf16":  # its own casts, outside autocast
+        if self.by_hand:  # the gradients straight into the optimiser's buffer: (M',), {name: (M', ...)}
             out, row_masks = self.update.grad_targets() or (None, None)
-            return loss_and_grads_bf16(params, batch[..., 0], batch[..., 1], batch[..., 2], wanted=self.update.names,
-                                       out=out, row_masks=row_masks)
+            queries = (params, batch[..., 0], batch[..., 1], batch[..., 2])
+            if self.precision == "bf16":  # its own casts, outside autocast
+                return loss_and_grads_bf16(*queries, wanted=self.update.names, out=out, row_masks=row_masks)
+            with computing_in(self.precision, self.device):
+                return loss_and_grads(*queries, wanted=self.update.names, out=out, row_masks=row_masks)
         with computing_in(self.precision, self.device):
-            if self.by_hand:  # the gradients straight into the optimiser's buffer
-                out, row_masks = self.update.grad_targets() or (None, None)
-                return loss_and_grads(params, batch[..., 0], batch[..., 1], batch[..., 2],  # (M',), {name: (M', ...)}
-                                      wanted=self.update.names, out=out, row_masks=row_masks)
             tokens = torch.stack([batch[..., 0], N + batch[..., 1]], dim=2)
             logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
             losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
