@@ -515,9 +515,10 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
             groups, analyses = PLANNERS[page](params, group_size, recorded)
             left = [g for g in (g.unrecorded(recorded) for g in groups) if g is not None] if page in RECORDS_SUFFICE else None
             if left is not None and any(m in parameters for m in LEASE_ORDER if m not in RECORDS_SUFFICE):
-                keys = {c.key() for g in left for c in g.configs}
-                left += [replace(g, what=AGAIN, configs=tuple(c for c in g.configs if c.key() not in keys)).with_records(recorded)
-                         for g in groups if g.what in WEIGHTS_READ and any(c.key() not in keys for c in g.configs)]
+                for g in (g for g in groups if g.what in WEIGHTS_READ):  # its recorded runs, for their weights
+                    on_record = tuple(c for c in g.configs if c.key() in recorded)
+                    if on_record:
+                        left.append(replace(g, what=AGAIN, configs=on_record).with_records(recorded))
             groups = [g.with_records(recorded) for g in groups]
             out.append(PagePlan(page, groups, analyses, calibration, counts, left))
     return out

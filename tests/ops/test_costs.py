@@ -377,6 +377,13 @@ def test_what_is_left_skips_the_runs_on_record_but_trains_the_grid_again_for_the
     again = [g for g in with_mechanism[0].left if g.what == AGAIN]
     assert sorted(c.key() for g in again for c in g.configs) == sorted(recorded) and all(g.n_recorded == g.runs for g in again)
     assert with_mechanism[1].left is None and with_mechanism[1].left_seconds == with_mechanism[1].seconds
+    # a spike study at a recorded grid cell trains its recipes whole, and the grid's run there is trained again for its
+    # weights all the same: the recipes' runs are not it
+    spiked = {**capacity, "spike_R": configs[0].R, "spike_d": configs[0].d, "spike_seeds": [configs[0].seed],
+              "spike_steps": configs[0].max_steps}
+    plan = plan_pages({"exp-capacity": spiked, "exp-readout": readout}, H100_SPEC, lambda c: 64, recorded=recorded)[0]
+    assert any(c.key() == configs[0].key() for g in plan.left if g.what.startswith("spike study") for c in g.configs)
+    assert sorted(c.key() for g in plan.left if g.what == AGAIN for c in g.configs) == sorted(recorded)
     assert "left: " in format_plan(with_mechanism, H100_SPEC)
 
 
