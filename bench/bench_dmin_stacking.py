@@ -36,7 +36,8 @@ def replay(p: dict, cache_dir: Path, together: bool) -> tuple[list[list[TrainCon
         name, w, _, N, s = key
         return TrainConfig(N=N, R=p["R"], d=d, mlp_width=None if w == "4d" else w, frozen_embeddings=regimes[name],
                            seed=s, lr=p["lr"], max_steps=p["max_steps"], batch_size=min(p["batch_size"], N * p["R"]),
-                           precision=p.get("precision", "fp32"), stop_accuracy=decided)
+                           precision=p.get("precision", "fp32"), stop_accuracy=decided,
+                           give_up=p.get("give_up") if decided else None)
 
     waiting: list[tuple[tuple, int]] = []
     stacks: list[list[TrainConfig]] = []

@@ -53,9 +53,24 @@
 # stops at the first multiple of `decide_every` steps at which it answers at least `level` of its $N R$
 # facts by argmax (`TrainConfig.stop_accuracy`, counted on the device), or at the stop rule (loss below
 # $10^{-4}$), or at `max_steps`; it passes when its accuracy there reaches `level`. A trial that has
-# crossed is decided, so it trains no further; one that never crosses runs on to its loss rule or its whole
-# budget, so no trial is called failing early. A run that crosses at a check and would have fallen back below the level
+# crossed is decided, so it trains no further. A run that crosses at a check and would have fallen back below the level
 # by the end of its budget (a loss spike) passes here where reading it at the end would fail it.
+#
+# **When a trial gives up.** A trial that will not cross is decided too, by a rule that reads only what it has
+# shown (`TrainConfig.gives_up`, with `give_up` = $f$): from the middle of its budget on, if the best count of
+# facts it has answered at any check so far grew more slowly over the second half of its checks than over the
+# first, and gaining $f$ times that recent rate at every check left it would still fall short of `level` by
+# `max_steps` by more than $2\sqrt{n}$ of its $n = N R$ facts, it stops and fails there. A curve that only slows
+# down gains no more than the projection with $f = 1$, so the rule cannot fail a trial that would have crossed
+# unless the trial speeds up again after slowing down; $f$ and $2\sqrt{n}$ are the margins for that, and a trial
+# that never moved from its first check's count is never called hopeless (it may yet take off). Read from the fourth
+# check on, the rule failed trials that would have crossed: at this page's laptop profile, learned embeddings at
+# $N = 512$ answer a tenth of their facts at the first check, slow down over the next three, then speed up and
+# cross near the end of their budget (a learning curve in two phases, not concave); so it waits for the middle of
+# the budget. Whether it changed any outcome is measured, not assumed: with `audit_give_up` every trial that gave
+# up trains on to its budget without the rule (below), and if none of them crosses, every trial's outcome, and so
+# every search's path and $d_{\min}$, is what it would have been without the rule
+# (`bench/bench_give_up.py` replays other factors and margins on those curves).
 #
 # **Two budgets.** The paper trains every $N$ for the same number of steps at batch 1024, so a larger
 # $N$ gets fewer passes over its $N R$ facts (at $N = 2^{15}$, $R = 8$: 59 epochs; at $N = 2^7$:
@@ -76,6 +91,8 @@ batch_size = 1024  # fixed steps: at every N; fixed epochs: at the largest N, in
 max_steps = 15000
 seeds_together = True  # the seeds of a curve start each N from one guess, so their trials stack while they agree
 decide_every = 500  # a trial stops at the first multiple of this many steps where its accuracy crosses `level` (None: never)
+give_up = 2.0  # a trial that slowed down and at this many times its recent gain could not reach `level` fails there (None: never)
+audit_give_up = False  # train each trial that gave up on to its budget without the rule: would any have crossed?
 budgets = ["fixed steps", "fixed epochs"]  # the verdicts use "fixed steps" (the paper's)
 epoch_widths = [64, "4d"]  # the widths that run the fixed-epochs budget too (it judges nothing)
 d_start = 8  # the search at the smallest N doubles d from here (each next N starts from a guess)
@@ -109,7 +126,7 @@ from geofact.training.config import TrainConfig
 from geofact.regime import mark_not_in_regime
 from geofact.thresholds import LinearStatistic, box_estimate
 from geofact.d_min_search import find_d_min_streaming, fit_log, fit_power
-from geofact.training.sweep import SweepPool, training_seconds
+from geofact.training.sweep import SweepPool, run_sweep, training_seconds
 
 page = Page("exp-scaling", cache_dir)
 report = page.report
@@ -133,6 +150,11 @@ if not isinstance(seeds_together, bool):
     raise ValueError(f"seeds_together must be True or False, got {seeds_together!r}")
 if decide_every is not None and not (type(decide_every) is int and 1 <= decide_every < max_steps):
     raise ValueError(f"decide_every must be None or an integer in [1, max_steps={max_steps}), got {decide_every!r}")
+if give_up is not None and (decide_every is None or isinstance(give_up, bool) or not 1 <= give_up < math.inf):
+    raise ValueError(f"give_up must be None or a factor in [1, inf) with decide_every set, got {give_up!r} "
+                     f"(decide_every={decide_every!r})")
+if not isinstance(audit_give_up, bool):
+    raise ValueError(f"audit_give_up must be True or False, got {audit_give_up!r}")
 REGIMES = {"learned": False, "frozen": True}
 N_values = sorted(N_values)
 curve_budgets = {w: [b for b in budgets if b == "fixed steps" or w in epoch_widths] for w in widths}
@@ -147,7 +169,7 @@ def batch(N: int, budget: str) -> int:
 def config(N: int, d: int, width, frozen: bool, seed: int, budget: str) -> TrainConfig:
     return TrainConfig(N=N, R=R, d=d, mlp_width=None if width == "4d" else width, frozen_embeddings=frozen,
                        seed=seed, lr=lr, max_steps=max_steps, batch_size=batch(N, budget), precision=precision,
-                       stop_accuracy=(level, decide_every) if decide_every is not None else None)
+                       stop_accuracy=(level, decide_every) if decide_every is not None else None, give_up=give_up)
 
 
 records: dict[tuple, dict] = {}  # (regime, width, budget, N, seed, d) -> run record
@@ -205,6 +227,59 @@ for name in REGIMES:
 # The design: {glue:text}`n_N:d` values of $N$ over {glue:text}`octaves:.0f` octaves,
 # {glue:text}`n_seeds:d` seeds, bisection to {glue:text}`rel_tol:.2f`; budgets: {glue:text}`budgets_run`.
 #
+# ## Trials that gave up
+#
+# A trial that gave up (the rule above, at $f$ = `give_up`) failed at its stop. The audit, where it ran, trained each
+# of them on to its budget without the rule: the dotted lines of {numref}`fig-scaling-gave-up` are those runs
+# past the stop.
+
+# %% mystnb={"figure": {"caption": "Accuracy over all $N R$ facts at each check of every trial that gave up: solid to the check where it gave up (dot), dotted where the audit trained it on without the rule; dashed: the level. A dotted line that reaches the level is a trial the rule failed that would have passed.", "name": "fig-scaling-gave-up"}}
+gave_up_records = [r for r in unique if r.get("gave_up")]
+trained_steps = sum(r["steps"] for r in unique)
+saved_steps = sum(r["config"]["max_steps"] - r["steps"] for r in gave_up_records)
+report.number("n_gave_up", len(gave_up_records))
+report.number("gave_up_saved", saved_steps / (trained_steps + saved_steps))
+audited = []
+if audit_give_up and gave_up_records:
+    audited = run_sweep([TrainConfig(**{**r["config"], "give_up": None}) for r in gave_up_records], cache, device=device)
+would_cross = [(r, a) for r, a in zip(gave_up_records, audited) if a["accuracy"] >= level]
+report.number("n_audited", len(audited))
+report.number("n_would_cross", len(would_cross))
+fig, axes = subplots(1, 1, width=6.4, height=3.6)
+ax = axes[0][0]
+for r, a in zip(gave_up_records, audited or [None] * len(gave_up_records)):
+    color = COLORS["alt"] if r["config"]["frozen_embeddings"] else COLORS["measured"]
+    steps, accs = zip(*r["accuracy_curve"])
+    ax.plot(steps, accs, "-", color=color, lw=0.8, alpha=0.7)
+    ax.plot(steps[-1], accs[-1], "o", color=color, ms=3)
+    if a is not None:  # a record made before records kept their checks has its end alone
+        past = [(t, x) for t, x in a.get("accuracy_curve") or [(a["steps"], a["accuracy"])] if t >= steps[-1]]
+        ax.plot(*zip((steps[-1], accs[-1]), *past), ":", color=color, lw=0.8, alpha=0.7)
+        ax.plot(*past[-1], "x", color=color, ms=3)
+ax.axhline(level, color="black", ls="--", lw=0.8)
+ax.plot([], [], "-", color=COLORS["measured"], label="learned embeddings")
+ax.plot([], [], "-", color=COLORS["alt"], label="frozen embeddings")
+ax.set(xlabel="training step", ylabel="accuracy over all facts", ylim=(0, 1.02),
+       title=f"{len(gave_up_records)} trials gave up" + (f"; {len(audited)} trained on (dotted, x: end)" if audited else ""))
+legend(ax)
+plt.show()
+
+audit_text = ("the audit is off at this profile (`audit_give_up`): whether any would have crossed is not measured on this page" if not audited else
+              f"trained on to their budgets without the rule, none of the {len(audited)} crossed the level (the highest reached "
+              f"{max(a['accuracy'] for a in audited):.3f}): every trial's outcome, and so every search's path and $d_{{\\min}}$, "
+              "is what it would have been without the rule" if not would_cross else
+              f"**trained on without the rule, {len(would_cross)} of the {len(audited)} crossed the level**: the rule failed trials "
+              "that would have passed, so the $d_{\\min}$ of their searches may be too large: "
+              + "; ".join(f"{'frozen' if r['config']['frozen_embeddings'] else 'learned'}, width {r['config']['mlp_width'] or '4d'}, "
+                          f"N = {r['config']['N']}, seed {r['config']['seed']}, d = {r['config']['d']} (gave up at step {r['steps']}, "
+                          f"{a['accuracy']:.3f} at its end)" for r, a in would_cross))
+display(Markdown(f"With `give_up` = {give_up}, no trial gave up." if not gave_up_records else
+                 f"With `give_up` = {give_up}, {len(gave_up_records)} of the {len(unique)} trials gave up, at a median "
+                 f"{np.median([r['steps'] / r['config']['max_steps'] for r in gave_up_records]):.0%} of their budget; that is "
+                 f"{saved_steps / (trained_steps + saved_steps):.0%} of the run-steps the searches would otherwise have "
+                 f"trained. Of the trials that gave up, {audit_text}."))
+
+# %% [markdown]
 # ## $d_{\min}(N)$ and the two fits
 #
 # Both forms are fitted to every curve by least squares over all (N, seed) points ($a + b\log_2 N$

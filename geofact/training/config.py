@@ -9,15 +9,19 @@ entries per step, to size stacks) and `schema` (the name of its cached record).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Sequence
 
 from geofact.store import record_key
 from geofact.precision import PRECISIONS
 
 Attention = Literal["uniform", "learned"]
 MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.training.data)
+# `TrainConfig.gives_up` calls a run hopeless only if its projection falls short of its level by more than this many
+# sqrt(n) of its n facts: four times the largest standard deviation (sqrt(n) / 2) of a count of n coin flips
+GIVE_UP_MARGIN = 2.0
 
 
 def _integer(x: object) -> bool:
@@ -28,6 +32,16 @@ def _integer(x: object) -> bool:
 def _need(config: object, ok: bool, name: str, allowed: str) -> None:
     if not ok:
         raise ValueError(f"{name} must be {allowed}, got {getattr(config, name)!r}")
+
+
+def facts_for(level: float, n: int) -> int:
+    """The fewest of n facts answered that make an accuracy (count / n, as the record computes it) of at
+    least `level`: the accuracy stop compares integer counts on the device, so no rounding of a device
+    division can stop a run the record would show below its level."""
+    c = min(n, max(0, math.ceil(level * n) - 1))
+    while c / n < level:
+        c += 1
+    return c
 
 
 class _Run:
@@ -68,6 +82,8 @@ class _Run:
             del out["precision"]
         if out.get("read_past_stop") is False:
             del out["read_past_stop"]
+        if out.get("give_up", 0) is None:
+            del out["give_up"]
         for pair in ("keep_tail", "stop_accuracy"):
             if pair in out:
                 if out[pair] is None:
@@ -133,6 +149,10 @@ class TrainConfig(_Run):
     # d_min trial is decided once it crosses its level (Section 5.1: "the smallest embedding dimension at
     # which trained accuracy crosses 0.95"; issue 47, item 4). None: the loss rule alone
     stop_accuracy: tuple[float, int] | None = None
+    # With stop_accuracy: stop, too, at a check where the run is hopeless (`gives_up`), which fails it there (issue
+    # 47, item 4: "one stopped as hopeless only by a rule that cannot change which d passes"). The value is the
+    # rule's safety factor f >= 1; None: a run that never crosses trains on to its loss rule or its budget
+    give_up: float | None = None
 
     schema: ClassVar[str] = "geofact.training.run/1"
     seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
@@ -155,6 +175,49 @@ class TrainConfig(_Run):
                  "stop_accuracy", "None or (level, every): a level in (0, 1] and an integer every >= 1")
             need(not self.read_past_stop, "stop_accuracy", "None for a run read past its stop (read_past_stop)")
             object.__setattr__(self, "stop_accuracy", (float(self.stop_accuracy[0]), self.stop_accuracy[1]))
+        if self.give_up is not None:
+            need(isinstance(self.give_up, (int, float)) and not isinstance(self.give_up, bool) and 1 <= self.give_up < math.inf,
+                 "give_up", "None or a safety factor f >= 1 (finite)")
+            need(self.stop_accuracy is not None, "give_up", "None for a run without an accuracy stop (stop_accuracy)")
+            object.__setattr__(self, "give_up", float(self.give_up))
+
+    def gives_up(self, tops: Sequence[int], margin: float = GIVE_UP_MARGIN) -> bool:
+        """The hopeless rule of `give_up` at an accuracy check, for a run whose best counts of facts answered so
+        far, at its checks 1, 2, ..., j (the running maximum, so a dip is no evidence), are `tops`: from the middle
+        of its budget on (check `give_up_from`), the best has grown more slowly over the second half of the checks so far (from check h = j // 2
+        to j) than over the first (from check 1 to h), and gaining f times that recent rate at every check left, it
+        would still answer fewer facts than its level by `max_steps`, by more than `margin` sqrt(n) of its n facts
+        (GIVE_UP_MARGIN; bench/bench_give_up.py replays other margins and factors).
+
+        A run whose best grows ever more slowly gains no more than that with f = 1, so such a run cannot be one
+        that would have crossed; f > 1 is the margin for a curve that is not quite so, and sqrt(n) the margin for
+        counts that move in jumps (a few facts' answers flipping together: at the smoke profile's 16 facts, runs
+        that had sat still for three checks crossed later). A run that has not slowed down (one still at its first
+        check's count included, which may yet take off) is never called hopeless. Nor is a run in the first half
+        of its budget: at the laptop profile, trials at N = 512 with learned embeddings learned a tenth of their facts
+        by the first check, slowed down over the next three, then sped up and crossed at 3,750 of 4,000 steps (a
+        curve in two phases, not concave), and a rule read from the fourth check on failed five such trials. The
+        device applies the same rule to a stack (geofact.training.trainer.StopRuleStep.stop_on_accuracy)."""
+        j = len(tops)
+        if self.give_up is None or j < self.give_up_from:
+            return False
+        level = self.stop_accuracy[0]
+        n, h = self.N * self.R, j // 2
+        recent, early = tops[-1] - tops[h - 1], tops[h - 1] - tops[0]  # gains over j - h and h - 1 checks
+        reach = tops[-1] + self.give_up_scale(j) * recent + margin * math.sqrt(n)
+        return recent * (h - 1) < early * (j - h) and reach < facts_for(level, n)
+
+    @property
+    def give_up_from(self) -> int:
+        """The first check at which `gives_up` may call a run hopeless: the middle of its budget, and the fourth at
+        the earliest (two halves of at least two checks' gains)."""
+        return max(4, math.ceil(self.max_steps // self.stop_accuracy[1] / 2))
+
+    def give_up_scale(self, j: int) -> float:
+        """At check j, what multiplies the best's recent gain (over checks j // 2 to j) in the projection of
+        `gives_up`: f times the checks left over the checks it was gained in (one float, host and device alike)."""
+        every = self.stop_accuracy[1]
+        return self.give_up * ((self.max_steps - j * every) / every) / (j - j // 2)
 
     def tail_steps(self, steps: int) -> tuple[int, ...]:
         """The steps whose states `keep_tail` keeps for a run that took `steps` steps (its stop, or

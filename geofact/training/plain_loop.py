@@ -52,29 +52,36 @@ class SingleRunModel(nn.Module):
         return F.rms_norm(h, (h.shape[-1],), self.g_final, eps=RMS_EPS) @ self.E_out
 
 
-def decided(model: SingleRunModel, table: torch.Tensor, config: TrainConfig, step: int) -> bool:
-    """`TrainConfig.stop_accuracy`: at a check, the run answers its level of all its facts (before this step's update)."""
+def answered(model: SingleRunModel, table: torch.Tensor, config: TrainConfig, step: int) -> int | None:
+    """At an accuracy check of `TrainConfig.stop_accuracy` (before this step's update), how many of its facts
+    the run answers by argmax; None at a step that is no check."""
     if config.stop_accuracy is None or step == 0 or step % config.stop_accuracy[1]:
-        return False
+        return None
     with torch.no_grad():
         right = model(torch.stack([table[:, 0], config.N + table[:, 1]], 1)).argmax(-1) == table[:, 2]
-    return int(right.sum()) / len(table) >= config.stop_accuracy[0]
+    return int(right.sum())
 
 
 def train_single(config: TrainConfig, device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32) -> tuple[SingleRunModel, int, float]:
-    """Train one run the plain way. Returns the model, the steps taken and the last training loss."""
+    """Train one run the plain way. Returns the model, the steps taken and the last training loss (a run
+    stopped at an accuracy check, having crossed its level or given up, at that check's step)."""
     model = SingleRunModel(config, dtype=dtype).to(device)
     table = facts(config.N, config.R, config.bijection_seed).to(device)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                             weight_decay=config.weight_decay, foreach=False)
-    loss_value = float("nan")
+    loss_value, tops = float("nan"), []  # the best count of facts answered so far, at each accuracy check
     for step in range(config.max_steps):
         batch = table[batch_indices([config.seed], step, [len(table)], config.batch_size, len(table), device)[0]]
         loss = F.cross_entropy(model(torch.stack([batch[:, 0], config.N + batch[:, 1]], 1)), batch[:, 2])
         loss_value = float(loss.detach())
-        if loss_value < config.loss_threshold or decided(model, table, config, step):
+        if loss_value < config.loss_threshold:
             return model, step, loss_value
+        correct = answered(model, table, config, step)
+        if correct is not None:
+            tops.append(max(tops[-1], correct) if tops else correct)
+            if correct / len(table) >= config.stop_accuracy[0] or config.gives_up(tops):
+                return model, step, loss_value
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

@@ -36,7 +36,7 @@ from torch.nn import functional as F
 
 from geofact.host import to_host
 from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR
-from geofact.training.config import TrainConfig
+from geofact.training.config import GIVE_UP_MARGIN, TrainConfig, facts_for
 from geofact.training.data import FactSampler, facts
 from geofact.training.graphs import GraphedStep
 from geofact.training.model import forward
@@ -65,11 +65,18 @@ class RunResult:
     # read past the stop (TrainConfig.read_past_stop): the fields of `past_stop_results`, and the weights at its points
     past_stop: dict | None = None
     past_weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # "best", "last"
+    gave_up: bool = False  # stopped as hopeless (TrainConfig.give_up): it fails there
 
     def record(self) -> dict:
-        """The JSON-able outcome (geofact.training.sweep adds config, timing, weights file and provenance)."""
+        """The JSON-able outcome (geofact.training.sweep adds config, timing, weights file and provenance). A run
+        with an accuracy stop keeps its checks' accuracies (the evidence of `give_up`, and of when runs cross),
+        and whether it was stopped as hopeless where it could be."""
         out = {"steps": self.steps, "final_loss": self.final_loss, "accuracy": self.accuracy,
                "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
+        if self.config.stop_accuracy is not None:
+            out["accuracy_curve"] = self.accuracy_curve
+        if self.config.give_up is not None:
+            out["gave_up"] = self.gave_up
         return out if self.past_stop is None else {**out, "past_stop": self.past_stop}
 
 
@@ -107,6 +114,7 @@ class RunLog:
     final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
     stopped: bool = False  # met the stop rule (a run read past its stop goes on training)
     decided: bool = False  # stopped at its accuracy level (`TrainConfig.stop_accuracy`): its accuracy is the count that stopped it
+    gave_up: bool = False  # stopped as hopeless (`TrainConfig.give_up`)
     past_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, batch loss) after the stop
 
 
@@ -121,6 +129,7 @@ class FactGroup(StackedGroup):
         self.past_stop = configs[0].read_past_stop  # one value per stack: it is part of the shape key
         self.tail_every = configs[0].keep_tail[0] if configs[0].keep_tail else None  # so is keep_tail
         self.accuracy_stop = configs[0].stop_accuracy  # and stop_accuracy
+        self.give_up = configs[0].give_up  # and give_up
         # the backward written out: geofact.training.step, or under bf16 geofact.training.step_bf16 (uniform attention,
         # whole logits); autograd for the rest
         self.by_hand = (covers_bf16(self.update.params, configs[0].batch_size, device) if self.precision == "bf16"
@@ -130,6 +139,9 @@ class FactGroup(StackedGroup):
         n_max = max(self.n_facts)
         self.padded = torch.stack([F.pad(t, (0, 0, 0, n_max - len(t))) for t in tables]).to(device)  # (M, n_max, 3)
         self.sampler = FactSampler([c.seed for c in configs], self.n_facts, configs[0].batch_size, n_max, device)
+        if self.give_up is not None:  # the best count of facts each run answered so far, at each check j (column j)
+            checks = configs[0].max_steps // configs[0].stop_accuracy[1]
+            self.tops = torch.zeros(len(configs), checks + 1, dtype=torch.long, device=device)  # (M', checks + 1)
         self._counts()
 
     def _counts(self) -> None:
@@ -137,11 +149,16 @@ class FactGroup(StackedGroup):
         if self.accuracy_stop is not None:  # facts a run must answer to stop on accuracy: (M',), on the device
             self.needed = torch.tensor([facts_for(self.accuracy_stop[0], self.n_facts[m]) for m in self.alive],
                                        device=self.device)
+        if self.give_up is not None:  # TrainConfig.gives_up's margin, as the host computes it
+            self.give_up_margin = torch.tensor([GIVE_UP_MARGIN * math.sqrt(self.n_facts[m]) for m in self.alive],
+                                               dtype=torch.float64, device=self.device)
         self.rows = torch.arange(len(self.alive), device=self.device)[:, None]
 
     def _keep_rows(self, rows: torch.Tensor, positions: list[int]) -> None:
         self.padded = self.padded[rows]
         self.sampler = self.sampler.keep(positions)
+        if self.give_up is not None:
+            self.tops = self.tops[rows]
         self._counts()
 
     def _make_step(self) -> StopRuleStep:
@@ -179,16 +196,6 @@ class FactGroup(StackedGroup):
             logits = at_least_fp32(forward(params, tokens))  # (M', B, N)
             losses = F.cross_entropy(logits.flatten(0, 1), batch[..., 2].flatten(), reduction="none").view(-1, B).mean(1)
             return losses.detach(), self.update.gradients(losses)
-
-
-def facts_for(level: float, n: int) -> int:
-    """The fewest of n facts answered that make an accuracy (count / n, as the record computes it) of at
-    least `level`: the accuracy stop compares integer counts on the device, so no rounding of a device
-    division can stop a run the record would show below its level."""
-    c = min(n, max(0, math.ceil(level * n) - 1))
-    while c / n < level:
-        c += 1
-    return c
 
 
 @torch.no_grad()
@@ -242,6 +249,7 @@ class StopRuleStep:
         self.at_stop = flat if self.freezes else torch.zeros_like(flat)  # (M', P)
         if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it, -1 if none did
             self.decided = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',)
+            self.gave_up = torch.zeros(M, dtype=torch.bool, device=device)  # (M',): stopped as hopeless (`give_up`)
         self.past_stop = group.past_stop
         if self.past_stop:  # the best state before any spike (module docstring), for runs read past their stop
             self.min_loss = torch.full((M,), float("inf"), dtype=flat.dtype, device=device)  # (M',): the running minimum
@@ -256,6 +264,7 @@ class StopRuleStep:
         self.stop_at.fill_(self.max_steps)
         if self.group.accuracy_stop is not None:
             self.decided.fill_(-1)
+            self.gave_up.fill_(False)
 
     def _body(self) -> None:
         loss, grads = self.group.losses_and_grads(self.batch)
@@ -276,10 +285,26 @@ class StopRuleStep:
         """`TrainConfig.stop_accuracy`: the runs still running that answer (`correct`, (M',)) at least their
         level of facts stop at step `step`, before its update (as at the loss rule). Outside the step's
         graph, on its buffers, with no host read."""
-        now = self.running & (correct >= self.group.needed)
+        group = self.group
+        now = self.running & (correct >= group.needed)
         self.stop_at.masked_fill_(now, step)
         torch.where(now, correct, self.decided, out=self.decided)  # the record's accuracy: this very count
         self._stop(now)
+        if group.give_up is None:
+            return
+        # TrainConfig.gives_up for the stack, on the best counts so far: integer gains, one float multiply
+        j = step // group.accuracy_stop[1]
+        top = correct if j == 1 else torch.maximum(group.tops[:, j - 1], correct)  # (M',)
+        group.tops[:, j] = top
+        if j < group.configs[0].give_up_from:
+            return
+        h = j // 2
+        recent, early = top - group.tops[:, h], group.tops[:, h] - group.tops[:, 1]  # (M',): gains over j - h, h - 1 checks
+        reach = top + group.configs[0].give_up_scale(j) * recent.to(torch.float64) + group.give_up_margin
+        hopeless = self.running & (recent * (h - 1) < early * (j - h)) & (reach < group.needed)
+        self.stop_at.masked_fill_(hopeless, step)
+        self.gave_up |= hopeless
+        self._stop(hopeless)
 
     def _stop(self, now: torch.Tensor) -> None:
         """The runs in `now` (M',) stop before this step's update: their weights are kept as they are now."""
@@ -308,6 +333,7 @@ class Block:
     kept: dict[int, torch.Tensor]  # step -> (M', P) weights at that checkpoint or tail step
     correct: dict[int, torch.Tensor]  # step -> (M',) facts answered right before that step's update
     decided: torch.Tensor | None = None  # (M',): facts answered at an accuracy stop, -1 for a run not stopped by one
+    gave_up: torch.Tensor | None = None  # (M',): stopped as hopeless (TrainConfig.give_up)
 
 
 def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int | None) -> Block:
@@ -323,12 +349,14 @@ def train_block(group: FactGroup, steps: range, keep: set[int], eval_every: int 
         if eval_every is not None and step % eval_every == 0:
             correct[step] = group.correct(group.update.params)
         if decide_every is not None and step > 0 and step % decide_every == 0:
-            step_once.stop_on_accuracy(step, correct[step] if step in correct else group.correct(group.update.params))
+            if step not in correct:  # a check's count is on the run's accuracy curve too (read with the block)
+                correct[step] = group.correct(group.update.params)
+            step_once.stop_on_accuracy(step, correct[step])
         if step in keep or (group.tail_every is not None and step % group.tail_every == 0):
             kept[step] = flat.clone()
         losses[:, i] = step_once(step, batch)
-    return Block(steps, losses, step_once.stop_at, step_once.at_stop, kept, correct,
-                 step_once.decided if decide_every is not None else None)
+    decided = (step_once.decided, step_once.gave_up) if decide_every is not None else (None, None)
+    return Block(steps, losses, step_once.stop_at, step_once.at_stop, kept, correct, *decided)
 
 
 def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: int, keep: set[int]) -> list[int]:
@@ -337,9 +365,10 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
     block's end; its checkpoints (`keep`) all."""
     max_steps = group.configs[0].max_steps
     kept_steps, eval_steps = list(block.kept), list(block.correct)
-    decided_at = [block.decided] if block.decided is not None else []
+    decided_at = [block.decided, block.gave_up] if block.decided is not None else []
     losses, stop_at, *counts = to_host(block.losses, block.stop_at, *block.correct.values(), *decided_at)
-    decided = counts.pop() if decided_at else None
+    decided, gave_up = (counts[-2], counts[-1]) if decided_at else (None, None)
+    counts = counts[:len(eval_steps)]
     stopped = []
     for i, m in enumerate(group.alive):
         log, stop = logs[m], int(stop_at[i])
@@ -362,6 +391,7 @@ def read_block(block: Block, group: FactGroup, logs: list[RunLog], log_every: in
             log.steps, log.stopped = stop, True
             if decided is not None and decided[i] >= 0:  # the count that stopped it, not a recount in other chunks
                 log.decided, log.accuracy = True, int(decided[i]) / group.n_facts[m]
+            log.gave_up = gave_up is not None and bool(gave_up[i])
             stopped.append(i)
             if group.past_stop:
                 log.past_curve += [(step, float(losses[i, j])) for j, step in enumerate(block.steps)
@@ -437,8 +467,10 @@ def group_state(group: FactGroup, logs: list[RunLog], step: int, seconds: float)
     tensors = {**stack_state(group.update), "steps": torch.tensor([log.steps for log in logs]),
                "last_loss": torch.tensor([log.last_loss for log in logs], dtype=torch.float64)}
     meta = {"curves": [log.curve for log in logs], "acc_curves": [log.acc_curve for log in logs],
-            "accs": [log.accuracy for log in logs],
+            "accs": [log.accuracy for log in logs], "gave_up": [log.gave_up for log in logs],
             "kept_losses": [{str(t): x for t, x in log.kept_losses.items()} for log in logs]}
+    if group.give_up is not None:
+        tensors["tops"] = group.tops
     if group.past_stop:
         step_now = group.step
         tensors |= {f"past/{name}": getattr(step_now, name) for name in PAST_STOP_BUFFERS}
@@ -454,10 +486,13 @@ def resume_group(group: FactGroup, logs: list[RunLog], state: GroupState) -> Non
         log.curve = [(int(t), x) for t, x in state.meta["curves"][m]]
         log.acc_curve = [(int(t), x) for t, x in state.meta["acc_curves"][m]]
         log.accuracy = state.meta["accs"][m]
+        log.gave_up = state.meta.get("gave_up", [False] * len(logs))[m]
         log.kept_losses = {int(t): x for t, x in state.meta["kept_losses"][m].items()}
         if group.past_stop:
             log.stopped = state.meta["stopped"][m]
             log.past_curve = [(int(t), x) for t, x in state.meta["past_curves"][m]]
+    if group.give_up is not None:
+        group.tops.copy_(state.tensors["tops"])
     if group.past_stop:
         step_now = group.step
         for name in PAST_STOP_BUFFERS:
@@ -531,5 +566,5 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     finish(group, logs, running, group.update.stack.flat, measure, eval_every is not None)
     seconds = elapsed()
     return [RunResult(c, log.steps, log.last_loss, log.accuracy, log.steps < c.max_steps, log.curve, log.acc_curve,
-                      seconds, log.final, log.kept, log.kept_losses, *past.get(m, (None, {})))
+                      seconds, log.final, log.kept, log.kept_losses, *past.get(m, (None, {})), gave_up=log.gave_up)
             for m, (c, log) in enumerate(zip(configs, logs))]

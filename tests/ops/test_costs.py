@@ -126,6 +126,14 @@ def test_d_min_trials_decided_at_their_crossing_are_priced_below_their_budget_wi
     trained = 15000 * (1 - DECIDED_PASS_FRACTION * (1 - DECIDED_STEP_FRACTION))
     assert expected_steps(c) == pytest.approx(trained + (trained // 500) * 256 * 8 / 64 / 3)
     assert expected_steps(dataclasses.replace(c, stop_accuracy=None)) == 15000
+    # a failing trial that may give up is priced at GIVE_UP_STEP_FRACTION of its budget, and the page's parameter says so
+    from geofact.ops.costs import GIVE_UP_STEP_FRACTION
+
+    giving_up = dataclasses.replace(c, give_up=2.0)
+    trained = 15000 * ((1 - DECIDED_PASS_FRACTION) * GIVE_UP_STEP_FRACTION + DECIDED_PASS_FRACTION * DECIDED_STEP_FRACTION)
+    assert GIVE_UP_STEP_FRACTION < 1 and expected_steps(giving_up) == pytest.approx(trained + (trained // 500) * 256 * 8 / 64 / 3)
+    ruled = plan_pages({"exp-scaling": {**scaling, "decide_every": 500, "give_up": 2.0}}, H100_SPEC, lambda c: 64)[0]
+    assert ruled.seconds < decided.seconds
 
 
 def _record(config: TrainConfig, accuracy: float) -> dict:

@@ -70,6 +70,30 @@ def test_a_run_keeping_a_tail_is_another_run_whose_tail_ends_below_its_stop():
             dataclasses.replace(plain, keep_tail=bad)
 
 
+def test_a_run_that_may_give_up_is_another_run_and_its_rule_reads_the_best_counts():
+    from geofact.training.config import GIVE_UP_MARGIN
+
+    plain = TrainConfig(N=64, R=4, d=8, batch_size=16, max_steps=1000, stop_accuracy=(0.9, 100))  # 231 of 256 facts
+    ruled = dataclasses.replace(plain, give_up=2)
+    assert ruled.give_up == 2.0 and "give_up" not in plain.as_dict() and ruled.key() != plain.key()
+    assert TrainConfig(**ruled.as_dict()) == ruled and ruled.shape_key() != plain.shape_key()
+    for bad in (0.5, True, float("inf"), "2"):
+        with pytest.raises(ValueError, match="give_up must be None or a safety factor"):
+            dataclasses.replace(plain, give_up=bad)
+    with pytest.raises(ValueError, match="give_up must be None for a run without an accuracy stop"):
+        dataclasses.replace(plain, stop_accuracy=None, give_up=2.0)
+    # at check 5 of 10 (the middle of the budget, where the rule starts) the best gained 15 over checks 2-5 against 60
+    # over checks 1-2: it projects 115 + 2 x 15 / 3 x 5 checks left = 165, and with the margin of 2 sqrt(256) = 32
+    # facts, 197 < 231
+    assert ruled.give_up_from == 5 and ruled.give_up_scale(5) == pytest.approx(10 / 3) and GIVE_UP_MARGIN * 16 == 32
+    assert ruled.gives_up([40, 100, 105, 110, 115]) and not ruled.gives_up([40, 100, 105, 110])  # not in the first half
+    assert not ruled.gives_up([40, 100, 105, 110, 280])  # as fast as before: not slowing down
+    assert not dataclasses.replace(ruled, give_up=4.0).gives_up([40, 100, 105, 110, 115])  # 115 + 100 + 32 >= 231
+    assert not ruled.gives_up([40, 100, 105, 110, 125]) and ruled.gives_up([40, 100, 105, 110, 125], margin=0)  # 208
+    assert not ruled.gives_up([20] * 5)  # never moved: it may yet take off
+    assert ruled.gives_up([20, 80, 80, 80, 80]) and not plain.gives_up([20, 80, 80, 80, 80])  # a plateau; no rule without give_up
+
+
 def test_a_run_with_an_accuracy_stop_is_another_run_whose_record_reads_back():
     plain = TrainConfig(N=16, R=2, d=8, batch_size=16)
     decided = dataclasses.replace(plain, stop_accuracy=[0.95, 250])  # as a profile's YAML gives it

@@ -136,8 +136,19 @@ def test_a_run_with_an_accuracy_stop_is_decided_on_the_device_without_a_host_rea
         results = train_group(configs(12, stop_accuracy=(0.95, 2)), device="meta", block_steps=5)
     assert [r.steps for r in results] == [12, 4, 12] and results[1].stopped_early
     blocks = [call for call in reads.calls if len(call) >= 2]
-    # its checks stay on the device: one read a block, with the count that stopped a run (its recorded accuracy)
-    assert len(blocks) == 3 and blocks[0] == [(3, 5), (3,), (3,)]
+    # its checks stay on the device: one read a block, with the checks' counts (steps 2 and 4), the count that
+    # stopped a run (its recorded accuracy) and which runs gave up
+    assert len(blocks) == 3 and blocks[0] == [(3, 5), (3,), (3,), (3,), (3,), (3,)]
+
+
+def test_a_run_that_may_give_up_is_judged_on_the_device_without_a_host_read():
+    """`give_up`'s rule reads the best counts at every check (a (runs, checks) table on the device) from the fourth
+    check on; the stack drops a run that gave up as any that stopped, and the table with it."""
+    reads = Reads(fill=10**6, stops={1: (0, 8)})
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        results = train_group(configs(16, stop_accuracy=(0.95, 2), give_up=2.0), device="meta", block_steps=5)
+    assert [r.steps for r in results] == [8, 16, 16]
+    assert len([call for call in reads.calls if len(call) >= 2]) == 4
 
 
 @pytest.mark.parametrize("by_hand", [True, False])  # the GPU's step (geofact.training.hop_step), and autograd's

@@ -68,6 +68,23 @@ def test_a_group_stopped_by_the_budget_resumes_to_the_records_of_an_uninterrupte
     assert not list(groups_dir(tmp_path / "cut").iterdir())  # the state is gone once the records are written
 
 
+# d_min trials with the hopeless rule (TrainConfig.give_up): one crosses at step 260, one gives up at 340 (its rule reads
+# the best counts of its checks from the first on, so a state must carry them), two train to their budget
+GIVING_UP = [TrainConfig(N=64, R=4, d=8, lr=lr, batch_size=64, max_steps=400, seed=s, stop_accuracy=(0.4, 20), give_up=2.0)
+             for lr, s in ((3e-2, 0), (1e-2, 1), (3e-3, 2), (1e-5, 3))]
+
+
+def test_a_group_whose_runs_may_give_up_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    reference = run_sweep(GIVING_UP, tmp_path / "ref", progress=False, workers=1, checkpoint_every=None)
+    assert sorted(r["gave_up"] for r in reference) == [False, False, False, True]
+    monkeypatch.setattr(resume_module, "past_deadline", budget_spent_at_boundary(1))  # at step 64: its checks at 20-60
+    with pytest.raises(BudgetSpent, match="checkpointed"):
+        run_sweep(GIVING_UP, tmp_path / "cut", progress=False, workers=1, checkpoint_every=0)
+    monkeypatch.undo()
+    run_sweep(GIVING_UP, tmp_path / "cut", progress=False, workers=1)
+    assert outcome(tmp_path / "cut") == outcome(tmp_path / "ref")
+
+
 # k-hop runs with and without chain-of-thought, stopping at different checks (accuracy or loss)
 HOPS = [MultiHopConfig(N=16, R=2, k=2, d=32, batch_size=128, max_steps=500, lr=3e-3, cot=cot, seed=s, check_every=50,
                        target_accuracy=0.9) for cot in (True, False) for s in (0, 1)]

@@ -228,7 +228,7 @@ def test_a_run_with_an_accuracy_stop_stops_at_its_first_check_at_the_level_as_th
     read at that step; a run that never gets there goes on to its loss rule or budget, unchanged."""
     from dataclasses import replace
 
-    from geofact.training.trainer import facts_for
+    from geofact.training.config import facts_for
 
     plain = [TrainConfig(N=16, R=2, d=16, lr=lr, batch_size=16, max_steps=300, seed=s) for lr, s in ((1e-2, 0), (1e-2, 1), (1e-4, 2))]
     runs = {r.config.seed: r for r in train_group(plain, eval_every=20, dtype=torch.float64)}
@@ -253,6 +253,47 @@ def test_a_run_with_an_accuracy_stop_stops_at_its_first_check_at_the_level_as_th
         replace(plain[0], stop_accuracy=(1.5, 20))
     with pytest.raises(ValueError, match="stop_accuracy must be None for a run read past its stop"):
         replace(plain[0], stop_accuracy=(0.9, 20), read_past_stop=True)
+
+
+def test_a_run_that_gives_up_stops_at_the_first_check_where_its_rule_calls_it_hopeless():
+    """`give_up=f` (with `stop_accuracy`) also ends a run at the first check where `TrainConfig.gives_up`, read
+    on the same run's best counts so far, calls it hopeless: there, as the run without the rule read at that
+    step, and failing; a run that crosses first is decided as before, and one the rule never fires on is the
+    run without it. The device's rule is checked against the host's (`gives_up`) on each run's own curve."""
+    from dataclasses import replace
+
+    from geofact.training.config import facts_for
+
+    # 256 facts each, at level 0.4 (103 facts): lr 3e-2 crosses at a check (260); 1e-2 speeds up and crosses only at its
+    # end (400); 3e-3 slows down and gives up; 1e-5 never moves from its first count
+    plain = [TrainConfig(N=64, R=4, d=8, lr=lr, batch_size=64, max_steps=400, seed=s)
+             for lr, s in ((3e-2, 0), (1e-2, 1), (3e-3, 2), (1e-5, 3))]
+    runs = {r.config.seed: r for r in train_group(plain, eval_every=20, dtype=torch.float64)}
+    ruled = train_group([replace(c, stop_accuracy=(0.4, 20), give_up=2.0) for c in plain], dtype=torch.float64)
+    outcomes = []
+    for r in ruled:
+        full, n = runs[r.config.seed], 256
+        checks = [(t, round(a * n)) for t, a in full.accuracy_curve if 0 < t < full.steps]
+        tops = [max(c for _, c in checks[: j + 1]) for j in range(len(checks))]
+        crossed = next((t for t, c in checks if c >= facts_for(0.4, n)), None)
+        hopeless = next((t for j, (t, _) in enumerate(checks) if r.config.gives_up(tops[: j + 1])), None)
+        assert r.record()["accuracy_curve"] == [(t, c / n) for t, c in checks if t <= r.steps]
+        if hopeless is not None and (crossed is None or hopeless < crossed):
+            outcomes.append("gave up")
+            assert r.steps == hopeless and r.gave_up and r.record()["gave_up"] and r.stopped_early
+            assert r.accuracy == dict(full.accuracy_curve)[hopeless] < 0.4
+            (read,) = train_group([replace(full.config, max_steps=hopeless)], dtype=torch.float64)
+            assert all(torch.equal(r.params[k], read.params[k]) for k in r.params)
+            assert train_single(r.config, dtype=torch.float64)[1] == hopeless  # the reference loop's rule too
+        else:
+            outcomes.append("crossed" if crossed is not None else "unchanged")
+            assert not r.gave_up and r.steps == (crossed if crossed is not None else full.steps)
+    assert outcomes == ["crossed", "unchanged", "gave up", "unchanged"], outcomes  # every case of the test
+    # with a huge margin no run gives up: the runs of the accuracy stop alone
+    lenient = train_group([replace(c, stop_accuracy=(0.4, 20), give_up=1e9) for c in plain], dtype=torch.float64)
+    alone = train_group([replace(c, stop_accuracy=(0.4, 20)) for c in plain], dtype=torch.float64)
+    assert [(r.steps, r.accuracy) for r in lenient] == [(r.steps, r.accuracy) for r in alone]
+    assert not any(r.gave_up for r in lenient) and "gave_up" not in alone[0].record()
 
 
 @pytest.mark.parametrize("picked", [[], [0], [1, 3], [0, 1, 2, 3]])
