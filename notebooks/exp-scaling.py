@@ -233,7 +233,7 @@ for name in REGIMES:
 # of them on to its budget without the rule: the dotted lines of {numref}`fig-scaling-gave-up` are those runs
 # past the stop.
 
-# %% mystnb={"figure": {"caption": "Accuracy over all $N R$ facts at each check of every trial that gave up: solid to the check where it gave up (dot), dotted where the audit trained it on without the rule; dashed: the level. A dotted line that reaches the level is a trial the rule failed that would have passed.", "name": "fig-scaling-gave-up"}}
+# %% mystnb={"figure": {"caption": "Accuracy over all $N R$ facts at each check of every trial that gave up: solid to the check where it gave up (dot), dotted where the audit trained it on without the rule, to its end (x); dashed: the level. A dotted line that reaches the level is a trial the rule failed that would have passed.", "name": "fig-scaling-gave-up"}}
 gave_up_records = [r for r in unique if r.get("gave_up")]
 trained_steps = sum(r["steps"] for r in unique)
 saved_steps = sum(r["config"]["max_steps"] - r["steps"] for r in gave_up_records)
@@ -252,11 +252,11 @@ for r, a in zip(gave_up_records, audited or [None] * len(gave_up_records)):
     steps, accs = zip(*r["accuracy_curve"])
     ax.plot(steps, accs, "-", color=color, lw=0.8, alpha=0.7)
     ax.plot(steps[-1], accs[-1], "o", color=color, ms=3)
-    if a is not None:  # a record made before records kept their checks has its end alone
-        past = [(t, x) for t, x in a.get("accuracy_curve") or [(a["steps"], a["accuracy"])] if t >= steps[-1]]
+    if a is not None:  # its checks past the stop and its end (a record made before records kept checks: its end alone)
+        past = [(t, x) for t, x in a.get("accuracy_curve", []) if steps[-1] <= t < a["steps"]] + [(a["steps"], a["accuracy"])]
         ax.plot(*zip((steps[-1], accs[-1]), *past), ":", color=color, lw=0.8, alpha=0.7)
         ax.plot(*past[-1], "x", color=color, ms=3)
-ax.axhline(level, color="black", ls="--", lw=0.8)
+ax.axhline(level, color="black", ls="--", lw=0.8, label=f"level {level}")
 ax.plot([], [], "-", color=COLORS["measured"], label="learned embeddings")
 ax.plot([], [], "-", color=COLORS["alt"], label="frozen embeddings")
 ax.set(xlabel="training step", ylabel="accuracy over all facts", ylim=(0, 1.02),

@@ -53,10 +53,10 @@ DECIDED_PASS_FRACTION = 0.5
 DECIDED_STEP_FRACTION = 6100 / 15000
 FORWARD_SHARE = 1 / 3
 # A failing trial that may give up (`TrainConfig.give_up`) is priced at the share of its budget the laptop profile's
-# failing trials trained under the rule at f = 2 (exp-scaling, 2026-11-30: 38 failing trials, 16 gave up, a mean of
-# 0.88 of the budget). That budget binds (passing trials crossed at a median 0.88 of it), the paper's less (0.17 to
-# 0.41), so a paper-scale plateau comes earlier and this is likely an overestimate; no lease has measured it
-GIVE_UP_STEP_FRACTION = 0.88
+# failing trials trained under the rule (exp-scaling at af594c0: 72 failing trials, 22 gave up at a median 0.66 of
+# their budget, a mean of 0.91 over all 72). That budget binds (passing trials crossed at a median 0.84 of it), the
+# paper's less (0.17 to 0.41), so a paper-scale plateau likely comes earlier; no lease has measured it
+GIVE_UP_STEP_FRACTION = 0.91
 
 
 def expected_steps(config: TrainConfig | MultiHopConfig) -> float:
