@@ -181,13 +181,14 @@ class TrainConfig(_Run):
             need(self.stop_accuracy is not None, "give_up", "None for a run without an accuracy stop (stop_accuracy)")
             object.__setattr__(self, "give_up", float(self.give_up))
 
-    def gives_up(self, tops: Sequence[int], margin: float = GIVE_UP_MARGIN) -> bool:
+    def gives_up(self, tops: Sequence[int], margin: float = GIVE_UP_MARGIN, start: int | None = None) -> bool:
         """The hopeless rule of `give_up` at an accuracy check, for a run whose best counts of facts answered so
         far, at its checks 1, 2, ..., j (the running maximum, so a dip is no evidence), are `tops`: from the middle
         of its budget on (check `give_up_from`), the best has grown more slowly over the second half of the checks so far (from check h = j // 2
         to j) than over the first (from check 1 to h), and gaining f times that recent rate at every check left, it
         would still answer fewer facts than its level by `max_steps`, by more than `margin` sqrt(n) of its n facts
-        (GIVE_UP_MARGIN; bench/bench_give_up.py replays other margins and factors).
+        (GIVE_UP_MARGIN). `start` (at least 4) replaces the first check the rule reads (`give_up_from`):
+        bench/bench_give_up.py replays other factors, margins and starts.
 
         A run whose best grows ever more slowly gains no more than that with f = 1, so such a run cannot be one
         that would have crossed; f > 1 is the margin for a curve that is not quite so, and sqrt(n) the margin for
@@ -199,7 +200,7 @@ class TrainConfig(_Run):
         curve in two phases, not concave), and a rule read from the fourth check on failed five such trials. The
         device applies the same rule to a stack (geofact.training.trainer.StopRuleStep.stop_on_accuracy)."""
         j = len(tops)
-        if self.give_up is None or j < self.give_up_from:
+        if self.give_up is None or j < max(4, self.give_up_from if start is None else start):
             return False
         level = self.stop_accuracy[0]
         n, h = self.N * self.R, j // 2

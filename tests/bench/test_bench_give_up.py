@@ -32,3 +32,5 @@ def test_the_replay_counts_stops_savings_and_the_false_stops_of_a_looser_rule(tm
     loose = give_up.replay(trials, 2.0, 0.0)  # without the margin the late one gives up at check 5 (208 < 231)
     assert loose["stopped"] == 2 and [f["seed"] for f in loose["false stops"]] == [1]
     assert loose["saved"] == pytest.approx((500 + 400) / 1900)
+    early = give_up.replay(trials, 2.0, 0.0, start=4)  # from the fourth check both stop at 400
+    assert early["start"] == 4 and early["saved"] == pytest.approx((600 + 500) / 1900) and len(early["false stops"]) == 1

@@ -87,6 +87,7 @@ def test_a_run_that_may_give_up_is_another_run_and_its_rule_reads_the_best_count
     # facts, 197 < 231
     assert ruled.give_up_from == 5 and ruled.give_up_scale(5) == pytest.approx(10 / 3) and GIVE_UP_MARGIN * 16 == 32
     assert ruled.gives_up([40, 100, 105, 110, 115]) and not ruled.gives_up([40, 100, 105, 110])  # not in the first half
+    assert ruled.gives_up([40, 100, 105, 110], start=4) and not ruled.gives_up([40, 100, 105], start=3)  # 110 + 60 + 32
     assert not ruled.gives_up([40, 100, 105, 110, 280])  # as fast as before: not slowing down
     assert not dataclasses.replace(ruled, give_up=4.0).gives_up([40, 100, 105, 110, 115])  # 115 + 100 + 32 >= 231
     assert not ruled.gives_up([40, 100, 105, 110, 125]) and ruled.gives_up([40, 100, 105, 110, 125], margin=0)  # 208
