@@ -150,7 +150,8 @@ if not isinstance(seeds_together, bool):
     raise ValueError(f"seeds_together must be True or False, got {seeds_together!r}")
 if decide_every is not None and not (type(decide_every) is int and 1 <= decide_every < max_steps):
     raise ValueError(f"decide_every must be None or an integer in [1, max_steps={max_steps}), got {decide_every!r}")
-if give_up is not None and (decide_every is None or isinstance(give_up, bool) or not 1 <= give_up < math.inf):
+if give_up is not None and (decide_every is None or isinstance(give_up, bool) or not isinstance(give_up, (int, float))
+                            or not 1 <= give_up < math.inf):
     raise ValueError(f"give_up must be None or a factor in [1, inf) with decide_every set, got {give_up!r} "
                      f"(decide_every={decide_every!r})")
 if not isinstance(audit_give_up, bool):

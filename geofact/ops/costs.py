@@ -434,7 +434,9 @@ def plan_scaling(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     sweep's pool stacks them (geofact.training.sweep.SweepPool: runs queued together stack, seeds and frozen or
     not being stackable). With `seeds_together` the seeds of a curve start each N after the first at one guess
     (geofact.d_min_search, `together`) and ask for the same d while they answer alike: each trial is priced as one
-    stack of every seed (measured: CHAINED_TRIALS' note)."""
+    stack of every seed (measured: CHAINED_TRIALS' note). With `give_up` a failing trial is priced at
+    GIVE_UP_STEP_FRACTION of its budget; the audit of the trials that gave up (`audit_give_up`, the laptop and smoke
+    profiles', which trains each again without the rule) is not priced."""
     p = params
     decided = (p["level"], p["decide_every"]) if p.get("decide_every") else None  # priced by `expected_steps`
     single, shared, joint = [], [], []

@@ -191,7 +191,8 @@ class TrainConfig(_Run):
         bench/bench_give_up.py replays other factors, margins and starts.
 
         A run whose best grows ever more slowly gains no more than that with f = 1, so such a run cannot be one
-        that would have crossed; f > 1 is the margin for a curve that is not quite so, and sqrt(n) the margin for
+        that would have crossed; f > 1 is the margin for a curve that is not quite so (none for a run whose best
+        has not moved since check h: the projection is then its best, whatever f), and sqrt(n) the margin for
         counts that move in jumps (a few facts' answers flipping together: at the smoke profile's 16 facts, runs
         that had sat still for three checks crossed later). A run that has not slowed down (one still at its first
         check's count included, which may yet take off) is never called hopeless. Nor is a run in the first half

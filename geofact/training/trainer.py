@@ -113,7 +113,7 @@ class RunLog:
     kept_losses: dict[int, float] = field(default_factory=dict)
     final: dict[str, torch.Tensor] | None = None  # weights at its stop (or at max_steps)
     stopped: bool = False  # met the stop rule (a run read past its stop goes on training)
-    decided: bool = False  # stopped at its accuracy level (`TrainConfig.stop_accuracy`): its accuracy is the count that stopped it
+    decided: bool = False  # stopped at an accuracy check (its level, or `give_up`): its accuracy is that check's count
     gave_up: bool = False  # stopped as hopeless (`TrainConfig.give_up`)
     past_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, batch loss) after the stop
 
@@ -247,7 +247,7 @@ class StopRuleStep:
         # weights at the stop, with no copy of them; elsewhere the rows of the runs that stop are copied out
         self.freezes = group.update.opt.skips and not group.past_stop
         self.at_stop = flat if self.freezes else torch.zeros_like(flat)  # (M', P)
-        if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it, -1 if none did
+        if group.accuracy_stop is not None:  # facts a run answered at the check that stopped it (its level or give_up), -1 if none did
             self.decided = torch.full((M,), -1, dtype=torch.long, device=device)  # (M',)
             self.gave_up = torch.zeros(M, dtype=torch.bool, device=device)  # (M',): stopped as hopeless (`give_up`)
         self.past_stop = group.past_stop
@@ -303,6 +303,7 @@ class StopRuleStep:
         reach = top + group.configs[0].give_up_scale(j) * recent.to(torch.float64) + group.give_up_margin
         hopeless = self.running & (recent * (h - 1) < early * (j - h)) & (reach < group.needed)
         self.stop_at.masked_fill_(hopeless, step)
+        torch.where(hopeless, correct, self.decided, out=self.decided)  # its record's accuracy: this check's count
         self.gave_up |= hopeless
         self._stop(hopeless)
 
@@ -332,7 +333,7 @@ class Block:
     at_stop: torch.Tensor  # (M', P): the weights of a run at its stop (rows of runs that did not stop: anything)
     kept: dict[int, torch.Tensor]  # step -> (M', P) weights at that checkpoint or tail step
     correct: dict[int, torch.Tensor]  # step -> (M',) facts answered right before that step's update
-    decided: torch.Tensor | None = None  # (M',): facts answered at an accuracy stop, -1 for a run not stopped by one
+    decided: torch.Tensor | None = None  # (M',): facts answered at the check that stopped a run, -1 for a run no check stopped
     gave_up: torch.Tensor | None = None  # (M',): stopped as hopeless (TrainConfig.give_up)
 
 

@@ -142,13 +142,24 @@ def test_a_run_with_an_accuracy_stop_is_decided_on_the_device_without_a_host_rea
 
 
 def test_a_run_that_may_give_up_is_judged_on_the_device_without_a_host_read():
-    """`give_up`'s rule reads the best counts at every check (a (runs, checks) table on the device) from the fourth
-    check on; the stack drops a run that gave up as any that stopped, and the table with it."""
-    reads = Reads(fill=10**6, stops={1: (0, 8)})
+    """`give_up`'s rule reads the best counts at every check (a (runs, checks) table on the device) from the middle of
+    the budget; the stack drops a run that gave up as any that stopped, the table with it, and its record keeps the
+    count of the check that stopped it, read with the block (no recount)."""
+
+    class GaveUp(Reads):  # the second block says: the run at stack position 0 gave up at step 8, answering 7 facts
+        def __call__(self, tensors):
+            out = super().__call__(tensors)
+            if len(self.calls) == 2:
+                out[-2][:], out[-2][0], out[-1][0] = -1, 7, True  # decided counts, gave_up
+            return out
+
+    reads = GaveUp(fill=10**6, stops={1: (0, 8)})
     with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
         results = train_group(configs(16, stop_accuracy=(0.95, 2), give_up=2.0), device="meta", block_steps=5)
-    assert [r.steps for r in results] == [8, 16, 16]
-    assert len([call for call in reads.calls if len(call) >= 2]) == 4
+    assert [(r.steps, r.gave_up) for r in results] == [(8, True), (16, False), (16, False)]
+    assert results[0].accuracy == 7 / 128 and results[0].record()["gave_up"]
+    blocks = [call for call in reads.calls if len(call) >= 2]
+    assert len(blocks) == 4 and len(reads.calls) == 5  # one read a block, and the two runs left counted at the end
 
 
 @pytest.mark.parametrize("by_hand", [True, False])  # the GPU's step (geofact.training.hop_step), and autograd's

@@ -289,11 +289,68 @@ def test_a_run_that_gives_up_stops_at_the_first_check_where_its_rule_calls_it_ho
             outcomes.append("crossed" if crossed is not None else "unchanged")
             assert not r.gave_up and r.steps == (crossed if crossed is not None else full.steps)
     assert outcomes == ["crossed", "unchanged", "gave up", "unchanged"], outcomes  # every case of the test
-    # with a huge margin no run gives up: the runs of the accuracy stop alone
+    # with a huge factor none of these runs (each still gaining when checked) gives up: the runs of the accuracy stop alone
     lenient = train_group([replace(c, stop_accuracy=(0.4, 20), give_up=1e9) for c in plain], dtype=torch.float64)
     alone = train_group([replace(c, stop_accuracy=(0.4, 20)) for c in plain], dtype=torch.float64)
     assert [(r.steps, r.accuracy) for r in lenient] == [(r.steps, r.accuracy) for r in alone]
     assert not any(r.gave_up for r in lenient) and "gave_up" not in alone[0].record()
+
+
+def test_the_device_rule_of_give_up_is_the_hosts_on_random_count_curves():
+    """`StopRuleStep.stop_on_accuracy` against `TrainConfig.gives_up` (as the plain loop applies it) on made-up counts:
+    stacks of runs with different R (so different n), budgets that are or are not a multiple of `every`, several f
+    and levels, runs leaving the stack between blocks of random length. Every run stops at the same check, for the
+    same reason."""
+    import random
+
+    from geofact.training.trainer import FactGroup
+
+    def host(config: TrainConfig, counts: list[int]) -> tuple[int | None, bool]:
+        tops = []
+        for j, c in enumerate(counts, 1):
+            tops.append(max(tops[-1], c) if tops else c)
+            if c / (config.N * config.R) >= config.stop_accuracy[0]:
+                return j, False
+            if config.gives_up(tops):
+                return j, True
+        return None, False
+
+    def curve(n: int, checks: int) -> list[int]:  # stalling, slowing down, or noisy
+        kind, x, out = rng.random(), rng.randint(0, n // 3), []
+        for j in range(checks):
+            x += (rng.choice([0, 0, 0, 1, 2, 5]) if kind < 0.3 else max(0, int(rng.gauss(n / (checks * (j + 1)), 2)))
+                  if kind < 0.6 else rng.randint(-3, 6))
+            out.append(max(0, min(n, x)))
+        return out
+
+    rng, outcomes = random.Random(0), []
+    for _ in range(150):
+        every = rng.randint(1, 7)
+        max_steps = every * rng.randint(5, 30) + rng.choice([0, 0, rng.randint(1, every)])
+        level, f, N = rng.choice([0.4, 0.5, 0.9, 0.95]), rng.choice([1.0, 1.5, 2.0, 3.0]), rng.choice([8, 16])
+        configs = [TrainConfig(N=N, R=rng.randint(1, N), d=4, batch_size=8, max_steps=max_steps, seed=s,
+                               stop_accuracy=(level, every), give_up=f) for s in range(rng.randint(1, 6))]
+        group = FactGroup(configs, torch.device("cpu"), torch.float64, None, None)
+        counts = [curve(c.N * c.R, (max_steps - 1) // every) for c in configs]
+        got, block = [(None, False)] * len(configs), rng.randint(1, 3 * every)
+        for start in range(0, max_steps, block):
+            step_once = group.step
+            step_once.start_block()
+            for step in range(start, min(start + block, max_steps)):
+                if step > 0 and step % every == 0:
+                    step_once.stop_on_accuracy(step, torch.tensor([counts[m][step // every - 1] for m in group.alive]))
+            stop_at, gave_up = step_once.stop_at.tolist(), step_once.gave_up.tolist()
+            stopped = [i for i, t in enumerate(stop_at) if t < max_steps]
+            for i in stopped:
+                got[group.alive[i]] = (stop_at[i] // every, gave_up[i])
+            if len(stopped) == len(group.alive):
+                break
+            if stopped:
+                group.keep([i for i in range(len(group.alive)) if i not in stopped])
+        want = [host(c, cs) for c, cs in zip(configs, counts)]
+        assert got == want, (configs[0].stop_accuracy, f, max_steps, counts, got, want)
+        outcomes += want
+    assert 100 < sum(gave for _, gave in outcomes) < len(outcomes) - 100  # many runs give up, many do not
 
 
 @pytest.mark.parametrize("picked", [[], [0], [1, 3], [0, 1, 2, 3]])
