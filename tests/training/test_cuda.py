@@ -50,6 +50,18 @@ def test_stacked_training_on_cuda_is_the_cpus_in_float64(attention, positions):
     _assert_same_runs(on_gpu, on_cpu, rtol=1e-7, atol=1e-9)
 
 
+def test_d_min_trials_stop_on_cuda_where_they_stop_on_the_cpu_in_float64():
+    """The accuracy stop and the hopeless rule (`give_up`) on the device, between a graph's replays: at level 0.4 of
+    256 facts one run crosses at a check, one gives up, two train to their budget (tests/training/test_trainer.py)."""
+    configs = [TrainConfig(N=64, R=4, d=8, lr=lr, batch_size=64, max_steps=400, seed=s, stop_accuracy=(0.4, 20), give_up=2.0)
+               for lr, s in ((3e-2, 0), (1e-2, 1), (3e-3, 2), (1e-5, 3))]
+    on_gpu = train_group(configs, device="cuda", dtype=torch.float64)
+    on_cpu = train_group(configs, device="cpu", dtype=torch.float64)
+    assert [(r.steps, r.gave_up, r.accuracy) for r in on_gpu] == [(r.steps, r.gave_up, r.accuracy) for r in on_cpu]
+    assert sorted(r.gave_up for r in on_cpu) == [False, False, False, True]
+    _assert_same_runs(on_gpu, on_cpu, rtol=1e-7, atol=1e-9)
+
+
 def test_graph_replays_are_the_eager_steps(monkeypatch):
     """In float64: the embeddings' gradients are CUDA atomics (index_add_, scatter_add_), whose order of
     addition varies from step to step, so even two eager runs agree only to rounding, not bit for bit."""
