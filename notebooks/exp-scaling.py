@@ -265,6 +265,7 @@ ax.set(xlabel="training step", ylabel="accuracy over all facts", ylim=(0, 1.02),
 legend(ax)
 plt.show()
 
+# %%
 audit_text = ("the audit is off at this profile (`audit_give_up`): whether any would have crossed is not measured on this page" if not audited else
               f"trained on to their budgets without the rule, none of the {len(audited)} crossed the level (the highest reached "
               f"{max(a['accuracy'] for a in audited):.3f}): every trial's outcome, and so every search's path and $d_{{\\min}}$, "
