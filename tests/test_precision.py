@@ -17,7 +17,7 @@ from geofact.training.trainer import train_group
 def test_fp32_runs_keep_their_key_and_other_policies_get_their_own():
     for config in (TrainConfig(N=32, R=2, d=8, batch_size=16), MultiHopConfig(N=32, R=2, d=8)):
         # the fields added since the first records, at their defaults, stay out of the key
-        legacy = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("precision", "read_past_stop", "keep_tail", "stop_accuracy", "give_up")}
+        legacy = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("precision", "read_past_stop", "keep_tail", "stop_accuracy", "give_up", "give_up_rule")}
         assert config.key() == record_key(legacy)
         bf16 = dataclasses.replace(config, precision="bf16")
         assert bf16.as_dict()["precision"] == "bf16" and bf16.key() != config.key()

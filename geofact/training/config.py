@@ -22,6 +22,10 @@ MAX_FACTS = 2**20  # the batch sampler keys facts with 20 index bits (geofact.tr
 # `TrainConfig.gives_up` calls a run hopeless only if its projection falls short of its level by more than this many
 # sqrt(n) of its n facts: four times the largest standard deviation (sqrt(n) / 2) of a count of n coin flips
 GIVE_UP_MARGIN = 2.0
+# The version of `TrainConfig.gives_up`: bump it with any change to which runs the rule stops, so that a run under
+# another rule is another run (its cache key changes). While developing the rule, records made under an earlier
+# version kept being served under the same key; version 1's runs keep the key they were cached under
+GIVE_UP_RULE = 1
 
 
 def _integer(x: object) -> bool:
@@ -75,8 +79,9 @@ class _Run:
     def as_dict(self) -> dict:
         """The config as JSON. An fp32 run leaves `precision` out: every record made before the precision
         policy (geofact.precision) was fp32, and keeps the key it was cached under; so does a run
-        that is not read past its stop (`TrainConfig.read_past_stop`), keeps no tail (`keep_tail`) or has no
-        accuracy stop (`stop_accuracy`)."""
+        that is not read past its stop (`TrainConfig.read_past_stop`), keeps no tail (`keep_tail`), has no
+        accuracy stop (`stop_accuracy`) or does not give up (`give_up`); one that does names the rule's version
+        (`give_up_rule`) from version 2 on."""
         out = dataclasses.asdict(self)
         if out["precision"] == "fp32":
             del out["precision"]
@@ -84,6 +89,8 @@ class _Run:
             del out["read_past_stop"]
         if out.get("give_up", 0) is None:
             del out["give_up"]
+        if "give_up_rule" in out and ("give_up" not in out or out["give_up_rule"] == 1):
+            del out["give_up_rule"]
         for pair in ("keep_tail", "stop_accuracy"):
             if pair in out:
                 if out[pair] is None:
@@ -153,6 +160,7 @@ class TrainConfig(_Run):
     # 47, item 4: "one stopped as hopeless only by a rule that cannot change which d passes"). The value is the
     # rule's safety factor f >= 1; None: a run that never crosses trains on to its loss rule or its budget
     give_up: float | None = None
+    give_up_rule: int = GIVE_UP_RULE  # the version of the rule (GIVE_UP_RULE): a run under another is another run
 
     schema: ClassVar[str] = "geofact.training.run/1"
     seq_len: ClassVar[int] = 2  # (s, r); the answer is predicted at r
@@ -180,6 +188,7 @@ class TrainConfig(_Run):
                  "give_up", "None or a safety factor f >= 1 (finite)")
             need(self.stop_accuracy is not None, "give_up", "None for a run without an accuracy stop (stop_accuracy)")
             object.__setattr__(self, "give_up", float(self.give_up))
+        need(self.give_up_rule == GIVE_UP_RULE, "give_up_rule", f"{GIVE_UP_RULE}, the rule this code implements (gives_up)")
 
     def gives_up(self, tops: Sequence[int], margin: float = GIVE_UP_MARGIN, start: int | None = None) -> bool:
         """The hopeless rule of `give_up` at an accuracy check, for a run whose best counts of facts answered so

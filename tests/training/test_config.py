@@ -77,6 +77,13 @@ def test_a_run_that_may_give_up_is_another_run_and_its_rule_reads_the_best_count
     ruled = dataclasses.replace(plain, give_up=2)
     assert ruled.give_up == 2.0 and "give_up" not in plain.as_dict() and ruled.key() != plain.key()
     assert TrainConfig(**ruled.as_dict()) == ruled and ruled.shape_key() != plain.shape_key()
+    # the rule's version: the first one's runs keep their keys; a later one would make other runs, and this code
+    # refuses to stand for a rule it does not implement
+    from geofact.training.config import GIVE_UP_RULE
+
+    assert GIVE_UP_RULE == 1 and "give_up_rule" not in ruled.as_dict()
+    with pytest.raises(ValueError, match="give_up_rule must be 1, the rule this code implements"):
+        dataclasses.replace(ruled, give_up_rule=2)
     for bad in (0.5, True, float("inf"), "2"):
         with pytest.raises(ValueError, match="give_up must be None or a safety factor"):
             dataclasses.replace(plain, give_up=bad)
