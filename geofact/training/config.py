@@ -193,11 +193,11 @@ class TrainConfig(_Run):
     def gives_up(self, tops: Sequence[int], margin: float = GIVE_UP_MARGIN, start: int | None = None) -> bool:
         """The hopeless rule of `give_up` at an accuracy check, for a run whose best counts of facts answered so
         far, at its checks 1, 2, ..., j (the running maximum, so a dip is no evidence), are `tops`: from the middle
-        of its budget on (check `give_up_from`), the best has grown more slowly over the second half of the checks so far (from check h = j // 2
-        to j) than over the first (from check 1 to h), and gaining f times that recent rate at every check left, it
-        would still answer fewer facts than its level by `max_steps`, by more than `margin` sqrt(n) of its n facts
-        (GIVE_UP_MARGIN). `start` (at least 4) replaces the first check the rule reads (`give_up_from`):
-        bench/bench_give_up.py replays other factors, margins and starts.
+        of its budget on (check `give_up_from`), the best has grown more slowly over the second half of the checks
+        so far (from check h = j // 2 to j) than over the first (from check 1 to h), and gaining f times that recent
+        rate at every check left, it would still answer fewer facts than its level by `max_steps`, by more than
+        `margin` sqrt(n) of its n facts (GIVE_UP_MARGIN). `start` (at least 4) replaces the first check the rule
+        reads (`give_up_from`): bench/bench_give_up.py replays other factors, margins and starts.
 
         A run whose best grows ever more slowly gains no more than that with f = 1, so such a run cannot be one
         that would have crossed; f > 1 is the margin for a curve that is not quite so (none for a run whose best
@@ -205,10 +205,11 @@ class TrainConfig(_Run):
         counts that move in jumps (a few facts' answers flipping together: at the smoke profile's 16 facts, runs
         that had sat still for three checks crossed later). A run that has not slowed down (one still at its first
         check's count included, which may yet take off) is never called hopeless. Nor is a run in the first half
-        of its budget: at the laptop profile, trials at N = 512 with learned embeddings learned a tenth of their facts
-        by the first check, slowed down over the next three, then sped up and crossed at 3,750 of 4,000 steps (a
-        curve in two phases, not concave), and a rule read from the fourth check on failed five such trials. The
-        device applies the same rule to a stack (geofact.training.trainer.StopRuleStep.stop_on_accuracy)."""
+        of its budget: at the laptop profile, trials at N = 512 with learned embeddings learned a tenth of their
+        facts by the first check, slowed down over the next three, then sped up and crossed at 3,750 of 4,000 steps
+        (a curve in two phases, not concave), and a rule read from the fourth check on failed four such trials at
+        f = 2 (five without the margin; `bench/bench_give_up.py --starts 4 0`). The device applies the same rule to
+        a stack (geofact.training.trainer.StopRuleStep.stop_on_accuracy)."""
         j = len(tops)
         if self.give_up is None or j < max(4, self.give_up_from if start is None else start):
             return False
