@@ -132,6 +132,7 @@ page = Page("exp-scaling", cache_dir)
 report = page.report
 report.scale(f"N {min(N_values)}-{max(N_values)} (the paper's 128-32768), R = {R}, {len(seeds)} seeds, up to {max_steps:,} steps "
              f"at batch {batch_size}" + (f", a trial decided at its first check (every {decide_every}) past the level" if decide_every else "")
+             + (f" or where it gives up (f = {give_up:g}{', audited' if audit_give_up else ', not audited'})" if give_up else "")
              + f", d_min to {rel_tol:.0%}")
 cache = page.cache()
 BUDGETS = ("fixed steps", "fixed epochs")
