@@ -8,13 +8,36 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # runs on its own share of the cores, and computes on that many threads: torch's threads spin while they
 # wait, and two processes of two threads each on two cores slowed the training tests a hundredfold. The
 # pages and sweeps the tests start see the same share (geofact.processes.usable_cores reads the
-# affinity). Set before torch is imported.
+# affinity). So does a shard of a GPU lease's CUDA tests (GEOFACT_TEST_SHARD="i/n": the i-th of n pytest
+# processes run at once by tools/lease.sh, each running every n-th test). Set before torch is imported.
+SHARD_ENV = "GEOFACT_TEST_SHARD"
+
+
+def _shard() -> tuple[int, int] | None:
+    """(i, n) from GEOFACT_TEST_SHARD="i/n", or None where it is unset."""
+    value = os.environ.get(SHARD_ENV, "")
+    if not value:
+        return None
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        index = count = -1
+    if not 0 <= index < count:
+        raise ValueError(f"{SHARD_ENV} must be 'i/n' with 0 <= i < n, got {value!r}")
+    return index, count
+
+
 def _pin_to_share() -> None:
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
+    index = int(worker.removeprefix("gw")) if worker else 0
+    if not worker and _shard() is not None:
+        index, count = _shard()
+    elif not worker:
+        return
+    if count < 2 or not hasattr(os, "sched_setaffinity"):
         return
     cores = sorted(os.sched_getaffinity(0))
-    share = cores[int(worker.removeprefix("gw")) % count :: count] or cores
+    share = cores[index % count :: count] or cores
     os.sched_setaffinity(0, share)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GEOFACT_THREADS"):
         os.environ.setdefault(name, str(len(share)))
@@ -51,3 +74,15 @@ def committed_book(repo, tmp_path_factory) -> Path:
     done = build_book(copy.root)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return copy.book_dir / "_build" / "html"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under GEOFACT_TEST_SHARD="i/n", only every n-th test from the i-th (the others deselected): n processes
+    together run each test once."""
+    shard = _shard()
+    if shard is None:
+        return
+    index, count = shard
+    kept = items[index::count]
+    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % count != index])
+    items[:] = kept

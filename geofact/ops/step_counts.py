@@ -24,11 +24,23 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.traffic import hop_step_traffic, step_traffic
 
 
+def switches() -> dict:
+    """The step's switches as this process has them: whether geofact's kernels are wanted (GEOFACT_FUSED_CE) and
+    where each kind is on. A count made under one setting is not the step of another (`geofact plan` under
+    GEOFACT_FUSED_CE=0 prices the step of torch's ops alone)."""
+    from geofact.training import data, fused_norm, hop_step, optim
+
+    return {"kernels": fused_ce.wanted(), "output layer": step.FUSED_WAY_DEVICES, "norms": fused_norm.DEVICES,
+            "sampler": data.FUSED_DEVICES, "AdamW kernel": optim.FUSED_KERNEL_DEVICES,
+            "AdamW per run": (optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS), "multi-hop step": hop_step.DEVICES}
+
+
 def code_version() -> str:
-    """A hash of torch's version and the sources a count runs: geofact/training/ and geofact's top-level modules
-    (the trainer imports geofact.host, .store, .task and others there; a change to any of them counts again)."""
+    """A hash of torch's version, the step's `switches` and the sources a count runs: geofact/training/ and
+    geofact's top-level modules (the trainer imports geofact.host, .store, .task and others there; a change to
+    any of them counts again)."""
     package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256(torch.__version__.encode())
+    digest = hashlib.sha256(torch.__version__.encode() + json.dumps(switches(), sort_keys=True).encode())
     for path in sorted([*package.glob("*.py"), *package.glob("training/*.py")]):
         digest.update(str(path.relative_to(package)).encode() + path.read_bytes())
     return digest.hexdigest()[:16]

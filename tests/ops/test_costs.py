@@ -294,6 +294,23 @@ def test_step_counts_are_kept_by_code_version_and_price_a_stack_on_the_line_thro
     assert counts([dataclasses.replace(stack[0], d=16)])["bytes"] != first["bytes"]  # another shape: counted
 
 
+
+def test_step_counts_are_kept_apart_by_the_steps_switches(monkeypatch):
+    """`geofact plan` under GEOFACT_FUSED_CE=0 prices the step of torch's ops: a count of the step with geofact's
+    kernels is not read for it (the counts' key once ignored the setting), nor one with a kind of kernel off."""
+    from geofact.ops.step_counts import code_version
+    from geofact.training import fused_ce, optim
+
+    if not fused_ce.TRITON:
+        pytest.skip("the kernels' switch needs Triton, a test dependency")
+    monkeypatch.setenv(fused_ce.ENV, "1")
+    on = code_version()
+    monkeypatch.setenv(fused_ce.ENV, "0")
+    off = code_version()
+    monkeypatch.setenv(fused_ce.ENV, "1")
+    monkeypatch.setattr(optim, "FUSED_KERNEL_DEVICES", ())
+    assert len({on, off, code_version()}) == 3
+
 @pytest.mark.parametrize("least, runs, copies", [(5, 7, 3), (5, 3, 1), (4, 3, 0)])
 def test_a_stack_whose_output_layer_steps_by_its_size_is_counted_on_its_own_side_of_the_step(least, runs, copies,
                                                                                               monkeypatch):
