@@ -563,6 +563,58 @@ def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> lis
     return rows
 
 
+# The cards a lease lends, by their data sheets (SXM): memory bandwidth and the dense matmul peaks (one GH100 die, so one
+# set of rates). With a launch at FLOOR_OP_SECONDS (the gap between a replayed CUDA graph's kernels) they price a
+# plan's counted work as fast as the card allows: the floor this checkout's step count sets (`floor_calibration`),
+# which the plan misses by the share of those rates its kernels achieve, not by work it counts
+DATA_SHEET_BANDWIDTH = {"H100": 3.35e12, "H200": 4.8e12}
+DATA_SHEET_FLOPS = {"fp32": 67e12, "tf32": 495e12, "bf16": 990e12}
+FLOOR_OP_SECONDS = 2.5e-6
+
+
+def floor_calibration(calibration: Calibration) -> Calibration | None:
+    """`calibration` at its card's data-sheet peaks (DATA_SHEET_BANDWIDTH, DATA_SHEET_FLOPS, FLOOR_OP_SECONDS),
+    geofact's kernels priced as any op, the analyses' rates likewise; None where the card is not one of those or the
+    steps are not priced by their count."""
+    card = next((c for c in DATA_SHEET_BANDWIDTH if c in calibration.device), None)
+    if card is None or calibration.counted is None:
+        return None
+    bandwidth, source = DATA_SHEET_BANDWIDTH[card], f"the {card}'s data-sheet peaks"
+    counted = CountedRates(matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS, source=source)
+    return replace(calibration, matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS,
+                   counted=counted, source=source)
+
+
+def kernels_as_ops(calibration: Calibration) -> Calibration | None:
+    """`calibration` with geofact's kernels priced as the card's other ops and matmuls (their own fitted rates
+    dropped); None where it has none."""
+    if calibration.counted is None or (calibration.counted.kernel_flops is None and calibration.counted.kernel_op_seconds is None):
+        return None
+    return replace(calibration, counted=replace(calibration.counted, kernel_flops=None, kernel_op_seconds=None))
+
+
+def other_rates(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> list[str]:
+    """What the same plans cost at other rates than the card's fitted ones (`kernels_as_ops`, `floor_calibration`):
+    lines of text, none where neither applies."""
+    def total(other: Calibration) -> str:
+        repriced = sum(replace(p, calibration=other).seconds for p in plans) / 60
+        left = sum(replace(p, calibration=other).left_seconds for p in plans) / 60
+        return (f"{repriced:.1f} min, {math.ceil(repriced / minutes - 1e-9)} lease(s) "
+                f"(left as the records stand: {left:.1f}, {math.ceil(left / minutes - 1e-9)})")
+
+    lines = []
+    as_ops = kernels_as_ops(calibration)
+    if as_ops is not None:
+        lines.append(f"  geofact's kernels launched and multiplying as the card's other ops and matmuls: {total(as_ops)}")
+    floor = floor_calibration(calibration)
+    if floor is not None:
+        peaks = "/".join(f"{v / 1e12:g}" for v in DATA_SHEET_FLOPS.values())
+        lines.append(f"  at {floor.source} ({floor.bandwidth / 1e12:g} TB/s; {peaks} TFLOP/s "
+                     f"{'/'.join(DATA_SHEET_FLOPS)}; a launch {FLOOR_OP_SECONDS * 1e6:g} us, geofact's kernels as any): "
+                     f"{total(floor)}: the floor this step's count sets")
+    return (["", "the same counted work at other rates (the analyses too):", *lines] if lines else [])
+
+
 def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> str:
     """The plan as text: per page its groups and analyses, then the lease order with the running total."""
     counted = calibration.counted is not None and bool(plans) and plans[0].counts is not None  # steps priced by count
@@ -605,7 +657,7 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
                      + (f": its verdicts {p.left_seconds / 60 - again:.1f}, the capacity grid's recorded runs again for the "
                         f"mechanism pages' weights {again:.1f}" if again else ""))
     lines.append(f"left: {left:.1f} min predicted, {math.ceil(left / minutes - 1e-9)} lease(s)")
-    return "\n".join(lines)
+    return "\n".join(lines + other_rates(plans, calibration, minutes))
 
 
 def plan_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:

@@ -423,3 +423,32 @@ def test_traffic_rows_price_a_counted_step_at_the_cards_counted_rates():
     assert row["predicted_ms"] == pytest.approx(1e3 * rates.seconds(counted, "tf32"))
     (formula,) = traffic_rows(shapes=[(64, 8, 2)])  # no counted rates: the formula's milliseconds
     assert formula["predicted_ms"] == pytest.approx(formula["formula_ms"])
+
+
+def test_the_plan_at_the_cards_data_sheet_peaks_is_its_floor_and_the_kernels_priced_as_any_op_sit_between():
+    """`geofact plan` also prices its counted work with geofact's kernels as the card's other ops (what the next
+    lease's A/B rows decide) and at the card's data-sheet peaks (the floor the step's count sets)."""
+    from geofact.ops.calibration import CountedRates
+    from geofact.ops.costs import FLOOR_OP_SECONDS, PagePlan, floor_calibration, format_plan, kernels_as_ops
+
+    fitted = CountedRates(matmul_flops={"tf32": 2e14}, bandwidth=1.4e12, op_seconds=3.3e-6, source="test",
+                          kernel_flops=3e13, kernel_op_seconds=3.4e-5)
+    h100 = dataclasses.replace(H100_SPEC, device="cuda (NVIDIA H100 80GB HBM3)", counted=fitted)
+    floor, as_ops = floor_calibration(h100), kernels_as_ops(h100)
+    assert floor.counted.bandwidth == 3.35e12 and floor.bandwidth == 3.35e12 and floor.counted.op_seconds == FLOOR_OP_SECONDS
+    assert floor.counted.kernel_op_seconds is None and as_ops.counted.kernel_op_seconds is None and as_ops.counted.bandwidth == 1.4e12
+    h200 = dataclasses.replace(h100, device="cuda (NVIDIA H200)")
+    assert floor_calibration(h200).counted.bandwidth == 4.8e12
+    # no card's data sheet, or steps not priced by their count: no floor; no kernel rates of its own: no such line
+    assert floor_calibration(dataclasses.replace(h100, device="cpu (x86_64)")) is None and floor_calibration(H100_SPEC) is None
+    assert kernels_as_ops(dataclasses.replace(h100, counted=dataclasses.replace(fitted, kernel_flops=None,
+                                                                                kernel_op_seconds=None))) is None
+    runs = tuple(TrainConfig(N=64, R=2, d=8, batch_size=32, max_steps=1000, seed=s, precision="tf32") for s in range(4))
+    step = {"flops": 2e13, "kernel_flops": 1e12, "bytes": 4e11, "ops": 100, "kernel_ops": 10}
+    plan = PagePlan("exp-capacity", [Group("exp-capacity", "w", runs)], [], h100, counts=lambda c: step)
+    seconds = [dataclasses.replace(plan, calibration=c).seconds for c in (h100, as_ops, floor)]
+    assert seconds[0] > seconds[1] > seconds[2] > 0
+    text = format_plan([plan], h100)
+    assert "as the card's other ops and matmuls" in text and "at the H100's data-sheet peaks (3.35 TB/s" in text
+    assert f"{seconds[2] / 60:.1f} min" in text.split("data-sheet peaks")[1]
+    assert "other rates" not in format_plan([dataclasses.replace(plan, calibration=H100_SPEC)], H100_SPEC)
