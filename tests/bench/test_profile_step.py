@@ -1,0 +1,14 @@
+"""bench/profile_step.py: the paper's stack profiled op by op (geofact.ops.step_profile), a row a shape."""
+
+from geofact.ops.step_profile import rows
+from tests.bench import script
+
+
+def test_the_bench_prints_a_row_a_shape(capsys, monkeypatch):
+    bench = script("profile_step")
+    monkeypatch.setattr("sys.argv", ["profile_step.py", "--d", "8", "--runs", "2", "--N", "256", "--precision", "fp32",
+                                     "--steps", "1", "--top", "3"])
+    bench.main()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("N=256 d=8 2 runs fp32 on cpu: a step") and len(out) == 4 and "aten::" in out[1]
+    assert len(list(rows("cpu", ds=(8, 12), runs=1, N=256, precision="fp32", steps=1))) == 2
