@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import functools
 import hashlib
 import inspect
 from dataclasses import dataclass
@@ -106,9 +107,7 @@ def _code_and_globals(fn: Callable, seen: set[int]) -> list[str]:
     return parts
 
 
-def code_without_prose(source: str) -> str:
-    """Python source as its syntax tree without docstrings (comments the parser drops): what runs, so that
-    rewording a docstring or a comment does not recompute a cached analysis."""
+def _without_docstrings(source: str) -> ast.Module:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -116,7 +115,28 @@ def code_without_prose(source: str) -> str:
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+    return tree
+
+
+def _written(node: Any) -> str:
+    """A syntax tree as text, each node's fields in order, the empty ones (None, []) left out."""
+    if isinstance(node, ast.AST):
+        return f"{type(node).__name__}(" + ", ".join(f"{name}={_written(value)}" for name, value in ast.iter_fields(node)
+                                                      if value is not None and value != []) + ")"
+    if isinstance(node, list):
+        return "[" + ", ".join(map(_written, node)) + "]"
+    return repr(node)
+
+
+@functools.lru_cache(maxsize=256)
+def code_without_prose(source: str) -> str:
+    """Python source as its syntax tree without docstrings (comments the parser drops): what runs, so that
+    rewording a docstring or a comment does not recompute a cached analysis. Written the same by every Python
+    (`_written`: empty fields left out, as a field a later Python adds is empty in code that does not use it).
+    `ast.dump`, which keyed analyses until 2026-11-30, is not: Python 3.12 writes every definition's
+    `type_params=[]` (PEP 695), so the GPU leases' analyses (Python 3.12) were keyed apart from home's (3.11), and
+    no page at home could have read them."""
+    return _written(_without_docstrings(source))
 
 
 # besides geofact/analysis/, the package's modules an analysis evaluates: the model it runs (hidden states, the
@@ -127,7 +147,8 @@ ANALYSED_SOURCES = ("training/model.py", "task.py")
 def analysis_code_hash(analyse: Callable) -> str:
     """sha256 of the code an analysis runs: the geofact.analysis package and ANALYSED_SOURCES, the function's
     own source and that of the functions of its module it calls, and the plain values they read there (the
-    package's modules without their prose: `code_without_prose`)."""
+    package's modules without their prose: `code_without_prose`, kept by their text, so that a grid's thousands of
+    states do not parse the package each)."""
     h = hashlib.sha256()
     package = Path(geofact.__file__).parent
     for path in [*sorted((package / "analysis").glob("*.py")), *(package / name for name in ANALYSED_SOURCES)]:

@@ -148,3 +148,26 @@ def test_a_reading_names_the_state_a_verdict_reads():
     assert reading_step(unfinite, "best") is False
     with pytest.raises(ValueError, match="reading must be one of"):
         reading_step(stopped, "peak")
+
+
+def test_the_code_is_written_the_same_by_every_python(monkeypatch):
+    """Analyses are keyed by their code's syntax tree. ast.dump wrote it differently on Python 3.12, whose every
+    definition has `type_params=[]` (PEP 695): the GPU leases' analyses (3.12) were keyed apart from home's (3.11).
+    Empty fields are left out, so a field a later Python adds, empty in code that does not use it, changes nothing."""
+    import ast
+
+    from geofact.analysis.trajectory import _without_docstrings, _written
+
+    assert code_without_prose('def f(x):\n    "Prose."\n    return x  # prose\n') == (
+        "Module(body=[FunctionDef(name='f', args=arguments(args=[arg(arg='x')]), body=[Return(value=Name(id='x', ctx=Load()))])])")
+    source = (Path(__file__).resolve().parents[2] / "geofact" / "analysis" / "readout.py").read_text()
+    written = code_without_prose(source)
+    assert "type_params" not in written and "=[]" not in written and "=None" not in written
+    if "type_params" not in ast.FunctionDef._fields:  # Python 3.11: give its definitions 3.12's field
+        for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            monkeypatch.setattr(kind, "_fields", (*kind._fields, "type_params"))
+        tree = _without_docstrings(source)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                node.type_params = []
+        assert "type_params=[]" in ast.dump(tree) and _written(tree) == written

@@ -112,3 +112,31 @@ def test_a_run_with_an_accuracy_stop_is_another_run_whose_record_reads_back():
     for bad in ([0.95], (0, 250), (0.95, 0), (True, 250), (0.95, 2.5)):
         with pytest.raises(ValueError, match="stop_accuracy must be None or"):
             dataclasses.replace(plain, stop_accuracy=bad)
+
+
+# The code of the hopeless rule at each of its versions (GIVE_UP_RULE): sha256 of its functions' syntax trees without
+# prose (the host's rule, where it starts, its projection's scale, the device's twin) and its margin, first 16 digits
+GIVE_UP_RULE_CODE = {1: "55d6a9f76b76371b"}
+
+
+def test_a_change_to_the_hopeless_rules_code_comes_with_its_version():
+    """A run's cache key holds the rule's version, not its code: a change to which runs the rule stops, made without
+    a new GIVE_UP_RULE, would serve records of the old rule as the new one's (it happened twice while the rule was
+    written). This fails on any change to the rule's code: bump GIVE_UP_RULE if the change moves a stop, and add the
+    new version's hash here; a change that moves none (a rename, a refactor) only updates the hash."""
+    import hashlib
+    import inspect
+    import textwrap
+
+    from geofact.analysis.trajectory import code_without_prose
+    from geofact.training.config import GIVE_UP_MARGIN, GIVE_UP_RULE
+    from geofact.training.trainer import StopRuleStep
+
+    digest = hashlib.sha256()
+    for function in (TrainConfig.gives_up, TrainConfig.give_up_from.fget, TrainConfig.give_up_scale,
+                     StopRuleStep.stop_on_accuracy):
+        digest.update(code_without_prose(textwrap.dedent(inspect.getsource(function))).encode())
+    digest.update(repr(GIVE_UP_MARGIN).encode())
+    assert GIVE_UP_RULE_CODE.get(GIVE_UP_RULE) == digest.hexdigest()[:16], (
+        f"the hopeless rule's code is {digest.hexdigest()[:16]}, not version {GIVE_UP_RULE}'s: bump GIVE_UP_RULE if "
+        "the change moves any stop, and record the hash in GIVE_UP_RULE_CODE")
