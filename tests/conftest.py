@@ -13,9 +13,10 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 SHARD_ENV = "GEOFACT_TEST_SHARD"
 
 
-def _shard() -> tuple[int, int] | None:
-    """(i, n) from GEOFACT_TEST_SHARD="i/n", or None where it is unset."""
-    value = os.environ.get(SHARD_ENV, "")
+def _read_shard() -> tuple[int, int] | None:
+    """(i, n) from GEOFACT_TEST_SHARD="i/n", or None where it is unset; taken out of the environment, so that a
+    pytest a test starts in a subprocess runs whole."""
+    value = os.environ.pop(SHARD_ENV, "")
     if not value:
         return None
     try:
@@ -27,11 +28,14 @@ def _shard() -> tuple[int, int] | None:
     return index, count
 
 
+SHARD = _read_shard()
+
+
 def _pin_to_share() -> None:
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     index = int(worker.removeprefix("gw")) if worker else 0
-    if not worker and _shard() is not None:
-        index, count = _shard()
+    if not worker and SHARD is not None:
+        index, count = SHARD
     elif not worker:
         return
     if count < 2 or not hasattr(os, "sched_setaffinity"):
@@ -77,12 +81,11 @@ def committed_book(repo, tmp_path_factory) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under GEOFACT_TEST_SHARD="i/n", only every n-th test from the i-th (the others deselected): n processes
-    together run each test once."""
-    shard = _shard()
-    if shard is None:
+    """Under GEOFACT_TEST_SHARD="i/n", only every n-th test in the order of their ids from the i-th (the others
+    deselected): n processes together run each test once, whatever order each collected them in."""
+    if SHARD is None:
         return
-    index, count = shard
-    kept = items[index::count]
-    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % count != index])
-    items[:] = kept
+    index, count = SHARD
+    kept = {item.nodeid for item in sorted(items, key=lambda item: item.nodeid)[index::count]}
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in kept])
+    items[:] = [item for item in items if item.nodeid in kept]

@@ -563,23 +563,26 @@ def lease_schedule(plans: list[PagePlan], minutes: float = LEASE_MINUTES) -> lis
     return rows
 
 
-# The cards a lease lends, by their data sheets (SXM): memory bandwidth and the dense matmul peaks (one GH100 die, so one
-# set of rates). With a launch at FLOOR_OP_SECONDS (the gap between a replayed CUDA graph's kernels) they price a
-# plan's counted work as fast as the card allows: the floor this checkout's step count sets (`floor_calibration`),
-# which the plan misses by the share of those rates its kernels achieve, not by work it counts
-DATA_SHEET_BANDWIDTH = {"H100": 3.35e12, "H200": 4.8e12}
+# The cards a lease lends, by their data sheets (SXM), keyed by the name torch gives each (nothing else matches: an
+# H100 PCIe or NVL, a GH200 or an H200 NVL has other rates): memory bandwidth and the dense matmul peaks (one GH100
+# die, so one set of rates). With a launch at FLOOR_OP_SECONDS (assumed: the gap between a replayed CUDA graph's
+# kernels) they price a plan's counted work as the data sheet's rates would (`floor_calibration`): FLOPs, bytes and
+# launches added, as the plan adds them. Not a bound (the counted bytes are an upper bound for fused kernels, and a
+# step's FLOPs and bytes overlap on a card), but the plan at rates its kernels could reach: what separates the two is
+# the share of them the kernels achieve, not the work counted
+DATA_SHEET_BANDWIDTH = {"NVIDIA H100 80GB HBM3": 3.35e12, "NVIDIA H200": 4.8e12}
 DATA_SHEET_FLOPS = {"fp32": 67e12, "tf32": 495e12, "bf16": 990e12}
 FLOOR_OP_SECONDS = 2.5e-6
 
 
 def floor_calibration(calibration: Calibration) -> Calibration | None:
-    """`calibration` at its card's data-sheet peaks (DATA_SHEET_BANDWIDTH, DATA_SHEET_FLOPS, FLOOR_OP_SECONDS),
-    geofact's kernels priced as any op, the analyses' rates likewise; None where the card is not one of those or the
-    steps are not priced by their count."""
-    card = next((c for c in DATA_SHEET_BANDWIDTH if c in calibration.device), None)
+    """`calibration` at its card's data-sheet rates (DATA_SHEET_BANDWIDTH, DATA_SHEET_FLOPS, FLOOR_OP_SECONDS),
+    geofact's kernels priced as any op, the analyses' rates likewise; None where the card is not one of those (its
+    device reads "cuda (<name>)") or the steps are not priced by their count."""
+    card = next((c for c in DATA_SHEET_BANDWIDTH if calibration.device.endswith(f"({c})")), None)
     if card is None or calibration.counted is None:
         return None
-    bandwidth, source = DATA_SHEET_BANDWIDTH[card], f"the {card}'s data-sheet peaks"
+    bandwidth, source = DATA_SHEET_BANDWIDTH[card], f"the {card}'s data-sheet rates"
     counted = CountedRates(matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS, source=source)
     return replace(calibration, matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS,
                    counted=counted, source=source)
@@ -602,6 +605,8 @@ def other_rates(plans: list[PagePlan], calibration: Calibration, minutes: float 
         return (f"{repriced:.1f} min, {math.ceil(repriced / minutes - 1e-9)} lease(s) "
                 f"(left as the records stand: {left:.1f}, {math.ceil(left / minutes - 1e-9)})")
 
+    if not plans or plans[0].counts is None:  # steps not priced by their count: no other rates to price them at
+        return []
     lines = []
     as_ops = kernels_as_ops(calibration)
     if as_ops is not None:
@@ -610,8 +615,8 @@ def other_rates(plans: list[PagePlan], calibration: Calibration, minutes: float 
     if floor is not None:
         peaks = "/".join(f"{v / 1e12:g}" for v in DATA_SHEET_FLOPS.values())
         lines.append(f"  at {floor.source} ({floor.bandwidth / 1e12:g} TB/s; {peaks} TFLOP/s "
-                     f"{'/'.join(DATA_SHEET_FLOPS)}; a launch {FLOOR_OP_SECONDS * 1e6:g} us, geofact's kernels as any): "
-                     f"{total(floor)}: the floor this step's count sets")
+                     f"{'/'.join(DATA_SHEET_FLOPS)}; a launch {FLOOR_OP_SECONDS * 1e6:g} us, assumed; geofact's kernels as "
+                     f"any op): {total(floor)}: the counted work at rates its kernels could reach")
     return (["", "the same counted work at other rates (the analyses too):", *lines] if lines else [])
 
 

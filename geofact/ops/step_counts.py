@@ -25,12 +25,15 @@ from geofact.training.traffic import hop_step_traffic, step_traffic
 
 
 def switches() -> dict:
-    """The step's switches as this process has them: whether geofact's kernels are wanted (GEOFACT_FUSED_CE) and
-    where each kind is on. A count made under one setting is not the step of another (`geofact plan` under
-    GEOFACT_FUSED_CE=0 prices the step of torch's ops alone)."""
+    """The step's switches as this process has them: whether geofact's kernels are wanted (GEOFACT_FUSED_CE, the one
+    setting of the environment a count on `meta` reads) and the settings a process may change at run time (a test's
+    monkeypatch, `geofact.ops.step_ab`'s contexts): where each kind of kernel is on, how whole logits become the
+    softmax. Their values as written are in the sources' hash already. A count made under one setting is not the step
+    of another (`geofact plan` under GEOFACT_FUSED_CE=0 prices the step of torch's ops alone)."""
     from geofact.training import data, fused_norm, hop_step, optim
 
-    return {"kernels": fused_ce.wanted(), "output layer": step.FUSED_WAY_DEVICES, "norms": fused_norm.DEVICES,
+    return {"kernels": fused_ce.wanted(), "output layer": step.FUSED_WAY_DEVICES, "softmax": step.WHOLE_WAY,
+            "unstored": (fused_ce.UNSTORED_MIN_PROGRAMS, fused_ce.UNSTORED_MAX_D), "norms": fused_norm.DEVICES,
             "sampler": data.FUSED_DEVICES, "AdamW kernel": optim.FUSED_KERNEL_DEVICES,
             "AdamW per run": (optim.PER_RUN_DEVICES, optim.PER_RUN_MIN_PARAMS), "multi-hop step": hop_step.DEVICES}
 

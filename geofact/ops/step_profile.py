@@ -34,17 +34,21 @@ KERNELS_KEPT = 40  # a row's kernels, longest first (names of templated kernels 
 WARM_STEPS = 5  # steps before the profiled ones: the allocator grown, cuBLAS's handles and Triton's kernels made
 
 
+UNATTRIBUTED = "(outside any op)"  # the ops' row of kernel time no op was given (by the profiler, or by `_op_name`)
+
+
 def _op_name(event) -> str:
     """The op an event's own kernels belong to: its name, or where it is a runtime call (a kernel launch, a
     `cudaLaunchKernel` with no '::'), the nearest enclosing op's."""
     while event is not None and "::" not in event.name:
         event = event.cpu_parent
-    return "(outside any op)" if event is None else event.name
+    return UNATTRIBUTED if event is None else event.name
 
 
 def _own_times(prof, on_device: bool) -> dict[str, tuple[float, int]]:
     """{op name: (its own microseconds, calls)} over the profiled steps: its kernels' device time where `on_device`,
-    else its own CPU time."""
+    else its own CPU time. (torch gives a kernel to the op it was launched under, never to the runtime call that
+    launched it: `_op_name` is for an attribution that does.)"""
     totals: dict[str, list[float]] = {}
     for event in prof.events():
         if event.device_type != torch.autograd.DeviceType.CPU:  # a kernel's own event: counted with its op
@@ -58,17 +62,35 @@ def _own_times(prof, on_device: bool) -> dict[str, tuple[float, int]]:
     return {name: (us, calls) for name, (us, calls) in totals.items() if us > 0}
 
 
+# device events that are not kernels of the step: spans of waiting (with sync events on) around the profiled block
+SYNC_SPANS = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
+
+
 def _kernel_times(prof) -> dict[str, tuple[float, int]]:
     """{kernel name: (device microseconds, launches)} over the profiled steps, whichever op launched them (none on a
-    CPU): which kernels the time is in, however the profiler attributes them to ops."""
+    CPU): which kernels the time is in, however the profiler attributes them to ops. A GPU-side span of a
+    `record_function` (a user annotation, which spans the kernels inside it) and waits are not kernels."""
     totals: dict[str, list[float]] = {}
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CPU:
+        if (event.device_type != torch.autograd.DeviceType.CUDA or getattr(event, "is_user_annotation", False)
+                or event.name in SYNC_SPANS):
             continue
         entry = totals.setdefault(event.name, [0.0, 0])
         entry[0] += event.device_time_total
         entry[1] += 1
     return {name: (us, launches) for name, (us, launches) in totals.items()}
+
+
+def _with_unattributed(own: dict[str, tuple[float, int]], kernel_times: dict[str, tuple[float, int]]
+                       ) -> dict[str, tuple[float, int]]:
+    """`own` (`_own_times`) with the kernels' time no op was given (`_kernel_times`' total less the ops') added to
+    the UNATTRIBUTED row, where it is more than a thousandth of it: the ops then account for every kernel."""
+    total = sum(us for us, _ in kernel_times.values())
+    missing = total - sum(us for us, _ in own.values())
+    if missing <= 1e-3 * total:
+        return own
+    us, calls = own.get(UNATTRIBUTED, (0.0, 0))
+    return {**own, UNATTRIBUTED: (us + missing, calls)}
 
 
 def _synchronize(device: torch.device) -> None:
@@ -95,9 +117,9 @@ def _graphed_step_seconds(configs: list[TrainConfig], device: torch.device, step
 def profile_step(configs: list[TrainConfig], device: str | torch.device = "cpu", steps: int = 10,
                  graphed_steps: int = 50) -> dict:
     """One stack's step, op by op (see the module docstring): {"N", "d", "runs", "precision", "device", "steps",
-    "step_ms" (a step as training runs it), "ops_ms" (the ops' own time a step, summed; on a GPU it is "kernels_ms",
-    every kernel's time a step, where the profiler gives each kernel to the op that launched it, the ops' names saying
-    which: "(outside any op)" holds any it does not), "counted_bytes" (a step),
+    "step_ms" (a step as training runs it), "ops_ms" (the ops' own time a step, summed; on a GPU "kernels_ms",
+    every kernel's time a step, the ops' row UNATTRIBUTED holding the kernels the profiler gave no op: Triton 3
+    launches through cuLaunchKernelEx, which no lease has yet profiled), "counted_bytes" (a step),
     "ops": [{"op", "calls" (a step), "us" (a step), "bytes" (counted a
     step; None where the count has no op of that name), "GBps"}], largest time first; "kernels": [{"kernel",
     "launches" (a step), "us" (a step)}], the KERNELS_KEPT longest, on a GPU}."""
@@ -116,13 +138,14 @@ def profile_step(configs: list[TrainConfig], device: str | torch.device = "cpu",
             _synchronize(device)
     del group
     gc.collect()
+    kernel_times = _kernel_times(prof)
+    own = _with_unattributed(_own_times(prof, device.type == "cuda"), kernel_times)
     ops = []
-    for name, (us, calls) in sorted(_own_times(prof, device.type == "cuda").items(), key=lambda item: -item[1][0]):
+    for name, (us, calls) in sorted(own.items(), key=lambda item: -item[1][0]):
         moved = counted.bytes_by_op.get(name.split("::")[-1])
         us_a_step = us / steps
         ops.append({"op": name, "calls": calls / steps, "us": us_a_step, "bytes": moved,
                     "GBps": moved / (us_a_step * 1e-6) / 1e9 if moved else None})
-    kernel_times = _kernel_times(prof)
     kernels = [{"kernel": name[:200], "launches": launches / steps, "us": us / steps}
                for name, (us, launches) in sorted(kernel_times.items(), key=lambda item: -item[1][0])][:KERNELS_KEPT]
     first = configs[0]

@@ -44,9 +44,9 @@ from geofact.training.graphs import eager_steps
 from geofact.training.grid import PAPER_GRID, CapacityGrid
 from geofact.training.trainer import train_group
 
-# H100 SXM data sheet: HBM3 bandwidth and dense tensor-core peaks (TF32 for the fp32 policy on CUDA)
+# H100 SXM data sheet: HBM3 bandwidth and dense peaks by precision policy (fp32: TF32 off, geofact.precision)
 H100_BANDWIDTH = 3.35e12  # bytes/s
-H100_PEAK = {"fp32": 495e12, "tf32": 495e12, "bf16": 990e12}  # FLOP/s
+H100_PEAK = {"fp32": 67e12, "tf32": 495e12, "bf16": 990e12}  # FLOP/s
 
 
 @dataclass(frozen=True)

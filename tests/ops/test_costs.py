@@ -439,6 +439,8 @@ def test_the_plan_at_the_cards_data_sheet_peaks_is_its_floor_and_the_kernels_pri
     assert floor.counted.kernel_op_seconds is None and as_ops.counted.kernel_op_seconds is None and as_ops.counted.bandwidth == 1.4e12
     h200 = dataclasses.replace(h100, device="cuda (NVIDIA H200)")
     assert floor_calibration(h200).counted.bandwidth == 4.8e12
+    for other in ("cuda (NVIDIA H100 PCIe)", "cuda (NVIDIA H100 NVL)", "cuda (NVIDIA H200 NVL)", "cuda (NVIDIA GH200 480GB)"):
+        assert floor_calibration(dataclasses.replace(h100, device=other)) is None, other  # other cards, other rates
     # no card's data sheet, or steps not priced by their count: no floor; no kernel rates of its own: no such line
     assert floor_calibration(dataclasses.replace(h100, device="cpu (x86_64)")) is None and floor_calibration(H100_SPEC) is None
     assert kernels_as_ops(dataclasses.replace(h100, counted=dataclasses.replace(fitted, kernel_flops=None,
@@ -449,6 +451,6 @@ def test_the_plan_at_the_cards_data_sheet_peaks_is_its_floor_and_the_kernels_pri
     seconds = [dataclasses.replace(plan, calibration=c).seconds for c in (h100, as_ops, floor)]
     assert seconds[0] > seconds[1] > seconds[2] > 0
     text = format_plan([plan], h100)
-    assert "as the card's other ops and matmuls" in text and "at the H100's data-sheet peaks (3.35 TB/s" in text
-    assert f"{seconds[2] / 60:.1f} min" in text.split("data-sheet peaks")[1]
+    assert "as the card's other ops and matmuls" in text and "at the NVIDIA H100 80GB HBM3's data-sheet rates (3.35 TB/s" in text
+    assert f"{seconds[2] / 60:.1f} min" in text.split("data-sheet rates")[1]
     assert "other rates" not in format_plan([dataclasses.replace(plan, calibration=H100_SPEC)], H100_SPEC)

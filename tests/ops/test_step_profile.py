@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from geofact.ops.step_profile import _op_name, profile_step
+from geofact.ops.step_profile import UNATTRIBUTED, _op_name, _with_unattributed, profile_step
 from geofact.training.config import TrainConfig
 from geofact.training.traffic import step_traffic
 
@@ -34,3 +34,16 @@ def test_a_kernel_launched_by_a_runtime_call_belongs_to_the_op_around_it():
     assert _op_name(launch) == "geofact::adamw_" and _op_name(op) == "geofact::adamw_"
     assert _op_name(SimpleNamespace(name="cudaMemsetAsync", cpu_parent=None)) == "(outside any op)"
 
+
+
+def test_kernels_the_profiler_gave_no_op_are_a_row_of_their_own():
+    """torch gives a kernel to the op it was launched under; one launched where torch sees no op (a launch API the
+    profiler does not link) would drop out of the ops' rows: its time goes to UNATTRIBUTED, so the ops add up to the
+    kernels."""
+    kernels = {"gemm": (60.0, 2), "triton_adamw": (40.0, 1)}
+    own = {"aten::bmm": (60.0, 2)}
+    filled = _with_unattributed(own, kernels)
+    assert filled == {"aten::bmm": (60.0, 2), UNATTRIBUTED: (40.0, 0)} and own == {"aten::bmm": (60.0, 2)}
+    assert _with_unattributed({"aten::bmm": (60.0, 2), "geofact::adamw_": (40.0, 1)}, kernels) == {
+        "aten::bmm": (60.0, 2), "geofact::adamw_": (40.0, 1)}
+    assert _with_unattributed({"aten::mm": (5.0, 1)}, {}) == {"aten::mm": (5.0, 1)}  # a CPU: no kernels

@@ -115,8 +115,9 @@ def test_a_run_with_an_accuracy_stop_is_another_run_whose_record_reads_back():
 
 
 # The code of the hopeless rule at each of its versions (GIVE_UP_RULE): sha256 of its functions' syntax trees without
-# prose (the host's rule, where it starts, its projection's scale, the device's twin) and its margin, first 16 digits
-GIVE_UP_RULE_CODE = {1: "55d6a9f76b76371b"}
+# prose (the host's rule, where it starts, its projection's scale, the level's count, the device's twin and its per-run
+# inputs) and its margin, first 16 digits
+GIVE_UP_RULE_CODE = {1: "d1547f4f839cd31f"}
 
 
 def test_a_change_to_the_hopeless_rules_code_comes_with_its_version():
@@ -128,13 +129,13 @@ def test_a_change_to_the_hopeless_rules_code_comes_with_its_version():
     import inspect
     import textwrap
 
-    from geofact.analysis.trajectory import code_without_prose
-    from geofact.training.config import GIVE_UP_MARGIN, GIVE_UP_RULE
-    from geofact.training.trainer import StopRuleStep
+    from geofact.code_hash import code_without_prose
+    from geofact.training.config import GIVE_UP_MARGIN, GIVE_UP_RULE, facts_for
+    from geofact.training.trainer import FactGroup, StopRuleStep
 
     digest = hashlib.sha256()
-    for function in (TrainConfig.gives_up, TrainConfig.give_up_from.fget, TrainConfig.give_up_scale,
-                     StopRuleStep.stop_on_accuracy):
+    for function in (TrainConfig.gives_up, TrainConfig.give_up_from.fget, TrainConfig.give_up_scale, facts_for,
+                     StopRuleStep.stop_on_accuracy, FactGroup._counts):
         digest.update(code_without_prose(textwrap.dedent(inspect.getsource(function))).encode())
     digest.update(repr(GIVE_UP_MARGIN).encode())
     assert GIVE_UP_RULE_CODE.get(GIVE_UP_RULE) == digest.hexdigest()[:16], (
