@@ -84,15 +84,29 @@ def code_without_prose(source: str) -> str:
 ANALYSED_SOURCES = ("training/model.py", "task.py")
 
 
+def _hash_package(h, package: Path) -> None:
+    for path in [*sorted((package / "analysis").glob("*.py")), *(package / name for name in ANALYSED_SOURCES)]:
+        h.update(str(path.relative_to(package)).encode() + code_without_prose(path.read_text()).encode())
+
+
 def analysis_code_hash(analyse: Callable) -> str:
     """sha256 of the code an analysis runs: the geofact.analysis package and ANALYSED_SOURCES, the function's
     own source and that of the functions of its module it calls, and the plain values they read there (the
     package's modules without their prose: `code_without_prose`, kept by their text, so that a grid's thousands of
     states do not parse the package each)."""
     h = hashlib.sha256()
-    package = Path(geofact.__file__).parent
-    for path in [*sorted((package / "analysis").glob("*.py")), *(package / name for name in ANALYSED_SOURCES)]:
-        h.update(str(path.relative_to(package)).encode() + code_without_prose(path.read_text()).encode())
+    _hash_package(h, Path(geofact.__file__).parent)
     for part in _code_and_globals(analyse, set()):
         h.update(part.encode())
+    return h.hexdigest()
+
+
+def analysis_package_hash(package: Path) -> str | None:
+    """sha256 of the analysis code of the geofact package at `package` as `analysis_code_hash` writes it (the part
+    every analysis's hash shares), or None where there is none: `geofact pack` records it, and `unpack` says where
+    an archive's differs from the checkout's, whose pages then read none of its analyses."""
+    if not (Path(package) / "analysis").is_dir():
+        return None
+    h = hashlib.sha256()
+    _hash_package(h, Path(package))
     return h.hexdigest()

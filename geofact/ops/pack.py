@@ -29,6 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from geofact.code_hash import analysis_package_hash
 from geofact.pipeline.project import Project
 from geofact.store import write_atomically
 
@@ -100,6 +101,7 @@ def pack(project: Project, out: Path, profile: str = "paper", part_bytes: int = 
     data = {str(PurePosixPath(*m.parts)): (project.root / m).read_bytes() for m in members}
     manifest = {"schema": SCHEMA, "profile": profile, "created_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "git_commit": git_commit(project.root), "devices": _made_on(data),
+                "analysis_code": analysis_package_hash(project.root / "geofact"),
                 "files": {name: _sha256(blob) for name, blob in data.items()}}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
@@ -160,6 +162,7 @@ class Unpacked:
     identical: list[str]  # already in place, byte for byte
     manifest: dict
     kept_newer: list[str] = field(default_factory=list)  # results in place executed later than the archive's
+    warnings: list[str] = field(default_factory=list)  # what in the archive this checkout will not read
 
 
 def _executed_at(blob: bytes) -> str | None:
@@ -225,7 +228,20 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
                          f"pass --force to overwrite them")
     for name in written:
         write_atomically(project.root / name, blobs[name])
-    return Unpacked(written, identical, manifest, kept_newer)
+    return Unpacked(written, identical, manifest, kept_newer, _analysis_warnings(project, manifest, blobs))
+
+
+def _analysis_warnings(project: Project, manifest: dict, blobs: dict[str, bytes]) -> list[str]:
+    """Where the archive's analysis records were keyed by other analysis code than this checkout's (another commit's
+    geofact/analysis, or a Python that writes code otherwise: geofact.code_hash), a line saying its pages here will
+    not read them. Archives packed before 2026-11-30 do not say which code keyed them: nothing is said."""
+    theirs, ours = manifest.get("analysis_code"), analysis_package_hash(project.root / "geofact")
+    analyses = sum(name.startswith(".geofact/runs/analyses/") for name in blobs)
+    if not analyses or theirs is None or ours is None or theirs == ours:
+        return []
+    return [f"its {analyses} analysis records were keyed by other analysis code than this checkout's ({theirs[:12]} "
+            f"against {ours[:12]}; commit {str(manifest.get('git_commit'))[:12]}): the pages here will not read them, "
+            f"and compute them again where the weights are"]
 
 
 def read_run_records(source: Path) -> list[dict]:

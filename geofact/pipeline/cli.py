@@ -173,6 +173,8 @@ def _unpack(project: Project, args) -> int:
     kept = f", {len(got.kept_newer)} kept (results executed later than the archive's, and their pages)" if got.kept_newer else ""
     print(f"geofact unpack: {len(got.written)} files written, {len(got.identical)} already in place{kept}; "
           f"made at commit {made['git_commit'][:12]} on {'; '.join(made['devices'])} (profile {made['profile']})")
+    for warning in got.warnings:
+        print(f"geofact unpack: warning: {warning}", file=sys.stderr)
     return 0
 
 
