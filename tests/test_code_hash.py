@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from geofact import code_hash
 from geofact.code_hash import code_without_prose
 
@@ -74,3 +76,44 @@ def test_the_code_is_written_the_same_by_every_python(monkeypatch):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 node.type_params = []
         assert "type_params=[]" in ast.dump(tree) and _written(tree) == written
+
+
+def _other_pythons() -> list[str]:
+    """Interpreters of other minor versions on this machine (PATH, pyenv's), one a version."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    found = {}
+    for candidate in [*(shutil.which(f"python3.{minor}") for minor in range(11, 15)),
+                      *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[1-4]*/bin/python3")))]:
+        if not candidate:
+            continue
+        done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        version = done.stdout.strip()
+        if done.returncode == 0 and version and version != str(sys.version_info[:2]):
+            found.setdefault(version, candidate)
+    return sorted(found.values())
+
+
+def test_an_analysis_hashes_the_same_under_every_python_on_this_machine(tmp_path):
+    """What broke the leases' analyses (Python 3.12 on the nodes, 3.11 at home), checked end to end where another
+    Python is installed: geofact.code_hash needs no package beyond the standard library."""
+    import subprocess
+    import sys
+
+    pythons = _other_pythons()
+    if not pythons:
+        pytest.skip("no Python of another minor version on this machine to compare with")
+    (tmp_path / "page.py").write_text(
+        "SCALE = {'a': 2.5, 'b': (1, 'é')}\n\ndef helper(x):\n    return [v * SCALE['a'] for v in x]\n\n"
+        "def analyse(model):\n    '''Prose.'''\n    return {'v': helper(range(3)), 'w': f\"{SCALE['b']!r:>8}\"}\n")
+    script = (f"import sys; sys.path[:0] = [{str(code_hash.__file__.rsplit('/geofact/', 1)[0])!r}, {str(tmp_path)!r}]\n"
+              "from geofact.code_hash import analysis_code_hash\nimport page\nprint(analysis_code_hash(page.analyse))")
+    here = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    for python in pythons:
+        done = subprocess.run([python, "-I", "-c", script], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout == here, python
