@@ -152,7 +152,7 @@ def sampling(fused: bool) -> AbstractContextManager[None]:
     return _kernel_devices(data, "FUSED_DEVICES", fused)
 
 
-def _block_seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
+def block_seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
     """(seconds a step, each run's last batch loss) of `configs` stacked, over one block of `steps` steps
     (geofact.training.trainer.train_block: the sampler's draws, the step's graph replays, the stop rule, as
     train_group's blocks run them) after a block of WARM_STEPS that captures the graph and grows the allocator,
@@ -180,14 +180,14 @@ def time_step(configs: list[TrainConfig], device: torch.device, way: str, steps:
               ) -> tuple[float, list[float]]:
     """(seconds a step, each run's last batch loss) of `configs` trained as one stack, `way`, its runs stepped
     `how` (one of OPTIMISERS; None: as the device and the stack's size decide), timed over a block of `steps`
-    (`_block_seconds`).
+    (`block_seconds`).
 
     The leases of 2026-11-28 and 2026-11-30 timed whole `train_group` calls, first of 10 steps (100 ms a step at
     d = 32 where the grid's groups ran at 9 ms: the call's fixed costs), then as the difference of a call of
     5 + 20 steps and one of 5: at d = 32 the same step then read 0.42 ms in one row and 2.74 ms in another,
     the fixed costs' jitter over 20 steps. Timed inside one stack, the fixed costs are not in the timing."""
     with output_layer(way, device), (stepping(how, device) if how is not None else nullcontext()):
-        return _block_seconds(configs, steps, device)
+        return block_seconds(configs, steps, device)
 
 
 def ways(device: torch.device) -> list[str]:
@@ -214,7 +214,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     kernel_errors = probe(device)
     if kernel_errors:  # every step of this process in torch's ops: the rows then time what a lease without them runs
         os.environ[fused_ce.ENV] = "0"
-    _block_seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
+    block_seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
     for d in ds:
         for precision in precisions:
             configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]

@@ -9,7 +9,7 @@ measurement has placed on a kernel: the same counted work at the data-sheet peak
 `profile_step` trains one stack at a shape for a few steps eagerly (each kernel launched by the op that computes
 it) under torch's profiler and sums each op's own device time a step (its kernels; on a CPU its own CPU time),
 beside the bytes the count gives that op and so the rate it moved them at, and times the same stack's step as a
-CUDA graph replays it (geofact.training.graphs; as `step_ab.time_step` does): what the kernels take together
+CUDA graph replays it (geofact.training.graphs; `step_ab.block_seconds`): what the kernels take together
 against what the step takes is the time between them. bench/profile_step.py runs it; a lease's first command
 writes its rows (book/leases.md).
 """
@@ -17,13 +17,13 @@ writes its rows (book/leases.md).
 from __future__ import annotations
 
 import gc
-import time
 from typing import Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from geofact.host import as_device
+from geofact.ops.step_ab import block_seconds
 from geofact.training import graphs
 from geofact.training.config import TrainConfig
 from geofact.training.stack import start_group
@@ -98,22 +98,6 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _graphed_step_seconds(configs: list[TrainConfig], device: torch.device, steps: int) -> float:
-    """Seconds a step of the stack as training runs it (a CUDA graph on CUDA), over a block of `steps`."""
-    group = FactGroup(configs, device, torch.float32, None, None)
-    train_block(group, range(WARM_STEPS), set(), None)
-    _synchronize(device)
-    start = time.perf_counter()
-    train_block(group, range(WARM_STEPS, WARM_STEPS + steps), set(), None)
-    _synchronize(device)
-    seconds = (time.perf_counter() - start) / steps
-    del group
-    gc.collect()  # the captured graph's pool goes with its reference cycles (step_ab._block_seconds)
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return seconds
-
-
 def profile_step(configs: list[TrainConfig], device: str | torch.device = "cpu", steps: int = 10,
                  graphed_steps: int = 50) -> dict:
     """One stack's step, op by op (see the module docstring): {"N", "d", "runs", "precision", "device", "steps",
@@ -127,7 +111,7 @@ def profile_step(configs: list[TrainConfig], device: str | torch.device = "cpu",
         raise ValueError(f"steps and graphed_steps must be >= 1, got {steps} and {graphed_steps}")
     device = start_group(configs, as_device(device), "profile_step")
     counted = step_traffic(configs)
-    step_seconds = _graphed_step_seconds(configs, device, graphed_steps)
+    step_seconds, _ = block_seconds(configs, graphed_steps, device)  # as training runs it: a CUDA graph on CUDA
     with graphs.eager_steps():
         group = FactGroup(configs, device, torch.float32, None, None)
         train_block(group, range(WARM_STEPS), set(), None)

@@ -115,7 +115,7 @@ def test_the_norms_and_the_sampler_are_timed_both_ways_where_the_kernels_run_and
     monkeypatch.setattr(fused_ce, "runs_on", lambda device: True)
     monkeypatch.setattr(fused_ce, "wanted", lambda: True)
     monkeypatch.setattr(step_ab, "probe", lambda device: {})
-    monkeypatch.setattr(step_ab, "_block_seconds", lambda configs, steps, device: (0.0, [0.5] * len(configs)))
+    monkeypatch.setattr(step_ab, "block_seconds", lambda configs, steps, device: (0.0, [0.5] * len(configs)))
     monkeypatch.setattr(step_ab, "time_step", fake_time_step)
     tf32, bf16 = step_ab.rows("cpu", ds=(8,), runs=2, N=64, steps=2, precisions=("tf32", "bf16"), optimisers=False)
     assert tf32["norm_ms"] == {"kernels": pytest.approx(1.0), "torch ops": pytest.approx(2.0)}
