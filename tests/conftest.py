@@ -33,10 +33,11 @@ SHARD = _read_shard()
 
 def _pin_to_share() -> None:
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    index = int(worker.removeprefix("gw")) if worker else 0
-    if not worker and SHARD is not None:
+    if worker:
+        index = int(worker.removeprefix("gw"))
+    elif SHARD is not None:
         index, count = SHARD
-    elif not worker:
+    else:
         return
     if count < 2 or not hasattr(os, "sched_setaffinity"):
         return

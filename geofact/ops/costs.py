@@ -600,8 +600,9 @@ def other_rates(plans: list[PagePlan], calibration: Calibration, minutes: float 
     """What the same plans cost at other rates than the card's fitted ones (`kernels_as_ops`, `floor_calibration`):
     lines of text, none where neither applies."""
     def total(other: Calibration) -> str:
-        repriced = sum(replace(p, calibration=other).seconds for p in plans) / 60
-        left = sum(replace(p, calibration=other).left_seconds for p in plans) / 60
+        repriced_plans = [replace(p, calibration=other) for p in plans]
+        repriced = sum(p.seconds for p in repriced_plans) / 60
+        left = sum(p.left_seconds for p in repriced_plans) / 60
         return (f"{repriced:.1f} min, {math.ceil(repriced / minutes - 1e-9)} lease(s) "
                 f"(left as the records stand: {left:.1f}, {math.ceil(left / minutes - 1e-9)})")
 

@@ -152,6 +152,11 @@ def sampling(fused: bool) -> AbstractContextManager[None]:
     return _kernel_devices(data, "FUSED_DEVICES", fused)
 
 
+def timed_stack(N: int, d: int, runs: int, precision: str) -> list[TrainConfig]:
+    """The paper's stack at a shape (geofact.training.traffic.paper_shape) with no stop in reach: what a timing steps."""
+    return [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
+
+
 def block_seconds(configs: list[TrainConfig], steps: int, device: torch.device) -> tuple[float, list[float]]:
     """(seconds a step, each run's last batch loss) of `configs` stacked, over one block of `steps` steps
     (geofact.training.trainer.train_block: the sampler's draws, the step's graph replays, the stop rule, as
@@ -217,7 +222,7 @@ def rows(device: str | torch.device = "cpu", ds=(32, 768, 128), runs: int = 42, 
     block_seconds(paper_shape(N, min(ds), 2, precisions[0])[:2], 2, device)
     for d in ds:
         for precision in precisions:
-            configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
+            configs = timed_stack(N, d, runs, precision)
             timed, errors = {}, {}
             for how in BF16_WAYS if precision == "bf16" else ():  # its own output layer: no way to choose
                 with bf16_step(how):

@@ -23,17 +23,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from geofact.host import as_device
-from geofact.ops.step_ab import block_seconds
+from geofact.ops.step_ab import WARM_STEPS, block_seconds, timed_stack
 from geofact.training import graphs
 from geofact.training.config import TrainConfig
 from geofact.training.stack import start_group
 from geofact.training.trainer import FactGroup, train_block
-from geofact.training.traffic import paper_shape, step_traffic
+from geofact.training.traffic import step_traffic
 
 KERNELS_KEPT = 40  # a row's kernels, longest first (names of templated kernels run to hundreds of characters: cut)
-WARM_STEPS = 5  # steps before the profiled ones: the allocator grown, cuBLAS's handles and Triton's kernels made
-
-
 UNATTRIBUTED = "(outside any op)"  # the ops' row of kernel time no op was given (by the profiler, or by `_op_name`)
 
 
@@ -141,7 +138,6 @@ def profile_step(configs: list[TrainConfig], device: str | torch.device = "cpu",
 
 def rows(device: str | torch.device = "cpu", ds=(32, 768), runs: int = 42, N: int = 4096, precision: str = "tf32",
          steps: int = 10) -> Iterator[dict]:
-    """`profile_step` of the paper's stack (geofact.training.traffic.paper_shape, no stop in reach) at each d."""
+    """`profile_step` of the paper's stack (`step_ab.timed_stack`) at each d."""
     for d in ds:
-        configs = [TrainConfig(**{**c.as_dict(), "loss_threshold": 0.0}) for c in paper_shape(N, d, runs, precision)]
-        yield profile_step(configs, device, steps)
+        yield profile_step(timed_stack(N, d, runs, precision), device, steps)
