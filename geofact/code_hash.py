@@ -1,8 +1,9 @@
 """What a cached analysis depends on, as one hash (geofact.analysis.trajectory.analyse_state keys its records by it).
 
 An analysis of a trained state is cached under its name, its parameters and `analysis_code_hash`: the code it runs
-(the geofact.analysis package and the model and task modules it evaluates, without their prose) and the function
-itself with the helpers and constants it reads where it is defined (a notebook's). The hash is the same on every
+(the modules of geofact.analysis it reads and what they import of it and of the model, task and precision modules,
+without their prose: `analysis_modules`) and the function itself with the helpers and constants it reads where it
+is defined (a notebook's). The hash is the same on every
 Python (`code_without_prose`), so that records a GPU lease makes are read at home. It lives outside
 geofact.analysis, which it hashes, so that a change to how the hash is made is not a change to every analysis.
 """
@@ -30,20 +31,25 @@ def _code_and_globals(fn: Callable, seen: set[int]) -> list[str]:
         parts = [inspect.getsource(fn)]
     except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
         parts = [getattr(fn, "__qualname__", repr(fn))]
-    code, names = getattr(fn, "__code__", None), set()
-    stack = [code] if code is not None else []
-    while stack:  # the globals read by the function and by the functions and comprehensions nested in it
-        c = stack.pop()
-        names.update(i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
-        stack += [k for k in c.co_consts if inspect.iscode(k)]
     scope = getattr(fn, "__globals__", {})
-    for name in sorted(names):
+    for name in sorted(_names_read(fn)):
         value = scope.get(name)
         if inspect.isfunction(value) and value.__module__ == fn.__module__:
             parts += _code_and_globals(value, seen)
         elif isinstance(value, (bool, int, float, str, tuple, list, dict)):
             parts.append(f"{name} = {value!r}")
     return parts
+
+
+def _names_read(fn: Callable) -> set[str]:
+    """The global names read by the function and by the functions and comprehensions nested in it."""
+    code, names = getattr(fn, "__code__", None), set()
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+        stack += [k for k in c.co_consts if inspect.iscode(k)]
+    return names
 
 
 def _without_docstrings(source: str) -> ast.Module:
@@ -79,34 +85,100 @@ def code_without_prose(source: str) -> str:
     return _written(_without_docstrings(source))
 
 
-# besides geofact/analysis/, the package's modules an analysis evaluates: the model it runs (hidden states, the
-# MLP block and unembedding of TrainedModel) and the task whose bijections it reads (relative to geofact/)
-ANALYSED_SOURCES = ("training/model.py", "task.py")
+# besides geofact/analysis/, the package's modules an analysis may evaluate: the model it runs (hidden states, the
+# MLP block and unembedding of TrainedModel), the task whose bijections it reads and the matmul precision it computes
+# in (relative to geofact/)
+ANALYSED_SOURCES = ("training/model.py", "task.py", "precision.py")
+# what every analysis reads, whatever it names: the trained model it is handed
+EVERY_ANALYSIS_READS = ("analysis/trained.py",)
 
 
-def _hash_package(h, package: Path) -> None:
-    for path in [*sorted((package / "analysis").glob("*.py")), *(package / name for name in ANALYSED_SOURCES)]:
-        h.update(str(path.relative_to(package)).encode() + code_without_prose(path.read_text()).encode())
+def _analysed(package: Path) -> list[str]:
+    """The modules whose code keys analyses (relative to the package): geofact/analysis and ANALYSED_SOURCES."""
+    return sorted({*(str(p.relative_to(package)) for p in (package / "analysis").glob("*.py")), *ANALYSED_SOURCES})
+
+
+@functools.lru_cache(maxsize=256)
+def _imported(source: str) -> tuple[str, ...]:
+    """The geofact modules a module's source imports, as paths relative to the package (a name imported from a
+    package may be a module: both are given)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return tuple(sorted(path for name in names if (path := _module_path(name))))
+
+
+def _module_path(module: str) -> str | None:
+    """geofact.analysis.readout -> analysis/readout.py (a package's: its __init__.py); None outside geofact."""
+    parts = module.split(".")
+    if parts[0] != "geofact" or len(parts) < 2:
+        return None
+    return "/".join(parts[1:]) + ".py"
+
+
+def analysis_modules(analyse: Callable, package: Path | None = None) -> list[str]:
+    """The modules of the package (relative paths) whose code an analysis's value depends on: those of the geofact
+    objects it (and the helpers of its module it calls) reads by name, EVERY_ANALYSIS_READS, and what they import
+    in turn, within geofact/analysis and ANALYSED_SOURCES. A change to another module (how verdicts are judged, how
+    states are cached, another analysis) leaves its records read: until 2026-11-30 any change to geofact/analysis
+    computed every analysis again, which at the paper's scale needs the weights only a GPU lease has."""
+    package = Path(geofact.__file__).parent if package is None else Path(package)
+    universe = set(_analysed(package))
+    seen, stack = set(), [*EVERY_ANALYSIS_READS, *(p for m in _modules_read(analyse) if (p := _module_path(m)))]
+    while stack:
+        path = stack.pop()
+        if path in seen or path not in universe or not (package / path).is_file():
+            continue
+        seen.add(path)
+        stack += _imported((package / path).read_text())
+    return sorted(seen)
+
+
+def _modules_read(fn: Callable) -> set[str]:
+    """The modules of the objects `fn` and the functions of its module it calls read by name (module objects
+    themselves too)."""
+    modules = set()
+    for value in _globals_read(fn, set()):
+        name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(name, str):
+            modules.add(name)
+    return modules
+
+
+def _globals_read(fn: Callable, seen: set[int]) -> list[Any]:
+    if id(fn) in seen:
+        return []
+    seen.add(id(fn))
+    values = []
+    for name in sorted(_names_read(fn)):
+        value = getattr(fn, "__globals__", {}).get(name)
+        values.append(value)
+        if inspect.isfunction(value) and value.__module__ == fn.__module__:
+            values += _globals_read(value, seen)
+    return values
+
+
+def module_hashes(package: Path) -> dict[str, str]:
+    """sha256 of each module that keys analyses (`_analysed`), without its prose: `geofact pack` records them, and
+    `unpack` names those in which an archive's differ from the checkout's."""
+    package = Path(package)
+    return {path: hashlib.sha256(code_without_prose((package / path).read_text()).encode()).hexdigest()
+            for path in _analysed(package) if (package / path).is_file()}
 
 
 def analysis_code_hash(analyse: Callable) -> str:
-    """sha256 of the code an analysis runs: the geofact.analysis package and ANALYSED_SOURCES, the function's
-    own source and that of the functions of its module it calls, and the plain values they read there (the
-    package's modules without their prose: `code_without_prose`, kept by their text, so that a grid's thousands of
-    states do not parse the package each)."""
+    """sha256 of the code an analysis runs: the modules `analysis_modules` finds, the function's own source and
+    that of the functions of its module it calls, and the plain values they read there (the package's modules
+    without their prose: `code_without_prose`, kept by their text, so that a grid's thousands of states do not
+    parse the package each)."""
+    package = Path(geofact.__file__).parent
     h = hashlib.sha256()
-    _hash_package(h, Path(geofact.__file__).parent)
+    for path in analysis_modules(analyse, package):
+        h.update(path.encode() + code_without_prose((package / path).read_text()).encode())
     for part in _code_and_globals(analyse, set()):
         h.update(part.encode())
-    return h.hexdigest()
-
-
-def analysis_package_hash(package: Path) -> str | None:
-    """sha256 of the analysis code of the geofact package at `package` as `analysis_code_hash` writes it (the part
-    every analysis's hash shares), or None where there is none: `geofact pack` records it, and `unpack` says where
-    an archive's differs from the checkout's, whose pages then read none of its analyses."""
-    if not (Path(package) / "analysis").is_dir():
-        return None
-    h = hashlib.sha256()
-    _hash_package(h, Path(package))
     return h.hexdigest()

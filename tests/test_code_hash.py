@@ -20,22 +20,60 @@ def test_the_code_hash_follows_the_helpers_and_constants_an_analysis_reads():
 
 
 def test_the_code_hash_follows_the_model_the_analyses_evaluate(monkeypatch, tmp_path):
-    import geofact
-    
     namespace = {"__name__": "page"}
     exec("def analyse(model):\n    return {'v': 1}\n", namespace)
     before = code_hash.analysis_code_hash(namespace["analyse"])
-    package = Path(geofact.__file__).parent
-    copy = tmp_path / "geofact"  # the package with its head changed: the same analysis reads another model
-    for name in [*(p.relative_to(package) for p in (package / "analysis").glob("*.py")), *map(Path, code_hash.ANALYSED_SOURCES)]:
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        (copy / name).write_text((package / name).read_text())
-    monkeypatch.setattr(geofact, "__file__", str(copy / "__init__.py"))
+    copy = _package_copy(tmp_path, monkeypatch)  # the package with its head changed: the same analysis reads another model
     assert code_hash.analysis_code_hash(namespace["analyse"]) == before
     model = copy / "training" / "model.py"
     model.write_text(model.read_text().replace("return torch.bmm(final_state(p, h), p[\"E_out\"])",
                                                "return torch.bmm(final_state(p, h), p[\"E_out\"]) * 2"))
     assert code_hash.analysis_code_hash(namespace["analyse"]) != before
+
+
+def _package_copy(tmp_path, monkeypatch) -> Path:
+    """The modules that key analyses, copied, and geofact pointed at the copy."""
+    import geofact
+
+    package = Path(geofact.__file__).parent
+    copy = tmp_path / "geofact"
+    for name in code_hash.module_hashes(package):
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_text((package / name).read_text())
+    monkeypatch.setattr(geofact, "__file__", str(copy / "__init__.py"))
+    return copy
+
+
+def test_an_analysis_is_keyed_by_the_modules_it_reads_and_theirs_alone(monkeypatch, tmp_path):
+    """Until 2026-11-30 every analysis hashed all of geofact/analysis: a change to how verdicts are judged computed
+    every analysis again, which at the paper's scale needs weights only a GPU lease has."""
+    namespace = {"__name__": "page"}
+    exec("from geofact.analysis.interventions import rank_grid\nfrom geofact.analysis import readout\n"
+         "def sweep(model):\n    return {'k': rank_grid(model.d, 3)}\n"
+         "def fit(model):\n    return {'w': readout.linear_readout}\n"
+         "def plain(model):\n    return {'v': 1}\n", namespace)
+    sweep, fit, plain = namespace["sweep"], namespace["fit"], namespace["plain"]
+    model_and_task = ["analysis/trained.py", "task.py", "training/model.py"]
+    assert code_hash.analysis_modules(plain) == model_and_task
+    assert code_hash.analysis_modules(fit) == sorted(["analysis/readout.py", *model_and_task])
+    assert code_hash.analysis_modules(sweep) == sorted(["analysis/interventions.py", "analysis/readout.py",
+                                                        "precision.py", *model_and_task])
+    copy = _package_copy(tmp_path, monkeypatch)
+    before = {f: code_hash.analysis_code_hash(f) for f in (sweep, fit, plain)}
+
+    def changed(path: str) -> set[str]:
+        text = (copy / path).read_text()
+        (copy / path).write_text(text + "\nSHIFT = 1\n")
+        moved = {f.__name__ for f in before if code_hash.analysis_code_hash(f) != before[f]}
+        (copy / path).write_text(text)
+        return moved
+
+    assert changed("analysis/judging.py") == set()  # no analysis reads the verdicts' code
+    assert changed("analysis/trajectory.py") == set()  # nor the cache's
+    assert changed("analysis/interventions.py") == {"sweep"}
+    assert changed("analysis/readout.py") == {"sweep", "fit"}  # the sweep fits readouts too
+    assert changed("training/model.py") == {"sweep", "fit", "plain"}
+    assert {f: code_hash.analysis_code_hash(f) for f in before} == before
 
 
 def test_attribute_names_are_not_mistaken_for_globals():

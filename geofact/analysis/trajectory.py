@@ -12,7 +12,7 @@ A run that met the stop rule before a checkpoint step has no checkpoint there: i
 is its final one, so `value_at_steps` carries the final value forward.
 
 Each state's analysis is cached as a JSON record (`analysis_path`) under the analysis' name, its
-parameters and a hash of the analysis code, so that a page executes from records alone (without the
+parameters and a hash of the code it reads (geofact.code_hash.analysis_code_hash), so that a page executes from records alone (without the
 weights, which stay on the machine that trained them: `geofact pack`), and a change of parameters or
 code computes afresh.
 """

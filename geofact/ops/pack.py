@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from geofact.code_hash import analysis_package_hash
+from geofact.code_hash import module_hashes
 from geofact.pipeline.project import Project
 from geofact.store import write_atomically
 
@@ -101,7 +101,7 @@ def pack(project: Project, out: Path, profile: str = "paper", part_bytes: int = 
     data = {str(PurePosixPath(*m.parts)): (project.root / m).read_bytes() for m in members}
     manifest = {"schema": SCHEMA, "profile": profile, "created_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "git_commit": git_commit(project.root), "devices": _made_on(data),
-                "analysis_code": analysis_package_hash(project.root / "geofact"),
+                "analysis_modules": module_hashes(project.root / "geofact"),
                 "files": {name: _sha256(blob) for name, blob in data.items()}}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
@@ -231,17 +231,35 @@ def unpack(project: Project, archive: Path | list[Path], force: bool = False) ->
     return Unpacked(written, identical, manifest, kept_newer, _analysis_warnings(project, manifest, blobs))
 
 
+def _analysis_name(member: str) -> str | None:
+    """The analysis an archive member is a record of (a grid run's, .geofact/runs/analyses/NAME/..., or a spike
+    study's kept state's, under its variant's folder), or None."""
+    parts = PurePosixPath(member).parts
+    if parts[:2] != (".geofact", "runs") or "analyses" not in parts[2:-2]:
+        return None
+    return parts[parts.index("analyses", 2) + 1]
+
+
 def _analysis_warnings(project: Project, manifest: dict, blobs: dict[str, bytes]) -> list[str]:
-    """Where the archive's analysis records were keyed by other analysis code than this checkout's (another commit's
-    geofact/analysis, or a Python that writes code otherwise: geofact.code_hash), a line saying its pages here will
-    not read them. Archives packed before 2026-11-30 do not say which code keyed them: nothing is said."""
-    theirs, ours = manifest.get("analysis_code"), analysis_package_hash(project.root / "geofact")
-    analyses = sum(name.startswith(".geofact/runs/analyses/") for name in blobs)
-    if not analyses or theirs is None or ours is None or theirs == ours:
+    """Where the archive's analysis records were keyed by other analysis code than this checkout's, a line naming the
+    modules that differ (geofact.code_hash.module_hashes): the analyses that read them (each reads
+    analysis/trained.py and the model and task modules) are not read here. An archive packed before 2026-11-30's
+    per-analysis keys (`analysis_modules` in its manifest) keyed every analysis otherwise: none is read."""
+    analyses = {_analysis_name(name) for name in blobs} - {None}
+    if not analyses:
         return []
-    return [f"its {analyses} analysis records were keyed by other analysis code than this checkout's ({theirs[:12]} "
-            f"against {ours[:12]}; commit {str(manifest.get('git_commit'))[:12]}): the pages here will not read them, "
-            f"and compute them again where the weights are"]
+    theirs, ours = manifest.get("analysis_modules"), module_hashes(project.root / "geofact")
+    commit = str(manifest.get("git_commit"))[:12]
+    if not isinstance(theirs, dict):
+        return [f"its records of {len(analyses)} analyses ({', '.join(sorted(analyses))}) were keyed as before "
+                f"2026-11-30's per-analysis keys (commit {commit}): the pages here will not read them, and compute them "
+                f"again where the weights are"]
+    differ = sorted(path for path in {*theirs, *ours} if theirs.get(path) != ours.get(path))
+    if not differ:
+        return []
+    return [f"its analysis code differs from this checkout's in {', '.join(differ)} (commit {commit}): the records of "
+            f"the analyses that read {'it' if len(differ) == 1 else 'them'} (of {', '.join(sorted(analyses))}) will not be "
+            f"read here, and are computed again where the weights are"]
 
 
 def read_run_records(source: Path) -> list[dict]:

@@ -169,22 +169,21 @@ def test_unpack_keeps_results_executed_later_than_the_archives(tmp_path):
 
 
 def test_unpack_says_when_the_archives_analyses_were_keyed_by_other_analysis_code(tmp_path):
-    """An analysis record's key hashes the analysis code (geofact.code_hash): records made where that code differs,
-    or is written otherwise (Python 3.12's ast.dump keyed the leases' analyses apart from home's 3.11 until
-    2026-11-30), are never read here. The pack records the code's hash; unpack compares it with the checkout's."""
+    """An analysis record's key hashes the modules the analysis reads (geofact.code_hash.analysis_modules): records
+    made where those differ are never read. The pack records each module's hash; unpack names the modules that
+    differ from the checkout's, and says that an archive packed before the keys were per analysis is read by none."""
     from pathlib import Path
 
     import geofact
-    from geofact.code_hash import analysis_package_hash
+    from geofact.code_hash import module_hashes
 
     package = Path(geofact.__file__).parent
 
-    def with_package(root, change: str = "") -> Project:
+    def with_package(root, changed: str = "") -> Project:
         project = machine(root, NODE)
-        for name in [*(p.relative_to(package) for p in (package / "analysis").glob("*.py")), Path("training/model.py"),
-                     Path("task.py")]:
+        for name in module_hashes(package):
             (root / "geofact" / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / "geofact" / name).write_text((package / name).read_text() + change)
+            (root / "geofact" / name).write_text((package / name).read_text() + ("\nSHIFT = 1\n" if name == changed else ""))
         return project
 
     node = with_package(tmp_path / "node")
@@ -192,17 +191,18 @@ def test_unpack_says_when_the_archives_analyses_were_keyed_by_other_analysis_cod
     assert done.files == 4
     same = with_package(tmp_path / "same")
     got = unpack(same, done.paths, force=True)
-    assert got.manifest["analysis_code"] == analysis_package_hash(package) and got.warnings == []
-    other = with_package(tmp_path / "other", change="\nSHIFT = 1\n")  # another commit's analysis code
+    assert got.manifest["analysis_modules"] == module_hashes(package) and got.warnings == []
+    other = with_package(tmp_path / "other", changed="analysis/readout.py")  # another commit's readout
     (warning,) = unpack(other, done.paths, force=True).warnings
-    assert "its 1 analysis records were keyed by other analysis code than this checkout's" in warning
-    older = with_package(tmp_path / "older", change="\nSHIFT = 1\n")  # an archive packed before the manifest said
+    assert "differs from this checkout's in analysis/readout.py" in warning and "(of readouts)" in warning
+    older = with_package(tmp_path / "older")  # an archive packed before the manifest named its modules
     manifest_less = tmp_path / "older.tar.gz"
     with tarfile.open(done.paths[0]) as tar, tarfile.open(manifest_less, "w:gz") as out:
         for info in tar.getmembers():
             blob = tar.extractfile(info).read()
             if info.name == MANIFEST:
-                blob = json.dumps({k: v for k, v in json.loads(blob).items() if k != "analysis_code"}).encode()
+                blob = json.dumps({k: v for k, v in json.loads(blob).items() if k != "analysis_modules"}).encode()
                 info.size = len(blob)
             out.addfile(info, io.BytesIO(blob))
-    assert unpack(older, [manifest_less], force=True).warnings == []
+    (warning,) = unpack(older, [manifest_less], force=True).warnings
+    assert "keyed as before 2026-11-30's per-analysis keys" in warning
