@@ -20,23 +20,14 @@ Each rank predicts the answers of R x R x n edited states (every relation's quer
 subject) through the MLP and the N-way unembedding, as many ranks a call as `PREDICT_LOGITS` allows (it bounds
 a call's logits; at 2^30 on a GPU a call holds about 13 GB at its largest, N = 4096, d = 768, R = 16: the
 logits, their absolute values, the MLP's hidden states): at the paper's scale nearly all of a mechanism page's analysis time (1.57 s a state at d = 512 on the
-H200 lease, float32, one call per rank and relation). On CUDA (`FAST_DEVICES`) those predictions go through TF32
-matmuls, and every row whose top-two margin is within `CERTAIN_MARGIN` of the row's largest |logit| is predicted
-again in float32 (`rechecked_predict`; one read of how many a call has), so the sweep's answer is float32's
-wherever TF32's error stays under that margin. Under that bound float32's answer is among the row's columns within
-the margin of its largest TF32 logit, so a rechecked row's float32 logits are computed on its `CANDIDATES` largest
-columns alone (its MLP block once, then a dot product a column; the row whole again where all of them are that
-close). Emulated on the CPU (matmul inputs rounded to TF32's 10-bit mantissa, tests/analysis/test_interventions.py),
-over ten laptop-profile models TF32 moved a logit by at most 0.31% of the row's largest |logit| and changed 0-0.3%
-of the argmaxes, none of a margin above 0.12% of it. What the rule needs is a bound on the error of a difference of
-two logits (an argmax flips, and a column leaves the candidates, only when that is past the margin): at most twice
-0.31%, so the 1% margin is 1.6 times the largest error seen (three times a single logit's), an empirical bound, not
-a proof. At ties within a few ulps float32 has no one answer (its matmuls round differently at other batch sizes,
-and the candidates' dot products differently from the whole matmul): on states bisected to such ties the recheck
-and `model.predict` disagreed on a fifth of them; on 640,000 rows of trained and random models, on none. On twelve laptop-profile models
-(N = 256 and 512, d = 4 to 49) 6-16% of a state's edited rows were that close to a tie at d >= 8 (46% at d = 4),
-up to 30% in one call (`UNSURE_SHARE_SEEN`, what the plan prices the recheck at); until 2026-11-29 a fixed quarter
-of each call's rows was rechecked and a state with more fell back to a float32 sweep.
+H200 lease, float32, one call per rank and relation). The counts ask of each edited state only whether its
+prediction is its target (the swap for the edited relation, the unchanged answer for the others): `intervene`
+asks the model's `TrainedModel.answered`, which on CUDA decides a row through TF32 matmuls where their rounding
+cannot change the answer and in float32 where it might (geofact.analysis.rechecked). On twelve laptop-profile
+models (N = 256 and 512, d = 4 to 49) 6-16% of a state's edited rows were within 1% of a tie of their two largest
+logits at d >= 8 (46% at d = 4), up to 30% in one call, and were all rechecked until 2026-11-30; a tie that decides
+the row's answer is rarer (geofact.ops.costs.UNSURE_SHARE_SEEN, what the plan prices the recheck at). Until 2026-11-29 a fixed
+quarter of each call's rows was rechecked and a state with more fell back to a float32 sweep.
 """
 
 from __future__ import annotations
@@ -49,13 +40,7 @@ import torch
 from geofact.analysis.readout import linear_readout, split_subjects
 from geofact.analysis.trained import Target, TrainedModel
 from geofact.host import on_host, to_host
-from geofact.precision import computing_in
 
-FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, rechecked (module docstring)
-CERTAIN_MARGIN = 0.01  # a row is certain when its top-two margin exceeds this share of its largest |logit|
-UNSURE_SHARE_SEEN = 0.16  # the largest share of a state's edited rows within CERTAIN_MARGIN seen at d >= 8 (docstring;
-# a single call's share reached 0.30, and a d = 4 state's 0.46: cheap states, whose underpricing costs little)
-CANDIDATES = 8  # columns a rechecked row's float32 logits are computed on: its largest TF32 ones (`rechecked_predict`)
 PREDICT_LOGITS = {"cpu": 2**24, "other": 2**30}  # logits a prediction call holds at once, by device kind (4 GiB of float32)
 
 
@@ -78,17 +63,19 @@ class Selectivity:
         return (self.follows * self.stays) ** 0.5
 
 
-def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[torch.Tensor], torch.Tensor],
+def intervene(hidden: torch.Tensor, answers: torch.Tensor, answered: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
               maps: list[torch.Tensor], vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
               ks: list[int], rows: int = 1) -> list[Selectivity]:
     """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at each rank in ks.
 
-    hidden (R, N, d): h(x, r); answers (R, N): g_r(x); predict maps hidden states (..., R, n, d) to predicted ids
-    (..., R, n), relation r's queries at index r of the relation axis (a model's `predict` reads only the states);
-    maps[r] (d, m): the readout W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks; each rank's
-    edits of every relation are made in one batched matmul, and as many ranks as make at most `rows` edited states
-    (at least one rank) are predicted in one call. `subjects` and `new_answers` may be host data: they are moved to
-    the device of `hidden`, where the counts stay until one read at the end.
+    hidden (R, N, d): h(x, r); answers (R, N): g_r(x); answered(h, targets) says whether the model's prediction from
+    each hidden state of h (..., R, n, d) is its target (...,R, n), relation r's queries at index r of the relation
+    axis (`by_argmax` of a model's `predict`; a model reads only the states): the edited relation's target is the
+    swap y', every other relation's its unchanged answer, which is all the counts ask. maps[r] (d, m): the readout
+    W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks; each rank's edits of every relation are made
+    in one batched matmul, and as many ranks as make at most `rows` edited states (at least one rank) are predicted
+    in one call. `subjects` and `new_answers` may be host data: they are moved to the device of `hidden`, where the
+    counts stay until one read at the end.
     """
     R, n, device = hidden.shape[0], len(subjects), hidden.device
     subjects, new_answers = subjects.to(device), new_answers.to(device)
@@ -101,62 +88,26 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, predict: Callable[[to
     # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
     coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
     edited = torch.arange(R, device=device)
+    targets = original.expand(R, R, n).clone()  # (R edited, R, n): every relation keeps its answer but the edited one,
+    targets[edited, edited] = new_answers.T  # which follows the swap
     per_call = ranks_per_call(rows, R * R * n)
     follows, stays = [], []  # per block of ranks: counts (ranks,) on the device
     for start in range(0, len(ks), per_call):
         block = ks[start : start + per_call]
         deltas = torch.stack([torch.bmm(coordinates[:, :, :k], U[:, :, :k].transpose(1, 2)) for k in block])  # (ranks, R edited, n, d)
-        predicted = predict(h[None, None] + deltas[:, :, None])  # (ranks, R edited, R, n): every relation's query on the edited subject
-        follows.append((predicted[:, edited, edited] == new_answers.T).sum((1, 2)))  # the edited relation follows the swap
-        unchanged = predicted == original  # (ranks, R edited, R, n)
-        stays.append(unchanged.sum((1, 2, 3)) - unchanged[:, edited, edited].sum((1, 2)))  # the other relations' answers unchanged
+        hit = answered(h[None, None] + deltas[:, :, None], targets.expand(len(block), R, R, n))  # (ranks, R edited, R, n)
+        followed = hit[:, edited, edited].sum((1, 2))  # the edited relation follows the swap
+        follows.append(followed)
+        stays.append(hit.sum((1, 2, 3)) - followed)  # the other relations' answers unchanged
     follow_counts, stay_counts = to_host(torch.cat(follows), torch.cat(stays))
     stays_total = R * (R - 1) * n  # every edit, every other relation
     return [Selectivity(k, int(f) / (R * n), int(s) / stays_total if stays_total else 1.0)
             for k, f, s in zip(ks, follow_counts, stay_counts)]
 
 
-def fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
-    """Logits (rows, N) of hidden states (rows, d) through CUDA's TF32 matmuls."""
-    with computing_in("tf32", model.device):
-        return model.logits(states)
-
-
-def rechecked_predict(model: TrainedModel, h: torch.Tensor) -> torch.Tensor:
-    """Predicted ids (...) of hidden states h (..., d) through `fast_logits`, every row whose top-two margin is
-    within CERTAIN_MARGIN of its largest |logit| predicted again in float32 (how many: one read of the device).
-
-    Under the margin's bound (on a difference of two logits) float32's answer is among the columns whose TF32 logit
-    is within CERTAIN_MARGIN of the row's largest, so a rechecked row's float32 logits are those of its CANDIDATES largest TF32 columns
-    (its final state once, then a dot product a column, not the N-way unembedding); a row whose candidates are all
-    that close (it may have more), or whose logits have no largest (NaN, infinite), is predicted whole again."""
-    states = h.reshape(-1, h.shape[-1])  # (rows, d)
-    logits = fast_logits(model, states)  # (rows, N)
-    top = logits.topk(2, -1).values
-    peak = logits.abs().amax(-1)  # (rows,)
-    margin = (top[:, 0] - top[:, 1]) / peak.clamp_min(torch.finfo(logits.dtype).tiny)  # (rows,)
-    margin = margin.nan_to_num(0.0)  # a row with a NaN or an infinite logit is rechecked too (and sorts as any other)
-    ids = logits.argmax(-1)
-    (unsure,) = to_host((margin <= CERTAIN_MARGIN).sum())
-    if not unsure:
-        return ids.view(h.shape[:-1])
-    rows = margin.topk(int(unsure), largest=False).indices  # the rows of the smallest margins: (u,)
-    fast, columns = logits[rows].topk(min(CANDIDATES, logits.shape[-1]), -1)  # (u, C), largest first
-    near = fast >= fast[:, :1] - CERTAIN_MARGIN * peak[rows, None]  # (u, C): within the margin of the row's largest
-    with computing_in("fp32", model.device):
-        final = model.final_states(states[rows])  # (u, d)
-        exact = torch.bmm(model.attribute_vectors("unembedding")[columns], final[:, :, None])[..., 0]  # (u, C)
-    exact = exact.masked_fill(~near, float("-inf"))
-    best = exact.amax(-1, keepdim=True)
-    ids[rows] = torch.where(exact == best, columns, logits.shape[-1]).amin(-1)  # the first of equal maxima, as argmax
-    # (u,): more candidates than CANDIDATES may be near, or no largest in TF32 or in float32
-    whole = near[:, -1] | ~near[:, 0] | ~torch.isfinite(best[:, 0])
-    (crowded,) = to_host(whole.sum())
-    if crowded:
-        again = rows[whole.float().topk(int(crowded)).indices]
-        with computing_in("fp32", model.device):
-            ids[again] = model.predict(states[again])
-    return ids.view(h.shape[:-1])
+def by_argmax(predict: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """`intervene`'s `answered` from a predictor of ids (...) from hidden states (..., d)."""
+    return lambda h, targets: predict(h) == targets
 
 
 def call_rows(N: int, device_type: str) -> int:
@@ -170,12 +121,14 @@ def ranks_per_call(rows: int, per_rank: int) -> int:
     return max(1, rows // per_rank)
 
 
-def in_calls(predict: Callable[[torch.Tensor], torch.Tensor], rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """`predict` over hidden states (..., d) in calls of at most `rows` states."""
+def in_calls(answered: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], rows: int
+             ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """`answered` over hidden states (..., d) and their targets (...) in calls of at most `rows` states."""
 
-    def chunked(h: torch.Tensor) -> torch.Tensor:
-        states = h.reshape(-1, h.shape[-1])
-        return torch.cat([predict(states[i : i + rows]) for i in range(0, len(states), rows)]).view(h.shape[:-1])
+    def chunked(h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        states, flat = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
+        return torch.cat([answered(states[i : i + rows], flat[i : i + rows])
+                          for i in range(0, len(states), rows)]).view(h.shape[:-1])
 
     return chunked
 
@@ -205,9 +158,8 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     with on_host():
         subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
-    predict = (lambda states: rechecked_predict(model, states)) if model.device.type in FAST_DEVICES else model.predict
     rows = call_rows(model.config.N, model.device.type)
-    return intervene(hidden, answers, in_calls(predict, rows), maps, vectors, subjects, new, ks, rows)
+    return intervene(hidden, answers, in_calls(model.answered, rows), maps, vectors, subjects, new, ks, rows)
 
 
 def rank_grid(d: int, points: int = 32) -> list[int]:

@@ -23,6 +23,7 @@ from typing import Literal
 
 import torch
 
+from geofact.analysis import rechecked
 from geofact.host import as_device, on_host, to_host
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
@@ -103,11 +104,18 @@ class TrainedModel:
         """Predicted entity ids (...) from hidden states (..., d): the argmax of `logits`."""
         return self.logits(h).argmax(-1)
 
+    def answered(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Whether the prediction from each hidden state of h (..., d) is its target (...): float32's answer, decided
+        through TF32 where the device has it and its rounding cannot change the answer (geofact.analysis.rechecked)."""
+        if self.device.type in rechecked.FAST_DEVICES:
+            return rechecked.rechecked_answered(self, h, targets)
+        return self.predict(h) == targets
+
     def correct_fraction(self, embeddings: torch.Tensor | None = None, answers: torch.Tensor | None = None) -> torch.Tensor:
         """Fraction of the N R facts answered right (a 0-d tensor on the device), optionally with other subject
         embeddings (N, d) / bijections (R, N)."""
         answers = self.answers if answers is None else answers.to(self.device)
-        return (self.predict(self.hidden_states(embeddings)) == answers).double().mean()
+        return self.answered(self.hidden_states(embeddings), answers).double().mean()
 
     def accuracy(self, embeddings: torch.Tensor | None = None, answers: torch.Tensor | None = None) -> float:
         """`correct_fraction`, read on the host."""

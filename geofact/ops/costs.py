@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import astuple, asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -28,7 +28,8 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, CountedRates, calib
                                      step_bytes, stored_cards, timed_step)
 from geofact.precision import check_precision
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.analysis.interventions import CANDIDATES, UNSURE_SHARE_SEEN, call_rows, rank_grid, ranks_per_call
+from geofact.analysis.interventions import call_rows, rank_grid, ranks_per_call
+from geofact.analysis.rechecked import CANDIDATES
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
@@ -154,21 +155,69 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Work:
+    """An analysis's work: FLOPs in float32, FLOPs through TF32 where the device has it (geofact.analysis.rechecked:
+    predictions asked only whether they are a target; float32 elsewhere), the float32 FLOPs of the rows those then
+    predict again, and kernels."""
+
+    flops: float = 0.0
+    fast: float = 0.0
+    rechecked: float = 0.0
+    ops: float = 0.0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def __mul__(self, times: float) -> Work:
+        return Work(*(a * times for a in astuple(self)))
+
+    @property
+    def all_flops(self) -> float:
+        return self.flops + self.fast + self.rechecked
+
+
+# The share of rows TrainedModel.answered predicts again in float32 (geofact.analysis.rechecked), priced at or above
+# the largest share seen, TF32 emulated on 400 laptop-profile states of the mechanism pages' grids (N = 128 and 512,
+# steps 0 to the stop; bench/bench_recheck_share.py --states 400 --seed 1, 2026-11-30): a rank sweep's edited rows
+# 0.65% of 14.0 million, 3.7% at most in a state at d >= 8 (R = 2, d = 12, step 300), 4.4% in a call; an accuracy's
+# rows (the model's facts, a smart init's) 1.1% of 1.5 million, 7.9% at most in a state, 16% in a call (the largest
+# states, N R d >= 512 x 8 x 48: 2.2% and 3.2%). Until that day every row near a tie of its two largest logits was
+# rechecked, whatever its target, priced at 0.16 of a sweep's rows
+UNSURE_SHARE_SEEN = {"edits": 0.04, "facts": 0.16}
+
+
+def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
+    """Whether each of `rows` hidden states' predictions is its target (TrainedModel.answered): the MLP block and
+    unembedding through TF32, and UNSURE_SHARE_SEEN[kind] of the rows' MLP blocks and CANDIDATES columns again in
+    float32 (its kernels are priced with the analysis that asks)."""
+    share = UNSURE_SHARE_SEEN[kind]
+    return Work(fast=_predict_flops(c, rows), rechecked=2.0 * share * rows * (2 * c.d * c.width + c.d * CANDIDATES))
+
+
+# kernels of a state's accuracy (TrainedModel.correct_fraction) as counted on fake meta tensors at N = 512, d = 64,
+# R = 2 and 16, its recheck and a whole row taken (43 in float32 alone)
+ACCURACY_KERNELS = 124.0
+
+
+def _accuracy(c: TrainConfig) -> Work:
+    """A state's accuracy, which a page's analysis computes where the run record does not give it (a checkpoint)."""
+    return _answered(c, c.N * c.R, "facts") + Work(ops=ACCURACY_KERNELS)
+
+
+@dataclass(frozen=True)
 class Analysis:
-    """Per-model analyses of a page over `states` model states, `flops` and `ops` in all (float32)."""
+    """Per-model analyses of a page over `states` model states, `work` in all."""
 
     page: str
     what: str
     states: int
-    flops: float
-    ops: float
-    rechecked: float | None = None  # TF32 where the device has it, this share of the FLOPs again in float32
+    work: Work
 
     def seconds(self, calibration: Calibration) -> float:
-        fp32 = self.flops / calibration.matmul_flops["fp32"]
-        if self.rechecked is not None and "tf32" in calibration.matmul_flops:
-            fp32 = self.flops / calibration.matmul_flops["tf32"] + self.rechecked * fp32
-        return fp32 + self.ops * calibration.op_seconds
+        rate = calibration.matmul_flops
+        w = self.work
+        fast = w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate else w.fast / rate["fp32"]
+        return w.flops / rate["fp32"] + fast + w.ops * calibration.op_seconds
 
 
 def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False,
@@ -194,18 +243,19 @@ def _with_second(params: dict) -> list[CapacityGrid]:
     return [_grid(params), *ladder_grids(params.get("trajectory_grid"), params.get("precision"))]
 
 
-def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], tuple[float, float]],
+def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], Work],
                final_only: bool = False, final_extra: float = 0.0) -> Analysis:
-    """An analysis of every run's kept states (or its final state alone) over `grids`, `cost(config)` =
-    (FLOPs, ops) a state; the final state costs `final_extra` times more besides. A run keeping a tail
+    """An analysis of every run's kept states (or its final state alone) over `grids`, `cost(config)` its work a
+    state; the final state costs `final_extra` times more besides, and every other state an accuracy
+    (geofact.analysis.trajectory.analyse_state: a run record gives its final one). A run keeping a tail
     (TrainConfig.keep_tail) is priced with all of it, as if it stopped at its step budget."""
-    states, flops, ops = 0, 0.0, 0.0
+    states, work = 0, Work()
     for grid in grids:
         for config in grid.configs().values():
             kept = 1 if final_only else len(grid.checkpoints) + len(config.tail_steps(config.max_steps)) + 1
-            f, o = cost(config)
-            states, flops, ops = states + kept, flops + (kept + final_extra) * f, ops + (kept + final_extra) * o
-    return Analysis(page, what, states, flops, ops)
+            states += kept
+            work += cost(config) * (kept + final_extra) + _accuracy(config) * (kept - 1)
+    return Analysis(page, what, states, work)
 
 
 def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
@@ -217,15 +267,16 @@ def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
     return [(_grid(params), params["spike_R"], params["spike_d"], list(params["spike_seeds"])), *([second] if second else [])]
 
 
-def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], tuple[float, float]]) -> list[Analysis]:
+def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work]) -> list[Analysis]:
     """The spike studies' kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
-    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more."""
+    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more, each with
+    its accuracy."""
     analyses = []
     for grid, R, d, seeds in _studies(params):
         config = grid.config(R, d, False, 0, max_steps=params["spike_steps"])
         states = len(MECHANISM_RECIPES) * len(seeds) * (params["spike_steps"] // params["spike_keep_every"] + 6)
-        flops, ops = cost(config)
-        analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, states * flops, states * ops))
+        work = (cost(config) + _accuracy(config)) * states
+        analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, work))
     return analyses
 
 
@@ -322,11 +373,11 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     def readouts(c: TrainConfig) -> tuple[float, float]:
         # kernels as counted on fake meta tensors (N = 512, d = 64), the relations' ridge fits batched: 200 a state
         # whatever R (until 2026-11-29 a fit per relation, 326 at R = 2 and 2,118 at R = 16, priced at 48 R)
-        return 4 * _ridge(c, 1 - held_out, held_out), 200.0
+        return Work(flops=4 * _ridge(c, 1 - held_out, held_out), ops=200.0)
 
     return groups, [_per_state(_with_second(params), "readouts (4 per state)", "exp-readout", readouts),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
-                               lambda c: (2 * fits * _ridge(c, fold_fit, fold_scored), 2 * fits * 46.0),  # 2,789 kernels at 30 fits
+                               lambda c: Work(flops=2 * fits * _ridge(c, fold_fit, fold_scored), ops=2 * fits * 46.0),  # 2,789 kernels at 30 fits
                                final_only=True),
                     *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
 
@@ -337,17 +388,19 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
     def shape(c: TrainConfig) -> tuple[int, int]:  # the ranks swept, the edits a rank makes (each held-out subject's)
         return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N))
 
-    def sweep(c: TrainConfig) -> tuple[float, float]:  # ranks x relations edits, each predicting every relation's query
+    def sweep(c: TrainConfig) -> Work:  # ranks x relations edits, each predicting every relation's query
         ranks, edited = shape(c)
         rows = call_rows(c.N, "cuda")  # as geofact.analysis.interventions.intervene calls on a GPU
         per_call = ranks_per_call(rows, c.R * edited)
         calls = math.ceil(ranks / per_call) * math.ceil(per_call * c.R * edited / rows)
         # kernels (non-view ops, metadata queries apart) as counted on fake meta tensors at N = 512, d = 64, 33
-        # ranks: 219 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole one taken): the
-        # readout fit and decompositions, two a rank, 98 a call. Until 2026-11-29 a call per rank and relation, and a
-        # pseudoinverse and readout fit per relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank
+        # ranks: 227 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole one taken): the
+        # readout fit and decompositions, two a rank, 104 a call (98 until 2026-11-30, when each row's target joined
+        # the recheck's rule). Until 2026-11-29 a call per rank and relation, and a pseudoinverse and readout fit per
+        # relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank
         held_out = params["held_out"]
-        return ranks * c.R * _predict_flops(c, edited) + _ridge(c, 1 - held_out, held_out), 55.0 + 2.0 * ranks + 98.0 * calls
+        return (Work(flops=_ridge(c, 1 - held_out, held_out), ops=55.0 + 2.0 * ranks + 104.0 * calls)
+                + _answered(c, ranks * c.R * edited, "edits"))
 
     control = params.get("erosion_control")
     groups = []
@@ -358,28 +411,19 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
             + groups_of("exp-interventions", "erosion control trained on", [replace(c, loss_threshold=0.0) for c in retrained],
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
-    # through TF32 with the rows near a tie again in float32 (geofact.analysis.interventions.FAST_DEVICES), priced at
-    # the largest share of a state's rows seen near a tie, each on its candidate columns
-    def recheck(c: TrainConfig) -> tuple[float, float]:  # a rechecked row's MLP block and its CANDIDATES columns
-        ranks, edited = shape(c)
-        rows = UNSURE_SHARE_SEEN * ranks * c.R * edited
-        return 2.0 * rows * (2 * c.d * c.width + c.d * CANDIDATES), 0.0
-
-    def both(cost: Callable) -> list[Analysis]:
-        return [_per_state(_with_second(params), "rank sweeps", "exp-interventions", cost, final_extra=1.0),
-                *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", cost)]
-
-    return groups, [replace(a, rechecked=r.flops / a.flops) for a, r in zip(both(sweep), both(recheck))]
+    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
+                    *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
 
 
 def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
-    def transfer(c: TrainConfig) -> tuple[float, float]:
-        # the maps fitted on all subjects, none scored; kernels as counted: 144 at R = 2, 172 at R = 16 (652 with a
-        # fit per relation, priced at 40)
-        return 2 * (_ridge(c, 1.0, 0.0) + 2 * _predict_flops(c, c.N * c.R)), 2 * (2.0 * c.R + 140.0)
+    def transfer(c: TrainConfig) -> Work:
+        # for each target, the maps fitted on all subjects, none scored, and two accuracies; kernels as counted (the
+        # accuracies' recheck and a whole row taken): 304 at R = 2, 332 at R = 16 (142 and 170 in float32 alone, as
+        # until 2026-11-30; 652 with a fit per relation, priced at 40)
+        return (Work(flops=_ridge(c, 1.0, 0.0), ops=2.0 * c.R + 300.0) + _answered(c, 2 * c.N * c.R, "facts")) * 2
 
     zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer)
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),

@@ -29,8 +29,8 @@ def test_the_rank_sweep_through_tf32_is_the_float32_sweep_on_cuda(tmp_path):
     maps = [W for W, _ in linear_readout(hidden, model.answers, vectors, train, 1e-3).maps]
     swaps = interventions.random_swaps(model.answers, subjects, 1)
     with computing_in("fp32", model.device):
-        exact = interventions.intervene(hidden, model.answers, model.predict, maps, vectors, subjects, swaps, ks)
-    fast = interventions.intervene(hidden, model.answers, lambda h: interventions.rechecked_predict(model, h),
+        exact = interventions.intervene(hidden, model.answers, interventions.by_argmax(model.predict), maps, vectors, subjects, swaps, ks)
+    fast = interventions.intervene(hidden, model.answers, model.answered,
                                    maps, vectors, subjects, swaps, ks)
     assert fast == exact
     assert interventions.selectivity_sweep(model, ks, seed=1) == exact

@@ -76,12 +76,12 @@ def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model):
 
 @pytest.mark.parametrize("calls_per_rank", [1 / 5, 1, 3])  # every rank in one call; a call a rank; three a rank
 def test_the_rank_sweep_through_tf32_reads_how_many_rows_it_rechecks_once_a_call(fake_model, monkeypatch, calls_per_rank):
-    # CUDA's fast path (geofact.analysis.interventions.FAST_DEVICES): each prediction call reads how many of its rows
-    # are near a tie (then rechecked in float32) and how many of those it predicts whole again; the counts are read
-    # once at the end
-    from geofact.analysis import interventions
+    # CUDA's fast path (geofact.analysis.rechecked): each prediction call reads how many of its rows are near a tie
+    # that decides them (then rechecked in float32) and how many of those it predicts whole again; the counts are
+    # read once at the end
+    from geofact.analysis import interventions, rechecked
 
-    monkeypatch.setattr(interventions, "FAST_DEVICES", ("meta",))
+    monkeypatch.setattr(rechecked, "FAST_DEVICES", ("meta",))
     c = fake_model.config
     ks = rank_grid(c.d, 4)
     assert len(ks) == 5
@@ -96,13 +96,20 @@ def test_the_rank_sweep_through_tf32_reads_how_many_rows_it_rechecks_once_a_call
     assert reads.calls == [[((), "meta")]] * (2 * calls) + [[((len(ks),), "meta"), ((len(ks),), "meta")]]
 
 
-def test_zero_shot_transfer_reads_once(fake_model):
+@pytest.mark.parametrize("fast", [False, True])
+def test_zero_shot_transfer_reads_once(fake_model, monkeypatch, fast):
+    # on CUDA's fast path (geofact.analysis.rechecked) each accuracy also reads how many rows it rechecks in
+    # float32, and how many of those it predicts whole again
+    from geofact.analysis import rechecked
+
+    if fast:
+        monkeypatch.setattr(rechecked, "FAST_DEVICES", ("meta",))
     reads = Reads()
     c = fake_model.config
     with host_reads(reads):
         out = zero_shot(fake_model, fresh_bijections(c.N, c.R, c.bijection_seed + 1))
     assert out == {"zero_shot": 0.5, "smart_on_g": 0.5}
-    assert reads.calls == [[((), "meta"), ((), "meta")]]
+    assert reads.calls == [[((), "meta")]] * (4 if fast else 0) + [[((), "meta"), ((), "meta")]]
 
 
 def test_a_tensor_left_on_the_cpu_is_caught(fake_model):

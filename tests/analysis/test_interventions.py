@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from geofact.analysis.interventions import intervene, random_swaps, rank_grid, selectivity_sweep, truncated_pinv
+from geofact.analysis.interventions import by_argmax, intervene, random_swaps, rank_grid, selectivity_sweep, truncated_pinv
 from geofact.analysis.readout import linear_readout, nearest, split_subjects
+from geofact.analysis.rechecked import emulated_fast_logits
 from geofact.analysis.trained import TrainedModel
 from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
@@ -37,7 +38,7 @@ def test_a_block_selector_is_perfectly_selective_with_fitted_readouts():
     train = split_subjects(N, 0.2, seed=0)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha=1e-8).maps]
     subjects = torch.nonzero(~train).flatten()
-    s = intervene(hidden, answers, predict, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), ks=[m])[0]
+    s = intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, random_swaps(answers, subjects, seed=1), ks=[m])[0]
     assert s.follows == 1.0 and s.stays == 1.0 and s.score == 1.0
 
 
@@ -51,7 +52,7 @@ def test_an_entangled_predictor_is_not_selective():
 
     maps = [torch.eye(d, dtype=torch.float64)[:, r * m : (r + 1) * m] for r in range(R)]
     subjects = torch.arange(40)
-    s = intervene(hidden, answers, entangled, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), ks=[m])[0]
+    s = intervene(hidden, answers, by_argmax(entangled), maps, vectors, subjects, random_swaps(answers, subjects, seed=1), ks=[m])[0]
     assert s.follows < 0.2
 
 
@@ -80,24 +81,8 @@ def test_rank_grid_covers_one_to_d():
     assert grid[0] == 1 and grid[-1] == 100 and len(grid) <= 12 and grid == sorted(set(grid))
 
 
-def _tf32_logits(model, states):
-    """`fast_logits` as CUDA's TF32 computes it, emulated: every matmul's inputs rounded to a 10-bit mantissa."""
-    def tf32(x):
-        return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
-
-    from torch.nn import functional as F
-
-    from geofact.training.model import rms
-
-    p = {k: v[None] for k, v in model.weights.items()}
-    x = rms(states[None], p["g_mlp"])
-    z = F.gelu(torch.baddbmm(p["b_1"][:, None], tf32(x), tf32(p["W_1"])))
-    h2 = states[None] + torch.baddbmm(p["b_2"][:, None], tf32(z), tf32(p["W_2"]))
-    return torch.bmm(tf32(rms(h2, p["g_final"])), tf32(p["E_out"]))[0]
-
-
 def test_the_rank_sweep_through_tf32_with_its_recheck_gives_float32s_answer(tmp_path, monkeypatch):
-    from geofact.analysis import interventions
+    from geofact.analysis import interventions, rechecked
 
     config = TrainConfig(N=256, R=4, d=16, batch_size=256, max_steps=300, lr=3e-2)
     run_sweep([config], tmp_path, progress=False)
@@ -108,23 +93,24 @@ def test_the_rank_sweep_through_tf32_with_its_recheck_gives_float32s_answer(tmp_
     hidden, vectors = model.hidden_states(), model.attribute_vectors("unembedding")
     maps = [W for W, _ in linear_readout(hidden, model.answers, vectors, train, 1e-3).maps]
     swaps = random_swaps(model.answers, subjects, 1)
-    exact = intervene(hidden, model.answers, model.predict, maps, vectors, subjects, swaps, ks)
-    monkeypatch.setattr(interventions, "FAST_DEVICES", ("cpu",))
-    monkeypatch.setattr(interventions, "fast_logits", _tf32_logits)
-    monkeypatch.setattr(interventions, "computing_in", lambda precision, device: __import__("contextlib").nullcontext())
+    exact = intervene(hidden, model.answers, by_argmax(model.predict), maps, vectors, subjects, swaps, ks)
+    monkeypatch.setattr(rechecked, "FAST_DEVICES", ("cpu",))
+    monkeypatch.setattr(rechecked, "fast_logits", emulated_fast_logits)
+    monkeypatch.setattr(rechecked, "computing_in", lambda precision, device: __import__("contextlib").nullcontext())
     calls = []
 
-    def predict(h):  # the rechecked predictor; how often TF32 alone would have answered otherwise; rows near a tie
-        ids = interventions.rechecked_predict(model, h)
-        logits = _tf32_logits(model, h.reshape(-1, 16))
+    def answered(h, targets):  # the rechecked answers; how often TF32 alone would have answered otherwise; rows rechecked
+        hit = rechecked.rechecked_answered(model, h, targets)
+        exact_hit = model.predict(h) == targets
+        logits = emulated_fast_logits(model, h.reshape(-1, 16))
         top = logits.topk(2, -1).values
-        unsure = (top[:, 0] - top[:, 1]) / logits.abs().amax(-1) <= interventions.CERTAIN_MARGIN
-        calls.append((int((logits.argmax(-1) != model.predict(h).flatten()).sum()), int((ids != model.predict(h)).sum()),
-                      float(unsure.double().mean())))
-        return ids
+        tie = (top[:, 0] - top[:, 1]) / logits.abs().amax(-1) <= rechecked.CERTAIN_MARGIN
+        calls.append((int(((logits.argmax(-1) == targets.flatten()) != exact_hit.flatten()).sum()),
+                      int((hit != exact_hit).sum()), float(tie.double().mean())))
+        return hit
 
-    fast = interventions.intervene(hidden, model.answers, predict, maps, vectors, subjects, swaps, ks)
-    assert sum(flips for flips, *_ in calls) > 0  # TF32 alone changes some argmaxes of these edited states
+    fast = interventions.intervene(hidden, model.answers, answered, maps, vectors, subjects, swaps, ks)
+    assert sum(flips for flips, *_ in calls) > 0  # TF32 alone changes some answers of these edited states
     assert sum(left for _, left, _ in calls) == 0  # the recheck puts every one back
     # this model (about 77% of its facts after 300 steps) has 6-11% of each rank's edited rows within 1% of a tie
     assert len(calls) == len(ks) and min(share for *_, share in calls) > 0.02
@@ -135,36 +121,10 @@ def test_the_rank_sweep_through_tf32_with_its_recheck_gives_float32s_answer(tmp_
     assert selectivity_sweep(model, ks, seed=1) == exact
 
 
-def test_the_recheck_takes_every_row_near_a_tie_and_every_row_without_a_margin(monkeypatch):
-    from contextlib import nullcontext
-    from types import SimpleNamespace
-
-    from geofact.analysis import interventions
-
-    fast = torch.tensor([[5.0, 1.0, 0.0],  # certain
-                         [2.0, 2.0, 0.0],  # a tie in TF32, which float32 breaks for column 1
-                         [float("nan"), 1.0, 0.0],  # no margin: predicted whole again
-                         [float("inf"), 1.0, 0.0],
-                         [3.0, 2.999, 0.0],  # within 1% of its largest |logit|, column 0 in float32
-                         [3.0, 2.999, 0.0]])  # the same, with no largest in float32: predicted whole again
-    final = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [float("nan"), 0.0]])  # float32's
-    vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])  # the unembedding's columns, (N, d)
-    model = SimpleNamespace(device=torch.device("cpu"), predict=lambda states: torch.full((len(states),), 9),
-                            final_states=lambda states: final[states[:, 0].long()],
-                            attribute_vectors=lambda target: vectors)
-    monkeypatch.setattr(interventions, "fast_logits", lambda model, states: fast[states[:, 0].long()])
-    monkeypatch.setattr(interventions, "computing_in", lambda precision, device: nullcontext())
-    states = torch.arange(6.0)[:, None].expand(6, 2)  # a state's first entry names its row
-    assert interventions.rechecked_predict(model, states).tolist() == [0, 1, 9, 9, 0, 9]
-    # a row whose candidates are all near its largest may have more near: predicted whole again
-    monkeypatch.setattr(interventions, "CANDIDATES", 2)
-    assert interventions.rechecked_predict(model, states).tolist() == [0, 9, 9, 9, 9, 9]
-
-
 def test_ranks_beyond_the_readouts_are_refused():
     hidden, answers, vectors, predict, m = block_model()
     subjects = torch.arange(10)
     maps = [torch.eye(hidden.shape[-1], dtype=torch.float64)[:, r * m : (r + 1) * m] for r in range(hidden.shape[0])]
     for bad in ([0], [m + 1]):
         with pytest.raises(ValueError, match="ks must be ranks"):
-            intervene(hidden, answers, predict, maps, vectors, subjects, random_swaps(answers, subjects, seed=1), bad)
+            intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, random_swaps(answers, subjects, seed=1), bad)

@@ -1,6 +1,7 @@
 """geofact plan's cost model (geofact.ops.calibration, geofact.ops.costs): stacking, the fit of a calibration, the lease order."""
 
 import dataclasses
+import math
 import re
 
 import numpy as np
@@ -454,3 +455,22 @@ def test_the_plan_at_the_cards_data_sheet_peaks_is_its_floor_and_the_kernels_pri
     assert "as the card's other ops and matmuls" in text and "at the NVIDIA H100 80GB HBM3's data-sheet rates (3.35 TB/s" in text
     assert f"{seconds[2] / 60:.1f} min" in text.split("data-sheet rates")[1]
     assert "other rates" not in format_plan([dataclasses.replace(plan, calibration=H100_SPEC)], H100_SPEC)
+
+
+def test_predictions_asked_only_for_their_target_go_through_tf32_with_a_share_again_in_float32():
+    """An accuracy and a rank sweep ask of each prediction only whether it is its target (TrainedModel.answered): on a
+    card with TF32 it goes through TF32 and the plan adds UNSURE_SHARE_SEEN of the rows' MLP blocks and CANDIDATES
+    columns in float32; a ridge fit stays in float32; a card without TF32 computes all of it in float32."""
+    from geofact.ops.costs import UNSURE_SHARE_SEEN, Analysis, Work, _answered, _predict_flops
+
+    config = TrainConfig(N=4096, R=16, d=768)
+    work = _answered(config, 1000, "facts")
+    assert work.flops == 0 and work.fast == _predict_flops(config, 1000)
+    assert work.rechecked == 2 * UNSURE_SHARE_SEEN["facts"] * 1000 * (2 * 768 * config.width + 768 * 8)
+    both = Analysis("p", "w", 1, work + Work(flops=5e12, ops=10.0))
+    tf32 = Calibration(device="cuda", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=1e12, op_seconds=1e-5,
+                       ops_per_step=100.0, source="test")
+    assert math.isclose(both.seconds(tf32), 5e12 / 5e13 + work.fast / 4e14 + work.rechecked / 5e13 + 1e-4)
+    plain = Calibration(device="cpu", matmul_flops={"fp32": 1e11}, bandwidth=1e10, op_seconds=1e-5, ops_per_step=100.0,
+                        source="test")
+    assert math.isclose(both.seconds(plain), (5e12 + work.fast) / 1e11 + 1e-4)
