@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geofact.analysis.trajectory import analyse_state
+from geofact.analysis.trajectory import Stamp, analyse_state
 from geofact.evidence import Estimate, t_interval
 from geofact.pages.plotting import COLORS, subplots
 from geofact.progress import progress
@@ -84,10 +84,11 @@ def read_study(jobs: list, records: list[dict], cache_dir: Path, analyse, name: 
     states = [(i, t) for i, (*_, points, steps) in enumerate(wanted)
               for t in sorted(set(steps) | {t for t in points.values() if t is not None})]
     value: dict[tuple[int, int], float] = {}
+    stamp = Stamp(analyse, device)
     for i, t in progress(states, desc=desc):
         config, recipe, keep = wanted[i][:3]
         value[i, t] = float(analyse_state(states_dir(cache_dir, config, recipe, keep), config, t, analyse, name, params,
-                                          None, device)["values"][metric])
+                                          None, device, stamp)["values"][metric])
     return [StudyRun(recipe.name, config.seed, steps, [value[i, t] for t in steps],
                      {p: (None if points.get(p) is None else value[i, points[p]]) for p in READING_POINTS}, points,
                      [(int(s), float(x)) for s, x in record["loss_curve"]])
