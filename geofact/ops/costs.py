@@ -158,12 +158,13 @@ class Group:
 class Work:
     """An analysis's work: FLOPs in float32, FLOPs through TF32 where the device has it (geofact.analysis.rechecked:
     predictions asked only whether they are a target; float32 elsewhere), the float32 FLOPs of the rows those then
-    predict again, and kernels."""
+    predict again, kernels, and the bytes its kernels read and write (`ANALYSIS_VALUES`)."""
 
     flops: float = 0.0
     fast: float = 0.0
     rechecked: float = 0.0
     ops: float = 0.0
+    bytes: float = 0.0
 
     def __add__(self, other: Work) -> Work:
         return Work(*(a + b for a, b in zip(astuple(self), astuple(other))))
@@ -171,9 +172,25 @@ class Work:
     def __mul__(self, times: float) -> Work:
         return Work(*(a * times for a in astuple(self)))
 
-    @property
-    def all_flops(self) -> float:
-        return self.flops + self.fast + self.rechecked
+
+# The float32 values an analysis's kernels read and write, as counted on fake meta tensors (the training step's count,
+# geofact.training.dispatch_count) at N = 512 and 4096, R = 2 to 16, d = 32 to 768 (2026-11-30), fitted within 10%
+# (a test recounts): a prediction asked whether it is its target (TrainedModel.answered) 3 N + 38 d a row (the
+# logits written and read twice, the MLP block's passes over its 4 d hidden values), an accuracy's hidden states 26 d
+# a row more, a ridge readout of every relation 0.4 N^2 + 19 N d a relation (scored against all N attribute vectors;
+# the gram and cross terms). Until 2026-11-30 the plan priced analyses by FLOPs and kernels alone: a rank sweep at
+# N = 4096, R = 16 moved 694 GB a state (1.9 TFLOP at d = 32), 0.7 s at the H100's fitted 997 GB/s, priced at 5 ms
+ANALYSIS_VALUES = {"answered": (3, 38), "hidden": 26, "ridge": (0.4, 19)}
+
+
+def _answered_bytes(c: TrainConfig, rows: float, hidden: bool = False) -> float:
+    n, d = ANALYSIS_VALUES["answered"]
+    return 4.0 * rows * (n * c.N + d * c.d + (ANALYSIS_VALUES["hidden"] * c.d if hidden else 0))
+
+
+def _ridge_bytes(c: TrainConfig) -> float:
+    n2, nd = ANALYSIS_VALUES["ridge"]
+    return 4.0 * c.R * (n2 * c.N**2 + nd * c.N * c.d)
 
 
 # The share of rows TrainedModel.answered predicts again in float32 (geofact.analysis.rechecked), priced at or above
@@ -191,7 +208,8 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
     unembedding through TF32, and UNSURE_SHARE_SEEN[kind] of the rows' MLP blocks and CANDIDATES columns again in
     float32 (its kernels are priced with the analysis that asks)."""
     share = UNSURE_SHARE_SEEN[kind]
-    return Work(fast=_predict_flops(c, rows), rechecked=2.0 * share * rows * (2 * c.d * c.width + c.d * CANDIDATES))
+    return Work(fast=_predict_flops(c, rows), rechecked=2.0 * share * rows * (2 * c.d * c.width + c.d * CANDIDATES),
+                bytes=_answered_bytes(c, rows, hidden=kind == "facts"))
 
 
 # kernels of a state's accuracy (TrainedModel.correct_fraction) as counted on fake meta tensors at N = 512, d = 64,
@@ -217,7 +235,7 @@ class Analysis:
         rate = calibration.matmul_flops
         w = self.work
         fast = w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate else w.fast / rate["fp32"]
-        return w.flops / rate["fp32"] + fast + w.ops * calibration.op_seconds
+        return w.flops / rate["fp32"] + fast + w.ops * calibration.op_seconds + w.bytes / calibration.bandwidth
 
 
 def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False,
@@ -370,14 +388,17 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     fold_scored = (1 - held_out) / params["cv_folds"]  # a fold's share of the training subjects is scored
     fold_fit = 1 - held_out - fold_scored
 
-    def readouts(c: TrainConfig) -> tuple[float, float]:
-        # kernels as counted on fake meta tensors (N = 512, d = 64), the relations' ridge fits batched: 200 a state
-        # whatever R (until 2026-11-29 a fit per relation, 326 at R = 2 and 2,118 at R = 16, priced at 48 R)
-        return Work(flops=4 * _ridge(c, 1 - held_out, held_out), ops=200.0)
+    def readouts(c: TrainConfig) -> Work:
+        # the four readouts (geofact.analysis.readout.READOUTS) of each target, unembedding and embedding (priced as
+        # one target until 2026-11-30); kernels as counted on fake meta tensors (N = 512, d = 64), the relations'
+        # ridge fits batched: 183 a target whatever R (until 2026-11-29 a fit per relation, 326 at R = 2 and 2,118 at
+        # R = 16, priced at 48 R)
+        return Work(flops=4 * _ridge(c, 1 - held_out, held_out), ops=200.0, bytes=4 * _ridge_bytes(c)) * 2
 
-    return groups, [_per_state(_with_second(params), "readouts (4 per state)", "exp-readout", readouts),
+    return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
-                               lambda c: Work(flops=2 * fits * _ridge(c, fold_fit, fold_scored), ops=2 * fits * 46.0),  # 2,789 kernels at 30 fits
+                               lambda c: Work(flops=2 * fits * _ridge(c, fold_fit, fold_scored), ops=2 * fits * 46.0,
+                                              bytes=2 * fits * _ridge_bytes(c)),  # 2,789 kernels at 30 fits
                                final_only=True),
                     *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
 
@@ -399,7 +420,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
         # the recheck's rule). Until 2026-11-29 a call per rank and relation, and a pseudoinverse and readout fit per
         # relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank
         held_out = params["held_out"]
-        return (Work(flops=_ridge(c, 1 - held_out, held_out), ops=55.0 + 2.0 * ranks + 104.0 * calls)
+        return (Work(flops=_ridge(c, 1 - held_out, held_out), ops=55.0 + 2.0 * ranks + 104.0 * calls, bytes=_ridge_bytes(c))
                 + _answered(c, ranks * c.R * edited, "edits"))
 
     control = params.get("erosion_control")
@@ -423,7 +444,8 @@ def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
         # for each target, the maps fitted on all subjects, none scored, and two accuracies; kernels as counted (the
         # accuracies' recheck and a whole row taken): 304 at R = 2, 332 at R = 16 (142 and 170 in float32 alone, as
         # until 2026-11-30; 652 with a fit per relation, priced at 40)
-        return (Work(flops=_ridge(c, 1.0, 0.0), ops=2.0 * c.R + 300.0) + _answered(c, 2 * c.N * c.R, "facts")) * 2
+        return (Work(flops=_ridge(c, 1.0, 0.0), ops=2.0 * c.R + 300.0, bytes=_ridge_bytes(c))
+                + _answered(c, 2 * c.N * c.R, "facts")) * 2
 
     zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer)
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),

@@ -470,7 +470,43 @@ def test_predictions_asked_only_for_their_target_go_through_tf32_with_a_share_ag
     both = Analysis("p", "w", 1, work + Work(flops=5e12, ops=10.0))
     tf32 = Calibration(device="cuda", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=1e12, op_seconds=1e-5,
                        ops_per_step=100.0, source="test")
-    assert math.isclose(both.seconds(tf32), 5e12 / 5e13 + work.fast / 4e14 + work.rechecked / 5e13 + 1e-4)
+    moved = work.bytes / 1e12
+    assert math.isclose(both.seconds(tf32), 5e12 / 5e13 + work.fast / 4e14 + work.rechecked / 5e13 + 1e-4 + moved)
     plain = Calibration(device="cpu", matmul_flops={"fp32": 1e11}, bandwidth=1e10, op_seconds=1e-5, ops_per_step=100.0,
                         source="test")
-    assert math.isclose(both.seconds(plain), (5e12 + work.fast) / 1e11 + 1e-4)
+    assert math.isclose(both.seconds(plain), (5e12 + work.fast) / 1e11 + 1e-4 + work.bytes / 1e10)
+
+
+@pytest.mark.parametrize("N, R, d", [(512, 8, 64), (4096, 2, 32)])
+def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d):
+    """The plan prices an analysis's memory traffic by ANALYSIS_VALUES, fitted to counts on fake meta tensors:
+    recounted here, the rank sweep and an accuracy within 15%, zero-shot transfer within 20%, the readouts 35%."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from geofact.analysis import rechecked
+    from geofact.analysis.interventions import rank_grid, selectivity_sweep
+    from geofact.analysis.readout import model_readouts, split_subjects
+    from geofact.analysis.trained import TrainedModel
+    from geofact.analysis.transfer import fresh_bijections, zero_shot
+    from geofact.host import host_reads
+    from geofact.ops.costs import _answered_bytes, _ridge_bytes
+    from geofact.training.dispatch_count import TrafficCounter
+    from geofact.training.model import init_params
+    from tests.analysis.test_fake_device import Reads
+
+    c = TrainConfig(N=N, R=R, d=d)
+    weights, new = init_params(c), fresh_bijections(N, R, c.bijection_seed + 1)
+    ks, n = rank_grid(d, 32), int((~split_subjects(N, 0.2, 0)).sum())
+    priced = {"sweep": (_answered_bytes(c, len(ks) * R * R * n) + _ridge_bytes(c), 0.15),
+              "accuracy": (_answered_bytes(c, N * R, hidden=True), 0.15),
+              "zero-shot": (_ridge_bytes(c) + _answered_bytes(c, 2 * N * R, hidden=True), 0.2),
+              "readouts": (4 * _ridge_bytes(c), 0.35)}
+    with pytest.MonkeyPatch.context() as patch, FakeTensorMode(allow_non_fake_inputs=True):
+        patch.setattr(rechecked, "FAST_DEVICES", ("meta",))  # CUDA's path
+        model = TrainedModel(c, {k: v.to("meta") for k, v in weights.items()})
+        for name, run in [("sweep", lambda: selectivity_sweep(model, ks)), ("accuracy", model.correct_fraction),
+                          ("zero-shot", lambda: zero_shot(model, new)), ("readouts", lambda: model_readouts(model))]:
+            with host_reads(Reads()), TrafficCounter() as counted:
+                run()
+            price, within = priced[name]
+            assert abs(price / counted.bytes - 1) <= within, (name, price, counted.bytes)
