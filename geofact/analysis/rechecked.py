@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch.nn import functional as F
 
+from geofact.analysis import fused_decide
 from geofact.host import to_host
 from geofact.precision import computing_in
 from geofact.training.model import rms
@@ -66,20 +67,28 @@ def fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
         return model.logits(states)
 
 
-def decided(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """From logits (rows, N) and targets (rows,): whether each row's argmax is its target, whether the gap that decides
-    that is within CERTAIN_MARGIN of the row's largest |logit| (so float32 must decide it), and that margin (rows,).
+def decision(top1: torch.Tensor, top2: torch.Tensor, index: torch.Tensor, low: torch.Tensor, picked: torch.Tensor,
+             targets: torch.Tensor, bad: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From five numbers of each row's logits (rows,): the largest, the second largest, where the largest is, the
+    smallest, and the target's; and targets (rows,): whether each row's argmax is its target, whether the gap that
+    decides that is within CERTAIN_MARGIN of the row's largest |logit| (so float32 must decide it), and that margin.
+    The largest's column is the argmax wherever the row is decided (a tie at the top is no gap), and the largest
+    |logit| is the larger of |largest| and |smallest|. `bad`: rows with a NaN or infinite logit, unsure too (whole
+    logits need no such flag: a NaN sorts largest, and any comparison with NaN is false)."""
+    margin = CERTAIN_MARGIN * torch.maximum(top1.abs(), low.abs())
+    hit = index == targets
+    gap = torch.where(hit, top1 - top2, top1 - picked)
+    unsure = ~(gap > margin)
+    return hit, unsure if bad is None else unsure | bad, margin
 
-    Two passes over the logits: their two largest (the first's index is the argmax wherever the row is decided:
-    a tie at the top is no gap) and their smallest (the largest |logit| is the larger of |largest| and |smallest|).
-    Until 2026-11-30 five (|logits| written and read, its maximum, the argmax apart): at the paper's N = 4096 a rank
-    sweep's logits are 113 GB a state at R = 16."""
+
+def decided(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`decision` from whole logits (rows, N): two passes over them, their two largest and their smallest (until
+    2026-11-30 five: |logits| written and read, its maximum, the argmax apart; at the paper's N = 4096 a rank sweep's
+    logits are 113 GB a state at R = 16). geofact.analysis.fused_decide computes the same without writing them."""
     top, index = logits.topk(2, -1)  # (rows, 2)
-    peak = torch.maximum(top[:, 0].abs(), logits.amin(-1).abs())
-    margin = CERTAIN_MARGIN * peak
-    hit = index[:, 0] == targets
-    gap = torch.where(hit, top[:, 0] - top[:, 1], top[:, 0] - logits.gather(-1, targets[:, None])[:, 0])
-    return hit, ~(gap > margin), margin  # NaN and infinite logits are unsure too (a comparison with NaN is false)
+    picked = logits.gather(-1, targets[:, None])[:, 0]
+    return decision(top[:, 0], top[:, 1], index[:, 0], logits.amin(-1), picked, targets)
 
 
 def rechecked_answered(model: TrainedModel, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -94,20 +103,27 @@ def rechecked_answered(model: TrainedModel, h: torch.Tensor, targets: torch.Tens
     that close (it may have more), or whose logits have no largest (NaN, infinite), is predicted whole again (the
     module docstring says how many rows that is)."""
     states, targets = h.reshape(-1, h.shape[-1]), targets.reshape(-1)  # (rows, d), (rows,)
-    logits = fast_logits(model, states)  # (rows, N)
-    hit, unsure, margin = decided(logits, targets)
+    logits = None  # (rows, N), where the decision reads whole logits
+    if fused_decide.used(model.device, states.shape[-1]):
+        with computing_in("tf32", model.device):
+            *numbers, bad = fused_decide.summary(model.final_states(states), model.weights["E_out"], targets)
+        hit, unsure, margin = decision(*numbers, targets, bad)
+    else:
+        logits = fast_logits(model, states)
+        hit, unsure, margin = decided(logits, targets)
     (count,) = to_host(unsure.sum())
     if not count:
         return hit.view(h.shape[:-1])
     rows = unsure.float().topk(int(count)).indices  # (u,)
-    fast, columns = logits[rows].topk(min(CANDIDATES, logits.shape[-1]), -1)  # (u, C), largest first
+    kept = fast_logits(model, states[rows]) if logits is None else logits[rows]  # (u, N): the kernel's made again
+    fast, columns = kept.topk(min(CANDIDATES, kept.shape[-1]), -1)  # (u, C), largest first
     near = fast >= fast[:, :1] - margin[rows, None]  # (u, C): within the margin of the row's largest
     with computing_in("fp32", model.device):
         final = model.final_states(states[rows])  # (u, d)
         exact = torch.bmm(model.attribute_vectors("unembedding")[columns], final[:, :, None])[..., 0]  # (u, C)
     exact = exact.masked_fill(~near, float("-inf"))
     best = exact.amax(-1, keepdim=True)
-    answer = torch.where(exact == best, columns, logits.shape[-1]).amin(-1)  # the first of equal maxima, as argmax
+    answer = torch.where(exact == best, columns, kept.shape[-1]).amin(-1)  # the first of equal maxima, as argmax
     hit[rows] = answer == targets[rows]
     # (u,): more candidates than CANDIDATES may be near, or no largest in TF32 or in float32
     whole = near[:, -1] | ~near[:, 0] | ~torch.isfinite(best[:, 0])

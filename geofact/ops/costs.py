@@ -27,7 +27,9 @@ import numpy as np
 from geofact.ops.calibration import (H100_SPEC, Calibration, CountedRates, calibration_path, group_timings, load_calibration,
                                      step_bytes, stored_cards, timed_step)
 from geofact.precision import check_precision
+from geofact.training import fused_ce
 from geofact.training.config import MultiHopConfig, TrainConfig
+from geofact.analysis.fused_decide import DECIDE_MAX_D
 from geofact.analysis.interventions import call_rows, rank_grid, ranks_per_call
 from geofact.analysis.rechecked import CANDIDATES
 from geofact.ops.pack import read_run_records
@@ -158,13 +160,17 @@ class Group:
 class Work:
     """An analysis's work: FLOPs in float32, FLOPs through TF32 where the device has it (geofact.analysis.rechecked:
     predictions asked only whether they are a target; float32 elsewhere), the float32 FLOPs of the rows those then
-    predict again, kernels, and the bytes its kernels read and write (`ANALYSIS_VALUES`)."""
+    predict again, kernels, and the bytes its kernels read and write (`ANALYSIS_VALUES`). Of a decision's unembedding
+    where geofact.analysis.fused_decide may compute it (d <= DECIDE_MAX_D): its FLOPs (`kernel`) and the logits'
+    bytes it spares (`logit_bytes`), each priced by whether the kernel runs where the plan prices (`Analysis.seconds`)."""
 
     flops: float = 0.0
     fast: float = 0.0
     rechecked: float = 0.0
     ops: float = 0.0
     bytes: float = 0.0
+    kernel: float = 0.0
+    logit_bytes: float = 0.0
 
     def __add__(self, other: Work) -> Work:
         return Work(*(a + b for a, b in zip(astuple(self), astuple(other))))
@@ -183,9 +189,10 @@ class Work:
 ANALYSIS_VALUES = {"answered": (3, 38), "hidden": 26, "ridge": (0.4, 19)}
 
 
-def _answered_bytes(c: TrainConfig, rows: float, hidden: bool = False) -> float:
+def _answered_bytes(c: TrainConfig, rows: float, hidden: bool = False, logits: bool = True) -> float:
+    """The bytes of `rows` decisions (TrainedModel.answered), with the whole logits' or without (fused_decide)."""
     n, d = ANALYSIS_VALUES["answered"]
-    return 4.0 * rows * (n * c.N + d * c.d + (ANALYSIS_VALUES["hidden"] * c.d if hidden else 0))
+    return 4.0 * rows * (n * c.N * logits + d * c.d + (ANALYSIS_VALUES["hidden"] * c.d if hidden else 0))
 
 
 def _ridge_bytes(c: TrainConfig) -> float:
@@ -208,8 +215,14 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
     unembedding through TF32, and UNSURE_SHARE_SEEN[kind] of the rows' MLP blocks and CANDIDATES columns again in
     float32 (its kernels are priced with the analysis that asks)."""
     share = UNSURE_SHARE_SEEN[kind]
-    return Work(fast=_predict_flops(c, rows), rechecked=2.0 * share * rows * (2 * c.d * c.width + c.d * CANDIDATES),
+    work = Work(fast=_predict_flops(c, rows), rechecked=2.0 * share * rows * (2 * c.d * c.width + c.d * CANDIDATES),
                 bytes=_answered_bytes(c, rows, hidden=kind == "facts"))
+    if c.d > DECIDE_MAX_D:
+        return work
+    unembedding = 2.0 * rows * c.d * c.N
+    logit_bytes = work.bytes - _answered_bytes(c, rows, hidden=kind == "facts", logits=False)
+    return replace(work, fast=work.fast - unembedding, kernel=unembedding, bytes=work.bytes - logit_bytes,
+                   logit_bytes=logit_bytes)
 
 
 # kernels of a state's accuracy (TrainedModel.correct_fraction) as counted on fake meta tensors at N = 512, d = 64,
@@ -232,10 +245,18 @@ class Analysis:
     work: Work
 
     def seconds(self, calibration: Calibration) -> float:
+        """Its predicted seconds on the calibration's device: TF32 and the recheck where it has TF32, and the fused
+        decisions (fused_decide) where that is CUDA with geofact's kernels wanted, at the card's rate for them
+        (`CountedRates.kernel_flops`; TF32's where none was measured); elsewhere their logits written and read."""
         rate = calibration.matmul_flops
         w = self.work
         fast = w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate else w.fast / rate["fp32"]
-        return w.flops / rate["fp32"] + fast + w.ops * calibration.op_seconds + w.bytes / calibration.bandwidth
+        if calibration.device.startswith("cuda") and fused_ce.wanted():
+            kernel = (calibration.counted.kernel_flops if calibration.counted else None) or rate.get("tf32", rate["fp32"])
+            decisions = w.kernel / kernel
+        else:
+            decisions = w.kernel / rate.get("tf32", rate["fp32"]) + w.logit_bytes / calibration.bandwidth
+        return w.flops / rate["fp32"] + fast + decisions + w.ops * calibration.op_seconds + w.bytes / calibration.bandwidth
 
 
 def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False,

@@ -34,3 +34,22 @@ def test_the_rank_sweep_through_tf32_is_the_float32_sweep_on_cuda(tmp_path):
                                    maps, vectors, subjects, swaps, ks)
     assert fast == exact
     assert interventions.selectivity_sweep(model, ks, seed=1) == exact
+
+
+def test_the_fused_decisions_are_torchs_on_cuda():
+    """geofact.analysis.fused_decide's five numbers a row, where TF32 is real: as whole logits give them, to TF32's
+    rounding, with the same largest column wherever a row's lead is clear (bench/bench_decide.py times the two)."""
+    from geofact.analysis import fused_decide
+
+    g = torch.Generator().manual_seed(0)
+    final, E = torch.randn(5000, 64, generator=g).cuda(), (torch.randn(64, 4096, generator=g) / 8).cuda()
+    targets = torch.randint(0, 4096, (5000,), generator=g).cuda()
+    with computing_in("tf32", final.device):
+        top1, top2, index, low, picked, bad = fused_decide.summary(final, E, targets)
+        logits = final @ E
+    top, at = logits.topk(2, -1)
+    scale = logits.abs().amax(-1)
+    for got, want in [(top1, top[:, 0]), (top2, top[:, 1]), (low, logits.amin(-1)), (picked, logits.gather(-1, targets[:, None])[:, 0])]:
+        assert float(((got - want).abs() / scale).max()) < 1e-2
+    clear = (top[:, 0] - top[:, 1]) > 0.02 * scale
+    assert bool((index[clear] == at[clear, 0]).all()) and not bool(bad.any())

@@ -477,10 +477,15 @@ def test_predictions_asked_only_for_their_target_go_through_tf32_with_a_share_ag
     assert math.isclose(both.seconds(plain), (5e12 + work.fast) / 1e11 + 1e-4 + work.bytes / 1e10)
 
 
-@pytest.mark.parametrize("N, R, d", [(512, 8, 64), (4096, 2, 32)])
-def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d):
+@pytest.mark.parametrize("N, R, d, fused", [(512, 8, 64, True), (4096, 2, 32, True), (4096, 2, 32, False),
+                                           (512, 2, 256, False)])
+def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d, fused, monkeypatch):
     """The plan prices an analysis's memory traffic by ANALYSIS_VALUES, fitted to counts on fake meta tensors:
-    recounted here, the rank sweep and an accuracy within 15%, zero-shot transfer within 20%, the readouts 35%."""
+    recounted here, the rank sweep within 15%, an accuracy and zero-shot transfer within 20%, the readouts 35%; with
+    the decisions' logits written and read, or never written (geofact.analysis.fused_decide, d <= DECIDE_MAX_D)."""
+    from geofact.analysis import fused_decide
+
+    monkeypatch.setattr(fused_decide, "DECIDE_DEVICES", fused_decide.DECIDE_DEVICES if fused else ())
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from geofact.analysis import rechecked
@@ -497,9 +502,10 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d):
     c = TrainConfig(N=N, R=R, d=d)
     weights, new = init_params(c), fresh_bijections(N, R, c.bijection_seed + 1)
     ks, n = rank_grid(d, 32), int((~split_subjects(N, 0.2, 0)).sum())
-    priced = {"sweep": (_answered_bytes(c, len(ks) * R * R * n) + _ridge_bytes(c), 0.15),
-              "accuracy": (_answered_bytes(c, N * R, hidden=True), 0.15),
-              "zero-shot": (_ridge_bytes(c) + _answered_bytes(c, 2 * N * R, hidden=True), 0.2),
+    logits = not fused
+    priced = {"sweep": (_answered_bytes(c, len(ks) * R * R * n, logits=logits) + _ridge_bytes(c), 0.15),
+              "accuracy": (_answered_bytes(c, N * R, hidden=True, logits=logits), 0.2),  # the kernel's partials unpriced
+              "zero-shot": (_ridge_bytes(c) + _answered_bytes(c, 2 * N * R, hidden=True, logits=logits), 0.2),
               "readouts": (4 * _ridge_bytes(c), 0.35)}
     with pytest.MonkeyPatch.context() as patch, FakeTensorMode(allow_non_fake_inputs=True):
         patch.setattr(rechecked, "FAST_DEVICES", ("meta",))  # CUDA's path
@@ -510,3 +516,25 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d):
                 run()
             price, within = priced[name]
             assert abs(price / counted.bytes - 1) <= within, (name, price, counted.bytes)
+
+
+def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_whole_logits_elsewhere(monkeypatch):
+    """Below DECIDE_MAX_D a decision's unembedding goes through geofact.analysis.fused_decide on CUDA (with geofact's
+    kernels wanted): its FLOPs at the card's rate for geofact's kernels, no logits moved; elsewhere, or with
+    GEOFACT_FUSED_CE=0, at TF32's rate with the logits written and read."""
+    from geofact.ops.calibration import CountedRates
+    from geofact.ops.costs import Analysis, _answered, _predict_flops
+
+    small, large = TrainConfig(N=4096, R=16, d=32), TrainConfig(N=4096, R=16, d=768)
+    assert _answered(large, 1000, "edits").kernel == 0 and _answered(large, 1000, "edits").logit_bytes == 0
+    work = _answered(small, 1000, "edits")
+    assert work.kernel == 2 * 1000 * 32 * 4096 and work.fast + work.kernel == _predict_flops(small, 1000)
+    assert work.logit_bytes == 4 * 1000 * 3 * 4096
+    counted = CountedRates(matmul_flops={"tf32": 4e14}, bandwidth=1e12, op_seconds=1e-6, source="test", kernel_flops=3e13)
+    cuda = Calibration(device="cuda (test)", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=1e12, op_seconds=1e-5,
+                       ops_per_step=100.0, source="test", counted=counted)
+    rest = work.fast / 4e14 + work.rechecked / 5e13 + work.bytes / 1e12
+    monkeypatch.setenv("GEOFACT_FUSED_CE", "1")
+    assert math.isclose(Analysis("p", "w", 1, work).seconds(cuda), rest + work.kernel / 3e13)
+    monkeypatch.setenv("GEOFACT_FUSED_CE", "0")
+    assert math.isclose(Analysis("p", "w", 1, work).seconds(cuda), rest + work.kernel / 4e14 + work.logit_bytes / 1e12)
