@@ -27,7 +27,7 @@ also checks that every answer is float32's; geofact.ops.costs.UNSURE_SHARE_SEEN)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch.nn import functional as F
@@ -37,8 +37,24 @@ from geofact.host import to_host
 from geofact.precision import computing_in
 from geofact.training.model import rms
 
-if TYPE_CHECKING:
-    from geofact.analysis.trained import TrainedModel
+
+class Model(Protocol):
+    """What these functions read of a geofact.analysis.trained.TrainedModel (which imports this module, so it is
+    described here, not imported)."""
+
+    weights: dict[str, torch.Tensor]
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor: ...
+
+    def final_states(self, h: torch.Tensor) -> torch.Tensor: ...
+
+    def predict(self, h: torch.Tensor) -> torch.Tensor: ...
+
+    def attribute_vectors(self, target: str = "unembedding") -> torch.Tensor: ...
+
 
 FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, rechecked (module docstring)
 CERTAIN_MARGIN = 0.01  # a row is certain when its deciding gap exceeds this share of its largest |logit|
@@ -50,7 +66,7 @@ def tf32_rounded(x: torch.Tensor) -> torch.Tensor:
     return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
 
 
-def emulated_fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
+def emulated_fast_logits(model: Model, states: torch.Tensor) -> torch.Tensor:
     """`fast_logits` as CUDA's TF32 computes them, on any device: every matmul's inputs `tf32_rounded` (the products
     and sums in float32, as TF32's tensor cores keep them). What the CPU tests and bench/bench_recheck_share.py put
     in place of `fast_logits`."""
@@ -61,7 +77,7 @@ def emulated_fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Ten
     return torch.bmm(tf32_rounded(rms(h2, p["g_final"])), tf32_rounded(p["E_out"]))[0]
 
 
-def fast_logits(model: TrainedModel, states: torch.Tensor) -> torch.Tensor:
+def fast_logits(model: Model, states: torch.Tensor) -> torch.Tensor:
     """Logits (rows, N) of hidden states (rows, d) through CUDA's TF32 matmuls."""
     with computing_in("tf32", model.device):
         return model.logits(states)
@@ -91,7 +107,7 @@ def decided(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, 
     return decision(top[:, 0], top[:, 1], index[:, 0], logits.amin(-1), picked, targets)
 
 
-def rechecked_answered(model: TrainedModel, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def rechecked_answered(model: Model, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Whether float32's prediction from each hidden state of h (..., d) is its target (...), through `fast_logits`:
     a row is decided in TF32 where the gap that decides it exceeds CERTAIN_MARGIN of its largest |logit| (its target's
     lead over the runner-up where the target leads, else how far the target lies below the lead), and predicted again
