@@ -180,13 +180,15 @@ class Work:
 
 
 # The float32 values an analysis's kernels read and write, as counted on fake meta tensors (the training step's count,
-# geofact.training.dispatch_count) at N = 512 and 4096, R = 2 to 16, d = 32 to 768 (2026-11-30), fitted within 10%
-# (a test recounts): a prediction asked whether it is its target (TrainedModel.answered) 3 N + 38 d a row (the
-# logits written and read twice, the MLP block's passes over its 4 d hidden values), an accuracy's hidden states 26 d
-# a row more, a ridge readout of every relation 0.4 N^2 + 19 N d a relation (scored against all N attribute vectors;
-# the gram and cross terms). Until 2026-11-30 the plan priced analyses by FLOPs and kernels alone: a rank sweep at
-# N = 4096, R = 16 moved 694 GB a state (1.9 TFLOP at d = 32), 0.7 s at the H100's fitted 997 GB/s, priced at 5 ms
-ANALYSIS_VALUES = {"answered": (3, 38), "hidden": 26, "ridge": (0.4, 19)}
+# geofact.training.dispatch_count, with torch's RMSNorm as the one kernel CUDA runs) at N = 512 and 4096, R = 2 to 16,
+# d = 32 to 768 (2026-11-30), fitted within 15% (a test recounts): a prediction asked whether it is its target
+# (TrainedModel.answered) 3 N + 33 d a row (the logits written and read twice, or none where
+# geofact.analysis.fused_decide decides; the MLP block's passes over its 4 d hidden values), an accuracy's hidden
+# states 19 d a row more, a ridge readout of every relation 0.4 N^2 + 19 N d a relation (scored against all N
+# attribute vectors; the gram and cross terms). Until 2026-11-30 the plan priced analyses by FLOPs and kernels alone:
+# a rank sweep at N = 4096, R = 16 moved 694 GB a state (1.9 TFLOP at d = 32), 0.7 s at the H100's fitted 997 GB/s,
+# priced at 5 ms
+ANALYSIS_VALUES = {"answered": (3, 33), "hidden": 19, "ridge": (0.4, 19)}
 
 
 def _answered_bytes(c: TrainConfig, rows: float, hidden: bool = False, logits: bool = True) -> float:
