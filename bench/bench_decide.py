@@ -1,5 +1,5 @@
 """The recheck's decisions (geofact.analysis.rechecked) through whole logits against the fused kernel
-(geofact.analysis.fused_decide), on one prediction call's rows: what sets fused_decide.DECIDE_MAX_D.
+(geofact.analysis.fused_decide), on one prediction call's rows: what sets geofact.fast_paths.DECIDE_MAX_D.
 
 Run: python bench/bench_decide.py --device cuda [--N 4096] [--d 32 128 256 768] [--rows 262144] [--json]
 

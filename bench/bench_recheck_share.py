@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from geofact import fast_paths
 from geofact.analysis import rechecked
 from geofact.analysis.interventions import rank_grid, selectivity_sweep
 from geofact.analysis.trained import TrainedModel
@@ -66,8 +67,8 @@ def measure(states: list[tuple[TrainedModel, dict]], tally: Tally) -> list[dict]
     """Each state's shares, the TF32 path emulated on the CPU."""
     out = []
     state: dict = {kind: [0, 0] for kind in KINDS}
-    saved = rechecked.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered
-    rechecked.FAST_DEVICES, rechecked.fast_logits = ("cpu",), rechecked.emulated_fast_logits
+    saved = fast_paths.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered
+    fast_paths.FAST_DEVICES, rechecked.fast_logits = ("cpu",), rechecked.emulated_fast_logits
     rechecked.computing_in = lambda precision, device: nullcontext()
     rechecked.rechecked_answered = counted(tally, state)
     try:
@@ -90,7 +91,7 @@ def measure(states: list[tuple[TrainedModel, dict]], tally: Tally) -> list[dict]
                     tally.worst_state[kind] = max(tally.worst_state[kind], unsure / rows)
             out.append(row)
     finally:
-        rechecked.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered = saved
+        fast_paths.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered = saved
     return out
 
 

@@ -100,8 +100,8 @@ def _analysed(package: Path) -> list[str]:
 
 @functools.lru_cache(maxsize=256)
 def _imported(source: str) -> tuple[str, ...]:
-    """The geofact modules a module's source imports, as paths relative to the package (a name imported from a
-    package may be a module: both are given)."""
+    """The geofact modules a module's source imports, as the paths relative to the package they may have (a name
+    imported from a package may be a module: both are given)."""
     names = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -109,15 +109,17 @@ def _imported(source: str) -> tuple[str, ...]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return tuple(sorted(path for name in names if (path := _module_path(name))))
+    return tuple(sorted(path for name in names for path in _module_paths(name)))
 
 
-def _module_path(module: str) -> str | None:
-    """geofact.analysis.readout -> analysis/readout.py (a package's: its __init__.py); None outside geofact."""
+def _module_paths(module: str) -> tuple[str, ...]:
+    """geofact.analysis.readout -> analysis/readout.py, or analysis/readout/__init__.py were it a package; none
+    outside geofact."""
     parts = module.split(".")
     if parts[0] != "geofact" or len(parts) < 2:
-        return None
-    return "/".join(parts[1:]) + ".py"
+        return ()
+    path = "/".join(parts[1:])
+    return f"{path}.py", f"{path}/__init__.py"
 
 
 def analysis_modules(analyse: Callable, package: Path | None = None) -> list[str]:
@@ -128,7 +130,7 @@ def analysis_modules(analyse: Callable, package: Path | None = None) -> list[str
     computed every analysis again, which at the paper's scale needs the weights only a GPU lease has."""
     package = Path(geofact.__file__).parent if package is None else Path(package)
     universe = set(_analysed(package))
-    seen, stack = set(), [*EVERY_ANALYSIS_READS, *(p for m in _modules_read(analyse) if (p := _module_path(m)))]
+    seen, stack = set(), [*EVERY_ANALYSIS_READS, *(p for m in _modules_read(analyse) for p in _module_paths(m))]
     while stack:
         path = stack.pop()
         if path in seen or path not in universe or not (package / path).is_file():

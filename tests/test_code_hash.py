@@ -53,8 +53,8 @@ def test_an_analysis_is_keyed_by_the_modules_it_reads_and_theirs_alone(monkeypat
          "def fit(model):\n    return {'w': readout.linear_readout}\n"
          "def plain(model):\n    return {'v': 1}\n", namespace)
     sweep, fit, plain = namespace["sweep"], namespace["fit"], namespace["plain"]
-    model_and_task = ["analysis/fused_decide.py", "analysis/rechecked.py", "analysis/trained.py", "precision.py", "task.py",
-                      "training/model.py"]
+    model_and_task = ["analysis/__init__.py", "analysis/fused_decide.py", "analysis/rechecked.py", "analysis/trained.py",
+                      "precision.py", "task.py", "training/model.py"]
     assert code_hash.analysis_modules(plain) == model_and_task
     assert code_hash.analysis_modules(fit) == sorted(["analysis/readout.py", *model_and_task])
     assert code_hash.analysis_modules(sweep) == sorted(["analysis/interventions.py", "analysis/readout.py", *model_and_task])

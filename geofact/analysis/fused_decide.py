@@ -7,11 +7,15 @@ smallest, and the target's. Through torch the (rows, N) logits are written by th
 at the paper's N = 4096 that is 12 KB a row, 340 GB a state of the capacity grid at R = 16, whatever d, where the
 matmul is 1.9 TFLOP at d = 32. This kernel computes each (BLOCK_ROWS, BLOCK_N) tile of logits in registers, as a
 matmul kernel would, and keeps the five numbers per row: it reads the rows' final states and the unembedding and
-writes five numbers a row and column span (`splits`, when the rows are too few to fill the device).
+writes five numbers a row and column span (`splits`, when the rows are too few to fill the device). Under TF32 its
+tiles are rounded to TF32 to nearest before `tl.dot`, whose own conversion truncates (triton-lang/triton#4574, about
+twice the error of a logit difference): so its logits round as cuBLAS's TF32 and the emulation that measured the
+recheck's margin (`rechecked.tf32_rounded`) do.
 
 It is used where its arithmetic is the cheaper side at geofact's kernels' measured rate (31 TFLOP/s for the fused
-output layer's tiles on the H200 lease, geofact.training.step): d <= DECIDE_MAX_D, on CUDA with Triton and
-GEOFACT_FUSED_CE not '0' (geofact.training.fused_ce.wanted), and on the fake `meta` device that counts the work.
+output layer's tiles on the H200 lease, geofact.training.step): d <= geofact.fast_paths.DECIDE_MAX_D, on CUDA with
+Triton and GEOFACT_FUSED_CE not '0' (geofact.training.fused_ce.wanted), and on the fake `meta` device that counts the
+work (fast_paths.DECIDE_DEVICES: choices of speed, which key no cached analysis).
 Elsewhere `rechecked.decided` computes the same five numbers from whole logits. On a CPU the kernel runs in Triton's
 interpreter (TRITON_INTERPRET=1), which is how tests/analysis/test_fused_decide.py checks it against torch.
 """
@@ -23,16 +27,15 @@ import math
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
+from geofact import fast_paths
 from geofact.training import fused_ce
 
-DECIDE_MAX_D = 128  # largest d whose decisions go through the kernel (module docstring)
-DECIDE_DEVICES = ("cuda", "meta")  # where it may: the GPU it is written for, and the fake device that counts it
 BLOCK_ROWS, BLOCK_N = 64, 64
 
 
 def used(device: torch.device, d: int) -> bool:
     """Whether a decision over states of width d on `device` goes through the kernel (module docstring)."""
-    if device.type not in DECIDE_DEVICES or d > DECIDE_MAX_D:
+    if device.type not in fast_paths.DECIDE_DEVICES or d > fast_paths.DECIDE_MAX_D:
         return False
     return device.type == "meta" or fused_ce.wanted() and fused_ce.runs_on(device)
 
@@ -43,7 +46,7 @@ def _decide_kernel(f, E, tgt, top1_out, top2_out, index_out, low_out, picked_out
     """Program (row block, split): over columns [split span, (split + 1) span) of f @ E, each row's largest logit and
     its column (the first of equal ones), its second largest (the largest once that column is set aside), its
     smallest, its target's (0 where the target is in another split), and whether any logit was NaN or infinite."""
-    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rows = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # 64-bit: rows x a row's stride
     split = tl.program_id(1)
     row_ok = rows < rows_n
     target = tl.load(tgt + rows * s_t, mask=row_ok, other=0)
@@ -62,6 +65,9 @@ def _decide_kernel(f, E, tgt, top1_out, top2_out, index_out, low_out, picked_out
             ks = d0 + tl.arange(0, BLOCK_D)
             a = tl.load(f + rows[:, None] * s_fr + ks[None, :] * s_fd, mask=row_ok[:, None] & (ks[None, :] < D), other=0.0)
             b = tl.load(E + ks[:, None] * s_ed + cols[None, :] * s_en, mask=(ks[:, None] < D) & col_ok[None, :], other=0.0)
+            if PRECISION == "tf32":  # rounded to nearest, as cuBLAS's TF32 (and the margin's evidence); tl.dot truncates
+                a = ((a.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
+                b = ((b.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
             logits += tl.dot(a, b, input_precision=PRECISION, out_dtype=tl.float32)
         fine = col_ok[None, :] & (logits == logits) & (tl.abs(logits) != float("inf"))  # (a row without is flagged)
         bad = tl.maximum(bad, tl.max(tl.where(col_ok[None, :] & ~fine, 1, 0), 1))
@@ -124,6 +130,9 @@ def summary(final: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The five numbers a row (rechecked.decision's) of the logits final (rows, d) @ E_out (d, N), and whether any of
     its logits was NaN or infinite, each (rows,): the kernel's splits combined."""
+    if final.shape[0] == 0:
+        empty = final.new_empty(0)
+        return empty, empty, targets.new_empty(0), empty, empty, torch.zeros(0, dtype=torch.bool, device=final.device)
     top1, top2, index, low, picked, bad = decide_partials(final, E_out, targets, splits_for(final.shape[0], E_out.shape[1]))
     best, which = top1.max(1, keepdim=True)  # (rows, 1): the first split of equal largest ones, as the kernel keeps
     others = top1.scatter(1, which, float("-inf"))  # the other splits' largest, each at most their own second

@@ -1,7 +1,7 @@
 """Predictions decided in TF32 where its rounding cannot change them, and in float32 where it might.
 
 An analysis often asks of a hidden state only whether the model's prediction from it is a given target (an
-accuracy; whether an edit was followed, geofact.analysis.interventions). On CUDA (`FAST_DEVICES`) the logits go
+accuracy; whether an edit was followed, geofact.analysis.interventions). On CUDA (geofact.fast_paths) the logits go
 through TF32 matmuls, and a row is decided there when the gap that decides it (the target's lead over the runner-up
 where the target leads, else how far the target lies below the lead) exceeds `CERTAIN_MARGIN` of the row's largest
 |logit|; the others are predicted again in float32 (`rechecked_answered`; one read of how many a call has), so the
@@ -56,7 +56,6 @@ class Model(Protocol):
     def attribute_vectors(self, target: str = "unembedding") -> torch.Tensor: ...
 
 
-FAST_DEVICES = ("cuda",)  # where the sweep predicts through TF32 matmuls, rechecked (module docstring)
 CERTAIN_MARGIN = 0.01  # a row is certain when its deciding gap exceeds this share of its largest |logit|
 CANDIDATES = 8  # columns a rechecked row's float32 logits are computed on: its largest TF32 ones (`rechecked_answered`)
 

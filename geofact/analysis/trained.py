@@ -23,6 +23,7 @@ from typing import Literal
 
 import torch
 
+from geofact import fast_paths
 from geofact.analysis import rechecked
 from geofact.host import as_device, on_host, to_host
 from geofact.task import SharedAttributeTask
@@ -107,7 +108,7 @@ class TrainedModel:
     def answered(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Whether the prediction from each hidden state of h (..., d) is its target (...): float32's answer, decided
         through TF32 where the device has it and its rounding cannot change the answer (geofact.analysis.rechecked)."""
-        if self.device.type in rechecked.FAST_DEVICES:
+        if self.device.type in fast_paths.FAST_DEVICES:
             return rechecked.rechecked_answered(self, h, targets)
         return self.predict(h) == targets
 

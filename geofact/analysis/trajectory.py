@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from geofact.analysis.trained import TrainedModel
-from geofact.code_hash import analysis_code_hash
+from geofact.code_hash import analysis_code_hash, analysis_modules
 from geofact.host import as_device
 from geofact.progress import progress
 from geofact.settings import past_deadline
@@ -91,6 +91,7 @@ class Stamp:
 
     def __init__(self, analyse: Callable[[TrainedModel], dict[str, Any]], device: str | torch.device) -> None:
         self.code = analysis_code_hash(analyse)
+        self.modules = analysis_modules(analyse)  # recorded, so that an unpacked record says what keyed it
         self.device = as_device(device)
         self._origin: dict | None = None
 
@@ -117,7 +118,7 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
         model = TrainedModel.load(cache_dir, config, step, device)
         accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
-                  "step": step, "accuracy": accuracy, "values": to_jsonable(analyse(model)),
+                  "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": to_jsonable(analyse(model)),
                   "provenance": stamp.origin()}
         write_json(path, record)
     return record

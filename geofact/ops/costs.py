@@ -29,7 +29,7 @@ from geofact.ops.calibration import (H100_SPEC, Calibration, CountedRates, calib
 from geofact.precision import check_precision
 from geofact.training import fused_ce
 from geofact.training.config import MultiHopConfig, TrainConfig
-from geofact.analysis.fused_decide import DECIDE_MAX_D
+from geofact import fast_paths
 from geofact.analysis.interventions import call_rows, rank_grid, ranks_per_call
 from geofact.analysis.rechecked import CANDIDATES
 from geofact.ops.pack import read_run_records
@@ -161,7 +161,7 @@ class Work:
     """An analysis's work: FLOPs in float32, FLOPs through TF32 where the device has it (geofact.analysis.rechecked:
     predictions asked only whether they are a target; float32 elsewhere), the float32 FLOPs of the rows those then
     predict again, kernels, and the bytes its kernels read and write (`ANALYSIS_VALUES`). Of a decision's unembedding
-    where geofact.analysis.fused_decide may compute it (d <= DECIDE_MAX_D): its FLOPs (`kernel`) and the logits'
+    where geofact.analysis.fused_decide may compute it (d <= fast_paths.DECIDE_MAX_D): its FLOPs (`kernel`) and the logits'
     bytes it spares (`logit_bytes`), each priced by whether the kernel runs where the plan prices (`Analysis.seconds`)."""
 
     flops: float = 0.0
@@ -219,12 +219,13 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
     share = UNSURE_SHARE_SEEN[kind]
     work = Work(fast=_predict_flops(c, rows), rechecked=2.0 * share * rows * (2 * c.d * c.width + c.d * CANDIDATES),
                 bytes=_answered_bytes(c, rows, hidden=kind == "facts"))
-    if c.d > DECIDE_MAX_D:
+    if c.d > fast_paths.DECIDE_MAX_D:
         return work
+    # the kernel's decisions: the unembedding in it, and the rechecked rows' TF32 logits made again whole
     unembedding = 2.0 * rows * c.d * c.N
     logit_bytes = work.bytes - _answered_bytes(c, rows, hidden=kind == "facts", logits=False)
-    return replace(work, fast=work.fast - unembedding, kernel=unembedding, bytes=work.bytes - logit_bytes,
-                   logit_bytes=logit_bytes)
+    return replace(work, fast=work.fast - unembedding + share * _predict_flops(c, rows), kernel=unembedding,
+                   bytes=work.bytes - logit_bytes + share * logit_bytes, logit_bytes=logit_bytes)
 
 
 # kernels of a state's accuracy (TrainedModel.correct_fraction) as counted on fake meta tensors at N = 512, d = 64,
@@ -248,15 +249,15 @@ class Analysis:
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds on the calibration's device: TF32 and the recheck where it has TF32, and the fused
-        decisions (fused_decide) where that is CUDA with geofact's kernels wanted, at the card's rate for them
-        (`CountedRates.kernel_flops`; TF32's where none was measured); elsewhere their logits written and read."""
+        decisions (fused_decide) where that is CUDA with geofact's kernels switched on and a rate measured for them on
+        the card (`CountedRates.kernel_flops`); elsewhere their logits written and read."""
         rate = calibration.matmul_flops
         w = self.work
         fast = w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate else w.fast / rate["fp32"]
-        if calibration.device.startswith("cuda") and fused_ce.wanted():
-            kernel = (calibration.counted.kernel_flops if calibration.counted else None) or rate.get("tf32", rate["fp32"])
+        kernel = calibration.counted.kernel_flops if calibration.counted else None
+        if calibration.device.startswith("cuda") and fused_ce.switched_on() and kernel:
             decisions = w.kernel / kernel
-        else:
+        else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             decisions = w.kernel / rate.get("tf32", rate["fp32"]) + w.logit_bytes / calibration.bandwidth
         return w.flops / rate["fp32"] + fast + decisions + w.ops * calibration.op_seconds + w.bytes / calibration.bandwidth
 

@@ -26,6 +26,7 @@ import re
 import tarfile
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -241,25 +242,35 @@ def _analysis_name(member: str) -> str | None:
 
 
 def _analysis_warnings(project: Project, manifest: dict, blobs: dict[str, bytes]) -> list[str]:
-    """Where the archive's analysis records were keyed by other analysis code than this checkout's, a line naming the
-    modules that differ (geofact.code_hash.module_hashes): the analyses that read them (each reads
-    analysis/trained.py and the model and task modules) are not read here. An archive packed before 2026-11-30's
-    per-analysis keys (`analysis_modules` in its manifest) keyed every analysis otherwise: none is read."""
-    analyses = {_analysis_name(name) for name in blobs} - {None}
-    if not analyses:
+    """Where some of the archive's analysis records were keyed by other code than this checkout's, a line saying how
+    many and which modules differ: each record names the modules its analysis read (`modules`,
+    geofact.code_hash.analysis_modules), the manifest their hashes where it was packed, so a record whose modules
+    all hash alike here is read. Records from before 2026-11-30's per-analysis keys name none: none is read."""
+    records = {name: blob for name, blob in blobs.items() if name.endswith(".json") and _analysis_name(name)}
+    if not records:
         return []
     theirs, ours = manifest.get("analysis_modules"), module_hashes(project.root / "geofact")
     commit = str(manifest.get("git_commit"))[:12]
-    if not isinstance(theirs, dict):
-        return [f"its records of {len(analyses)} analyses ({', '.join(sorted(analyses))}) were keyed as before "
-                f"2026-11-30's per-analysis keys (commit {commit}): the pages here will not read them, and compute them "
-                f"again where the weights are"]
-    differ = sorted(path for path in {*theirs, *ours} if theirs.get(path) != ours.get(path))
-    if not differ:
-        return []
-    return [f"its analysis code differs from this checkout's in {', '.join(differ)} (commit {commit}): the records of "
-            f"the analyses that read {'it' if len(differ) == 1 else 'them'} (of {', '.join(sorted(analyses))}) will not be "
-            f"read here, and are computed again where the weights are"]
+    older, unread, differ = 0, Counter(), set()
+    for name, blob in records.items():
+        modules = json.loads(blob).get("modules")
+        if not isinstance(theirs, dict) or not isinstance(modules, list):
+            older += 1
+            continue
+        changed = {m for m in modules if theirs.get(m) != ours.get(m)}
+        if changed:
+            unread[_analysis_name(name)] += 1
+            differ |= changed
+    lines = []
+    if older:
+        lines.append(f"{older} of its {len(records)} analysis records were keyed as before 2026-11-30's per-analysis keys "
+                     f"(commit {commit}): the pages here will not read them, and compute them again where the weights are")
+    if unread:
+        lines.append(f"{sum(unread.values())} of its {len(records)} analysis records ("
+                     + ", ".join(f"{n} of {a}" for a, n in sorted(unread.items()))
+                     + f") read code that differs here, in {', '.join(sorted(differ))} (commit {commit}): the pages here "
+                     f"will not read them, and compute them again where the weights are")
+    return lines
 
 
 def read_run_records(source: Path) -> list[dict]:

@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from geofact import fast_paths
 from geofact.analysis.interventions import rank_grid, selectivity_sweep
 from geofact.analysis.readout import READOUTS, model_readouts, model_readouts_cv
 from geofact.analysis.trained import TrainedModel
@@ -81,7 +82,7 @@ def test_the_rank_sweep_through_tf32_reads_how_many_rows_it_rechecks_once_a_call
     # read once at the end
     from geofact.analysis import interventions, rechecked
 
-    monkeypatch.setattr(rechecked, "FAST_DEVICES", ("meta",))
+    monkeypatch.setattr(fast_paths, "FAST_DEVICES", ("meta",))
     c = fake_model.config
     ks = rank_grid(c.d, 4)
     assert len(ks) == 5
@@ -103,7 +104,7 @@ def test_zero_shot_transfer_reads_once(fake_model, monkeypatch, fast):
     from geofact.analysis import rechecked
 
     if fast:
-        monkeypatch.setattr(rechecked, "FAST_DEVICES", ("meta",))
+        monkeypatch.setattr(fast_paths, "FAST_DEVICES", ("meta",))
     reads = Reads()
     c = fake_model.config
     with host_reads(reads):

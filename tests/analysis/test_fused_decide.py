@@ -44,12 +44,35 @@ def test_the_kernel_gives_torchs_five_numbers_a_row():
     assert got["split"]["splits"] == [70, 3]
 
 
+def test_under_tf32_the_kernel_rounds_its_tiles_to_nearest_as_cublas_does():
+    """Triton's tl.dot truncates its inputs to TF32 (about twice the error in a logit difference that the recheck's
+    margin was measured with); the kernel rounds them to nearest first. The interpreter's tl.dot is float32's, so
+    here the kernel's numbers must be those of the inputs rounded to nearest, and differ from float32's."""
+    got = _interpreted("""
+        from geofact.analysis import fused_decide
+        from geofact.analysis.rechecked import tf32_rounded
+        torch.manual_seed(1)
+        final, E = torch.randn(100, 48), torch.randn(48, 300)
+        targets = torch.randint(0, 300, (100,))
+        torch.set_float32_matmul_precision("high")  # TF32: fused_ce._precision
+        numbers = fused_decide.summary(final, E, targets)
+        scale = (final @ E).abs().amax(-1)
+        def error(logits):
+            top = logits.topk(2, -1).values
+            want = [top[:, 0], top[:, 1], logits.amin(-1), logits.gather(-1, targets[:, None])[:, 0]]
+            return max(float(((numbers[i] - w).abs() / scale).max()) for i, w in zip((0, 1, 3, 4), want))
+        result = {"to nearest": error(tf32_rounded(final) @ tf32_rounded(E)), "float32": error(final @ E)}
+    """)
+    assert got["to nearest"] < 1e-6 < 1e-4 < got["float32"]
+
+
 def test_the_sweep_through_the_kernel_gives_float32s_answer():
     """The rank sweep's rows decided through the kernel (its TF32 tiles; the interpreter's are float32's), the rows
     near a tie made again through torch and rechecked: the float32 sweep's answer."""
     got = _interpreted("""
         from contextlib import nullcontext
         import tempfile
+        from geofact import fast_paths
         from geofact.analysis import fused_decide, interventions, rechecked
         from geofact.analysis.readout import linear_readout, split_subjects
         from geofact.analysis.trained import TrainedModel
@@ -61,16 +84,20 @@ def test_the_sweep_through_the_kernel_gives_float32s_answer():
         model = TrainedModel.load(cache, config)
         ks = interventions.rank_grid(16, 4)
         exact = interventions.selectivity_sweep(model, ks, seed=1)
-        rechecked.FAST_DEVICES, fused_decide.DECIDE_DEVICES = ("cpu",), ("cpu",)
+        fast_paths.FAST_DEVICES, fast_paths.DECIDE_DEVICES = ("cpu",), ("cpu",)
         rechecked.fast_logits = rechecked.emulated_fast_logits
         rechecked.computing_in = lambda precision, device: nullcontext()
         calls = []
         summary = fused_decide.summary
         fused_decide.summary = lambda *args: calls.append(len(args[0])) or summary(*args)
         fast = interventions.selectivity_sweep(model, ks, seed=1)
-        result = {"same": fast == exact, "calls": calls, "accuracy": float(model.correct_fraction())}
+        before = len(calls)
+        accuracy = (float(model.correct_fraction()), len(calls) - before)
+        fast_paths.FAST_DEVICES = ()
+        result = {"same": fast == exact, "calls": before, "accuracy": accuracy, "float32": float(model.correct_fraction())}
     """)
-    assert got["same"] and len(got["calls"]) >= 1 and 0 < got["accuracy"]
+    assert got["same"] and got["calls"] >= 1
+    assert got["accuracy"] == [got["float32"], 1]  # an accuracy through the kernel too, float32's
 
 
 @pytest.mark.parametrize("device, d, wanted", [("cpu", 32, False), ("meta", 32, True), ("meta", 256, False)])

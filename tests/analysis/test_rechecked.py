@@ -4,6 +4,7 @@ from contextlib import nullcontext
 
 import torch
 
+from geofact import fast_paths
 from geofact.analysis import rechecked
 from geofact.analysis.rechecked import emulated_fast_logits
 from geofact.analysis.trained import TrainedModel
@@ -66,7 +67,7 @@ def test_accuracies_through_tf32_are_float32s(tmp_path, monkeypatch):
         taken.append(len(states))
         return logits
 
-    monkeypatch.setattr(rechecked, "FAST_DEVICES", ("cpu",))
+    monkeypatch.setattr(fast_paths, "FAST_DEVICES", ("cpu",))
     monkeypatch.setattr(rechecked, "fast_logits", fast)
     monkeypatch.setattr(rechecked, "computing_in", lambda precision, device: nullcontext())
     assert (model.correct_fraction(), zero_shot(model, new)) == exact

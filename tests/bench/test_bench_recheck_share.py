@@ -1,5 +1,6 @@
 """bench/bench_recheck_share.py: the share of rows the TF32 path rechecks in float32, TF32 emulated."""
 
+from geofact import fast_paths
 from geofact.analysis import rechecked
 from geofact.analysis.interventions import rank_grid
 from geofact.analysis.readout import split_subjects
@@ -22,4 +23,4 @@ def test_the_share_counts_every_row_the_pages_ask_and_every_answer_is_float32s(t
     assert tally.wrong == 0
     assert [r["step"] for r in rows] == [100, None]
     assert all(0 <= r[kind] <= tally.worst_state[kind] <= 1 for r in rows for kind in share.KINDS)
-    assert rechecked.FAST_DEVICES == ("cuda",) and rechecked.fast_logits is not rechecked.emulated_fast_logits  # put back
+    assert fast_paths.FAST_DEVICES == ("cuda",) and rechecked.fast_logits is not rechecked.emulated_fast_logits  # put back

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from geofact import fast_paths
 from geofact.ops.calibration import H100_SPEC, Calibration, fit, group_timings
 from geofact.ops.costs import LEASE_ORDER, Group, PagePlan, groups_of, lease_schedule, plan_errors, plan_pages
 from geofact.training import step as step_module
@@ -485,7 +486,7 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d, fused, monke
     the decisions' logits written and read, or never written (geofact.analysis.fused_decide, d <= DECIDE_MAX_D)."""
     from geofact.analysis import fused_decide
 
-    monkeypatch.setattr(fused_decide, "DECIDE_DEVICES", fused_decide.DECIDE_DEVICES if fused else ())
+    monkeypatch.setattr(fast_paths, "DECIDE_DEVICES", fast_paths.DECIDE_DEVICES if fused else ())
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from geofact.analysis import rechecked
@@ -508,7 +509,7 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d, fused, monke
               "accuracy": (_answered_bytes(c, N * R, hidden=True, logits=logits), 0.2),  # the kernel's partials unpriced
               "zero-shot": (_ridge_bytes(c) + _answered_bytes(c, 2 * N * R, hidden=True, logits=logits), 0.2),
               "readouts": (4 * _ridge_bytes(c), 0.35)}
-    monkeypatch.setattr(rechecked, "FAST_DEVICES", ("meta",))  # CUDA's path
+    monkeypatch.setattr(fast_paths, "FAST_DEVICES", ("meta",))  # CUDA's path
     monkeypatch.setattr(dispatch_count, "ONE_KERNEL", {"rms_norm"})  # as CUDA runs torch's RMSNorm: one kernel
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = TrainedModel(c, {k: v.to("meta") for k, v in weights.items()})
@@ -521,17 +522,21 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d, fused, monke
 
 
 def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_whole_logits_elsewhere(monkeypatch):
-    """Below DECIDE_MAX_D a decision's unembedding goes through geofact.analysis.fused_decide on CUDA (with geofact's
-    kernels wanted): its FLOPs at the card's rate for geofact's kernels, no logits moved; elsewhere, or with
-    GEOFACT_FUSED_CE=0, at TF32's rate with the logits written and read."""
+    """Below DECIDE_MAX_D a decision's unembedding goes through geofact.analysis.fused_decide on CUDA (geofact's
+    kernels switched on, Triton or not where the plan is made): its FLOPs at the card's measured rate for geofact's
+    kernels, no logits moved; elsewhere, with GEOFACT_FUSED_CE=0 or no rate measured, at TF32's rate with the logits
+    written and read."""
     from geofact.ops.calibration import CountedRates
-    from geofact.ops.costs import Analysis, _answered, _predict_flops
+    from geofact.ops.costs import UNSURE_SHARE_SEEN, Analysis, _answered, _predict_flops
 
     small, large = TrainConfig(N=4096, R=16, d=32), TrainConfig(N=4096, R=16, d=768)
     assert _answered(large, 1000, "edits").kernel == 0 and _answered(large, 1000, "edits").logit_bytes == 0
-    work = _answered(small, 1000, "edits")
-    assert work.kernel == 2 * 1000 * 32 * 4096 and work.fast + work.kernel == _predict_flops(small, 1000)
-    assert work.logit_bytes == 4 * 1000 * 3 * 4096
+    work, share = _answered(small, 1000, "edits"), UNSURE_SHARE_SEEN["edits"]
+    assert work.kernel == 2 * 1000 * 32 * 4096 and work.logit_bytes == 4 * 1000 * 3 * 4096
+    # the rows rechecked have their TF32 logits made again, whole: their FLOPs and bytes
+    assert math.isclose(work.fast + work.kernel, (1 + share) * _predict_flops(small, 1000))
+    whole = _answered(small, 1000, "edits").bytes
+    assert math.isclose(whole, 4 * 1000 * 33 * 32 + share * work.logit_bytes)
     counted = CountedRates(matmul_flops={"tf32": 4e14}, bandwidth=1e12, op_seconds=1e-6, source="test", kernel_flops=3e13)
     cuda = Calibration(device="cuda (test)", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=1e12, op_seconds=1e-5,
                        ops_per_step=100.0, source="test", counted=counted)
@@ -540,3 +545,6 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     assert math.isclose(Analysis("p", "w", 1, work).seconds(cuda), rest + work.kernel / 3e13)
     monkeypatch.setenv("GEOFACT_FUSED_CE", "0")
     assert math.isclose(Analysis("p", "w", 1, work).seconds(cuda), rest + work.kernel / 4e14 + work.logit_bytes / 1e12)
+    monkeypatch.setenv("GEOFACT_FUSED_CE", "1")  # no rate measured for geofact's kernels on the card: whole logits
+    unmeasured = dataclasses.replace(cuda, counted=dataclasses.replace(counted, kernel_flops=None))
+    assert math.isclose(Analysis("p", "w", 1, work).seconds(unmeasured), rest + work.kernel / 4e14 + work.logit_bytes / 1e12)

@@ -168,41 +168,39 @@ def test_unpack_keeps_results_executed_later_than_the_archives(tmp_path):
     assert json.loads((here.root / "results/paper/thm-b.json").read_text())["provenance"]["executed_at"].startswith("2026-11-28")
 
 
-def test_unpack_says_when_the_archives_analyses_were_keyed_by_other_analysis_code(tmp_path):
-    """An analysis record's key hashes the modules the analysis reads (geofact.code_hash.analysis_modules): records
-    made where those differ are never read. The pack records each module's hash; unpack names the modules that
-    differ from the checkout's, and says that an archive packed before the keys were per analysis is read by none."""
+def test_unpack_says_which_of_the_archives_analyses_were_keyed_by_other_analysis_code(tmp_path):
+    """An analysis record's key hashes the modules the analysis reads (geofact.code_hash.analysis_modules), which the
+    record names: records whose modules hash otherwise here are never read. The pack records each module's hash;
+    unpack counts the records that read a module that differs, and those that name none (keyed before the keys were
+    per analysis), which are read by none."""
     from pathlib import Path
 
     import geofact
     from geofact.code_hash import module_hashes
 
     package = Path(geofact.__file__).parent
+    records = {".geofact/runs/analyses/readouts/abc-final-01.json": ["analysis/readout.py", "analysis/trained.py"],
+               ".geofact/runs/analyses/interventions/abc-final-02.json": ["analysis/interventions.py", "analysis/readout.py"],
+               ".geofact/runs/variants/v-1/analyses/interventions/abc-step3-02.json": ["analysis/interventions.py"]}
 
-    def with_package(root, changed: str = "") -> Project:
-        project = machine(root, NODE)
+    def with_package(root, changed: str = "", named: bool = True) -> Project:
+        files = {**NODE, **{name: json.dumps({"values": {}, **({"modules": modules} if named else {})})
+                            for name, modules in records.items()}}
+        project = machine(root, files)
         for name in module_hashes(package):
             (root / "geofact" / name).parent.mkdir(parents=True, exist_ok=True)
             (root / "geofact" / name).write_text((package / name).read_text() + ("\nSHIFT = 1\n" if name == changed else ""))
         return project
 
-    node = with_package(tmp_path / "node")
-    done = pack(node, tmp_path / "paper.tar.gz", "paper")
-    assert done.files == 4
-    same = with_package(tmp_path / "same")
-    got = unpack(same, done.paths, force=True)
+    done = pack(with_package(tmp_path / "node"), tmp_path / "paper.tar.gz", "paper")
+    got = unpack(with_package(tmp_path / "same"), done.paths, force=True)
     assert got.manifest["analysis_modules"] == module_hashes(package) and got.warnings == []
-    other = with_package(tmp_path / "other", changed="analysis/readout.py")  # another commit's readout
-    (warning,) = unpack(other, done.paths, force=True).warnings
-    assert "differs from this checkout's in analysis/readout.py" in warning and "(of readouts)" in warning
-    older = with_package(tmp_path / "older")  # an archive packed before the manifest named its modules
-    manifest_less = tmp_path / "older.tar.gz"
-    with tarfile.open(done.paths[0]) as tar, tarfile.open(manifest_less, "w:gz") as out:
-        for info in tar.getmembers():
-            blob = tar.extractfile(info).read()
-            if info.name == MANIFEST:
-                blob = json.dumps({k: v for k, v in json.loads(blob).items() if k != "analysis_modules"}).encode()
-                info.size = len(blob)
-            out.addfile(info, io.BytesIO(blob))
-    (warning,) = unpack(older, [manifest_less], force=True).warnings
-    assert "keyed as before 2026-11-30's per-analysis keys" in warning
+    (warning,) = unpack(with_package(tmp_path / "other", changed="analysis/interventions.py"), done.paths, force=True).warnings
+    assert warning.startswith("2 of its 3 analysis records (2 of interventions) read code that differs here, in "
+                              "analysis/interventions.py")
+    assert unpack(with_package(tmp_path / "judged", changed="analysis/judging.py"), done.paths, force=True).warnings == []
+    (warning,) = unpack(with_package(tmp_path / "read", changed="analysis/readout.py"), done.paths, force=True).warnings
+    assert warning.startswith("2 of its 3 analysis records (1 of interventions, 1 of readouts)")
+    older = pack(with_package(tmp_path / "older-node", named=False), tmp_path / "older.tar.gz", "paper")
+    (warning,) = unpack(with_package(tmp_path / "older"), older.paths, force=True).warnings
+    assert warning.startswith("3 of its 3 analysis records were keyed as before 2026-11-30's per-analysis keys")
