@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import astuple, asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -255,7 +256,8 @@ class Analysis:
         w = self.work
         fast = w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate else w.fast / rate["fp32"]
         kernel = calibration.counted.kernel_flops if calibration.counted else None
-        if calibration.device.startswith("cuda") and fused_ce.switched_on() and kernel:
+        # GEOFACT_FUSED_CE switches geofact's kernels off ('0'); Triton is the node's whether or not the planner has it
+        if calibration.device.startswith("cuda") and os.environ.get(fused_ce.ENV, "1") != "0" and kernel:
             decisions = w.kernel / kernel
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             decisions = w.kernel / rate.get("tf32", rate["fp32"]) + w.logit_bytes / calibration.bandwidth

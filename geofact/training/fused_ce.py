@@ -52,20 +52,14 @@ LSE_BLOCK_D = 32  # d at a time in the kernels that loop over d (any d)
 FILL_PROGRAMS = 2048  # `lse` splits N until (runs x row blocks x splits) reaches this many programs
 
 
-def switched_on() -> bool:
-    """Whether GEOFACT_FUSED_CE leaves geofact's Triton kernels on (not '0'), wherever Triton is: what the plan prices
-    a GPU lease by, whose node has Triton whether or not the machine planning does."""
-    setting = os.environ.get(ENV, "1")
-    if setting not in ("0", "1"):
-        raise ValueError(f"{ENV} must be '0' (torch ops) or '1' (fused kernels where Triton is installed), got {setting!r}")
-    return setting == "1"
-
-
 def wanted() -> bool:
     """Whether a GPU's step goes through geofact's Triton kernels (these, the batch sampler's,
     geofact.training.fused_sampler, and the stack's AdamW, geofact.training.fused_adamw): Triton is installed and
     GEOFACT_FUSED_CE is not '0'."""
-    return TRITON and switched_on()
+    setting = os.environ.get(ENV, "1")
+    if setting not in ("0", "1"):
+        raise ValueError(f"{ENV} must be '0' (torch ops) or '1' (fused kernels where Triton is installed), got {setting!r}")
+    return TRITON and setting == "1"
 
 
 def _interpreting() -> bool:
