@@ -53,6 +53,8 @@ def test_an_analysis_is_keyed_by_the_modules_it_reads_and_theirs_alone(monkeypat
          "def fit(model):\n    return {'w': readout.linear_readout}\n"
          "def plain(model):\n    return {'v': 1}\n", namespace)
     sweep, fit, plain = namespace["sweep"], namespace["fit"], namespace["plain"]
+    # which way an analysis computes (TF32, the decisions' kernel) keys none: tuned from a lease, it keeps every record
+    assert "fast_paths.py" not in code_hash.module_hashes(Path(code_hash.__file__).parent)
     model_and_task = ["analysis/__init__.py", "analysis/fused_decide.py", "analysis/rechecked.py", "analysis/trained.py",
                       "precision.py", "task.py", "training/model.py"]
     assert code_hash.analysis_modules(plain) == model_and_task
