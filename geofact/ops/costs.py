@@ -241,12 +241,14 @@ def _accuracy(c: TrainConfig) -> Work:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Per-model analyses of a page over `states` model states, `work` in all."""
+    """Per-model analyses of a page over `states` model states, `work` in all (`columns`: of it, ((N, d), work) per
+    column of the grids it reads, as `geofact compute --grid-d` runs them a column at a time)."""
 
     page: str
     what: str
     states: int
     work: Work
+    columns: tuple = ()
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds on the calibration's device: TF32 and the recheck where it has TF32, and the fused
@@ -293,13 +295,15 @@ def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[
     state; the final state costs `final_extra` times more besides, and every other state an accuracy
     (geofact.analysis.trajectory.analyse_state: a run record gives its final one). A run keeping a tail
     (TrainConfig.keep_tail) is priced with all of it, as if it stopped at its step budget."""
-    states, work = 0, Work()
+    states, work, columns = 0, Work(), {}
     for grid in grids:
         for config in grid.configs().values():
             kept = 1 if final_only else len(grid.checkpoints) + len(config.tail_steps(config.max_steps)) + 1
             states += kept
-            work += cost(config) * (kept + final_extra) + _accuracy(config) * (kept - 1)
-    return Analysis(page, what, states, work)
+            state = cost(config) * (kept + final_extra) + _accuracy(config) * (kept - 1)
+            work += state
+            columns[grid.N, config.d] = columns.get((grid.N, config.d), Work()) + state
+    return Analysis(page, what, states, work, tuple(sorted(columns.items())))
 
 
 def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
@@ -755,7 +759,38 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
                      + (f": its verdicts {p.left_seconds / 60 - again:.1f}, the capacity grid's recorded runs again for the "
                         f"mechanism pages' weights {again:.1f}" if again else ""))
     lines.append(f"left: {left:.1f} min predicted, {math.ceil(left / minutes - 1e-9)} lease(s)")
-    return "\n".join(lines + other_rates(plans, calibration, minutes))
+    return "\n".join(lines + column_lines(plans, calibration) + other_rates(plans, calibration, minutes))
+
+
+def column_seconds(plans: list[PagePlan], calibration: Calibration) -> tuple[int | None, dict[int, tuple[float, float]]]:
+    """The capacity grid's N and, per column d, the seconds of its runs on record trained again for the mechanism
+    pages' weights and of those pages' analyses of its states (`geofact compute --grid-d D` runs them a column at a
+    time); no columns where no mechanism page is planned."""
+    again: dict[int, float] = {}
+    for p in plans:
+        for g in p.left or []:
+            if g.what == AGAIN:
+                again[g.config.d] = again.get(g.config.d, 0.0) + g.seconds(calibration, p.counts)
+    N = next((g.config.N for p in plans for g in [*(p.left or []), *p.groups] if g.what in (AGAIN, *WEIGHTS_READ)), None)
+    analysed: dict[int, float] = {}
+    for p in plans:
+        for a in p.analyses:
+            for (n, d), work in a.columns:
+                if n == N:
+                    analysed[d] = analysed.get(d, 0.0) + Analysis(a.page, a.what, 0, work).seconds(calibration)
+    return N, {d: (again.get(d, 0.0), analysed[d]) for d in sorted(analysed)}
+
+
+def column_lines(plans: list[PagePlan], calibration: Calibration) -> list[str]:
+    """`column_seconds` as the plan's lines."""
+    N, columns = column_seconds(plans, calibration)
+    if not columns:
+        return []
+    return ["", f"the mechanism pages a capacity-grid column at a time (geofact compute --grid-d D; N = {N}): its runs "
+                "on record trained again for their weights + its states' analyses (the second grid and the spike "
+                "studies apart):",
+            *(f"  d = {d:<5} {again / 60:5.1f} + {analysed / 60:4.1f} = {(again + analysed) / 60:5.1f} min"
+              for d, (again, analysed) in columns.items())]
 
 
 def plan_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:

@@ -412,6 +412,17 @@ def test_what_is_left_skips_the_runs_on_record_but_trains_the_grid_again_for_the
     assert any(c.key() == configs[0].key() for g in plan.left if g.what.startswith("spike study") for c in g.configs)
     assert sorted(c.key() for g in plan.left if g.what == AGAIN for c in g.configs) == sorted(recorded)
     assert "left: " in format_plan(with_mechanism, H100_SPEC)
+    # a column at a time (geofact compute --grid-d): each d's runs on record trained again, and its states' analyses
+    from geofact.ops.costs import column_lines, column_seconds
+
+    N, columns = column_seconds(with_mechanism, H100_SPEC)
+    assert N == 32 and sorted(columns) == [4, 8]  # every d of the grid
+    on_record = {c.d for c in configs[:3]}
+    assert all((columns[d][0] > 0) == (d in on_record) for d in columns)
+    assert sum(analysed for _, analysed in columns.values()) == pytest.approx(
+        sum(a.seconds(H100_SPEC) for a in with_mechanism[1].analyses))  # no second grid: every state is a column's
+    assert len(column_lines(with_mechanism, H100_SPEC)) == 2 + 2
+    assert column_lines(plan_pages({"exp-capacity": capacity}, H100_SPEC, lambda c: 64, recorded=recorded), H100_SPEC) == []  # no mechanism page
 
 
 def test_traffic_rows_price_a_counted_step_at_the_cards_counted_rates():
