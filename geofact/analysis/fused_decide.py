@@ -66,8 +66,10 @@ def _decide_kernel(f, E, tgt, top1_out, top2_out, index_out, low_out, picked_out
             a = tl.load(f + rows[:, None] * s_fr + ks[None, :] * s_fd, mask=row_ok[:, None] & (ks[None, :] < D), other=0.0)
             b = tl.load(E + ks[:, None] * s_ed + cols[None, :] * s_en, mask=(ks[:, None] < D) & col_ok[None, :], other=0.0)
             if PRECISION == "tf32":  # rounded to nearest, as cuBLAS's TF32 (and the margin's evidence); tl.dot truncates
-                a = ((a.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
-                b = ((b.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
+                bits = a.to(tl.int32, bitcast=True)  # NaN and infinity kept: a NaN's payload could carry into the sign
+                a = tl.where((bits & 0x7F800000) == 0x7F800000, a, ((bits + 0x1000) & -0x2000).to(tl.float32, bitcast=True))
+                bits = b.to(tl.int32, bitcast=True)
+                b = tl.where((bits & 0x7F800000) == 0x7F800000, b, ((bits + 0x1000) & -0x2000).to(tl.float32, bitcast=True))
             logits += tl.dot(a, b, input_precision=PRECISION, out_dtype=tl.float32)
         fine = col_ok[None, :] & (logits == logits) & (tl.abs(logits) != float("inf"))  # (a row without is flagged)
         bad = tl.maximum(bad, tl.max(tl.where(col_ok[None, :] & ~fine, 1, 0), 1))

@@ -61,8 +61,10 @@ CANDIDATES = 8  # columns a rechecked row's float32 logits are computed on: its 
 
 
 def tf32_rounded(x: torch.Tensor) -> torch.Tensor:
-    """float32 values rounded to TF32's 10-bit mantissa (to nearest, ties away from zero), as its matmuls read them."""
-    return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+    """float32 values rounded to TF32's 10-bit mantissa (to nearest, ties away from zero), as its matmuls read them;
+    NaN and infinity as they are (a NaN's payload could carry into the sign)."""
+    rounded = ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(x), rounded, x)
 
 
 def emulated_fast_logits(model: Model, states: torch.Tensor) -> torch.Tensor:

@@ -172,6 +172,8 @@ class Work:
     bytes: float = 0.0
     kernel: float = 0.0
     logit_bytes: float = 0.0
+    remade: float = 0.0  # where the kernel decides: the rechecked rows' TF32 logits made again, FLOPs
+    remade_bytes: float = 0.0  # and bytes
 
     def __add__(self, other: Work) -> Work:
         return Work(*(a + b for a, b in zip(astuple(self), astuple(other))))
@@ -225,8 +227,8 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
     # the kernel's decisions: the unembedding in it, and the rechecked rows' TF32 logits made again whole
     unembedding = 2.0 * rows * c.d * c.N
     logit_bytes = work.bytes - _answered_bytes(c, rows, hidden=kind == "facts", logits=False)
-    return replace(work, fast=work.fast - unembedding + share * _predict_flops(c, rows), kernel=unembedding,
-                   bytes=work.bytes - logit_bytes + share * logit_bytes, logit_bytes=logit_bytes)
+    return replace(work, fast=work.fast - unembedding, kernel=unembedding, bytes=work.bytes - logit_bytes,
+                   logit_bytes=logit_bytes, remade=share * _predict_flops(c, rows), remade_bytes=share * logit_bytes)
 
 
 # kernels of a state's accuracy (TrainedModel.correct_fraction) as counted on fake meta tensors at N = 512, d = 64,
@@ -241,8 +243,8 @@ def _accuracy(c: TrainConfig) -> Work:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Per-model analyses of a page over `states` model states, `work` in all (`columns`: of it, ((N, d), work) per
-    column of the grids it reads, as `geofact compute --grid-d` runs them a column at a time)."""
+    """Per-model analyses of a page over `states` model states, `work` in all (`columns`: of it, (d, work) per column
+    of the capacity grid, as `geofact compute --grid-d` runs them a column at a time)."""
 
     page: str
     what: str
@@ -260,7 +262,7 @@ class Analysis:
         kernel = calibration.counted.kernel_flops if calibration.counted else None
         # GEOFACT_FUSED_CE switches geofact's kernels off ('0'); Triton is the node's whether or not the planner has it
         if calibration.device.startswith("cuda") and os.environ.get(fused_ce.ENV, "1") != "0" and kernel:
-            decisions = w.kernel / kernel
+            decisions = w.kernel / kernel + w.remade / rate.get("tf32", rate["fp32"]) + w.remade_bytes / calibration.bandwidth
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             decisions = w.kernel / rate.get("tf32", rate["fp32"]) + w.logit_bytes / calibration.bandwidth
         return w.flops / rate["fp32"] + fast + decisions + w.ops * calibration.op_seconds + w.bytes / calibration.bandwidth
@@ -302,7 +304,8 @@ def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[
             states += kept
             state = cost(config) * (kept + final_extra) + _accuracy(config) * (kept - 1)
             work += state
-            columns[grid.N, config.d] = columns.get((grid.N, config.d), Work()) + state
+            if grid is grids[0]:  # the capacity grid's columns (`column_seconds`); a second grid's ladders apart
+                columns[config.d] = columns.get(config.d, Work()) + state
     return Analysis(page, what, states, work, tuple(sorted(columns.items())))
 
 
@@ -762,33 +765,31 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
     return "\n".join(lines + column_lines(plans, calibration) + other_rates(plans, calibration, minutes))
 
 
-def column_seconds(plans: list[PagePlan], calibration: Calibration) -> tuple[int | None, dict[int, tuple[float, float]]]:
-    """The capacity grid's N and, per column d, the seconds of its runs on record trained again for the mechanism
-    pages' weights and of those pages' analyses of its states (`geofact compute --grid-d D` runs them a column at a
-    time); no columns where no mechanism page is planned."""
+def column_seconds(plans: list[PagePlan], calibration: Calibration) -> dict[int, tuple[float, float]]:
+    """Per column d of the capacity grid, the seconds of its runs on record trained again for the mechanism pages'
+    weights and of those pages' analyses of its states (`geofact compute --grid-d D` runs them a column at a time;
+    such a lease also trains and analyses the second grid where its records lack them); none where no mechanism page
+    is planned."""
     again: dict[int, float] = {}
     for p in plans:
         for g in p.left or []:
             if g.what == AGAIN:
                 again[g.config.d] = again.get(g.config.d, 0.0) + g.seconds(calibration, p.counts)
-    N = next((g.config.N for p in plans for g in [*(p.left or []), *p.groups] if g.what in (AGAIN, *WEIGHTS_READ)), None)
     analysed: dict[int, float] = {}
     for p in plans:
         for a in p.analyses:
-            for (n, d), work in a.columns:
-                if n == N:
-                    analysed[d] = analysed.get(d, 0.0) + Analysis(a.page, a.what, 0, work).seconds(calibration)
-    return N, {d: (again.get(d, 0.0), analysed[d]) for d in sorted(analysed)}
+            for d, work in a.columns:
+                analysed[d] = analysed.get(d, 0.0) + Analysis(a.page, a.what, 0, work).seconds(calibration)
+    return {d: (again.get(d, 0.0), analysed[d]) for d in sorted(analysed)}
 
 
 def column_lines(plans: list[PagePlan], calibration: Calibration) -> list[str]:
     """`column_seconds` as the plan's lines."""
-    N, columns = column_seconds(plans, calibration)
+    columns = column_seconds(plans, calibration)
     if not columns:
         return []
-    return ["", f"the mechanism pages a capacity-grid column at a time (geofact compute --grid-d D; N = {N}): its runs "
-                "on record trained again for their weights + its states' analyses (the second grid and the spike "
-                "studies apart):",
+    return ["", "the mechanism pages a capacity-grid column at a time (geofact compute --grid-d D): its runs on record "
+                "trained again for their weights + its states' analyses (the second grid and the spike studies apart):",
             *(f"  d = {d:<5} {again / 60:5.1f} + {analysed / 60:4.1f} = {(again + analysed) / 60:5.1f} min"
               for d, (again, analysed) in columns.items())]
 

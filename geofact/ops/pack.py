@@ -244,27 +244,34 @@ def _analysis_name(member: str) -> str | None:
 def _analysis_warnings(project: Project, manifest: dict, blobs: dict[str, bytes]) -> list[str]:
     """Where some of the archive's analysis records were keyed by other code than this checkout's, a line saying how
     many and which modules differ: each record names the modules its analysis read (`modules`,
-    geofact.code_hash.analysis_modules), the manifest their hashes where it was packed, so a record whose modules
-    all hash alike here is read. Records from before 2026-11-30's per-analysis keys name none: none is read."""
+    geofact.code_hash.analysis_modules), the manifest their hashes where it was packed. A record that reads a module
+    hashing otherwise here is not read; one whose modules all hash alike is read unless its analysis function (a
+    notebook's, which the key hashes too) changed. Records that name no modules (keyed before 2026-11-30's
+    per-analysis keys) are not read either."""
     records = {name: blob for name, blob in blobs.items() if name.endswith(".json") and _analysis_name(name)}
     if not records:
         return []
     theirs, ours = manifest.get("analysis_modules"), module_hashes(project.root / "geofact")
     commit = str(manifest.get("git_commit"))[:12]
-    older, unread, differ = 0, Counter(), set()
+    unnamed, unread, differ = 0, Counter(), set()
     for name, blob in records.items():
-        modules = json.loads(blob).get("modules")
+        try:
+            record = json.loads(blob)
+        except ValueError:  # not JSON: no page reads it either
+            record = None
+        modules = record.get("modules") if isinstance(record, dict) else None
         if not isinstance(theirs, dict) or not isinstance(modules, list):
-            older += 1
+            unnamed += 1
             continue
         changed = {m for m in modules if theirs.get(m) != ours.get(m)}
         if changed:
             unread[_analysis_name(name)] += 1
             differ |= changed
     lines = []
-    if older:
-        lines.append(f"{older} of its {len(records)} analysis records were keyed as before 2026-11-30's per-analysis keys "
-                     f"(commit {commit}): the pages here will not read them, and compute them again where the weights are")
+    if unnamed:
+        lines.append(f"{unnamed} of its {len(records)} analysis records name no modules that keyed them (commit {commit}; "
+                     f"records keyed before 2026-11-30's per-analysis keys, or unreadable): the pages here will not read "
+                     f"them, and compute them again where the weights are")
     if unread:
         lines.append(f"{sum(unread.values())} of its {len(records)} analysis records ("
                      + ", ".join(f"{n} of {a}" for a, n in sorted(unread.items()))

@@ -66,6 +66,25 @@ def test_under_tf32_the_kernel_rounds_its_tiles_to_nearest_as_cublas_does():
     assert got["to nearest"] < 1e-6 < 1e-4 < got["float32"]
 
 
+def test_under_tf32_a_nan_of_any_payload_is_flagged():
+    """Rounding a NaN's bits could carry its payload into the sign (CUDA's 0x7FFFFFFF would read as -0.0): the kernel
+    keeps NaN and infinity as they are, so their rows are flagged, whichever input holds them."""
+    got = _interpreted("""
+        from geofact.analysis import fused_decide
+        torch.manual_seed(2)
+        final, E = torch.randn(40, 24), torch.randn(24, 100)
+        nan = torch.tensor([0x7FFFFFFF, -1], dtype=torch.int32).view(torch.float32)  # payloads all ones, both signs
+        final[3, 5], final[7, 0] = nan[0], nan[1]
+        E[2, 17] = nan[0]  # every row reads column 17
+        torch.set_float32_matmul_precision("high")
+        flags = fused_decide.summary(final, E, torch.zeros(40, dtype=torch.int64))[5]
+        E[2, 17] = 1.0
+        alone = fused_decide.summary(final, E, torch.zeros(40, dtype=torch.int64))[5]
+        result = {"all": bool(flags.all()), "rows": torch.nonzero(alone).flatten().tolist()}
+    """)
+    assert got["all"] and got["rows"] == [3, 7]
+
+
 def test_the_sweep_through_the_kernel_gives_float32s_answer():
     """The rank sweep's rows decided through the kernel (its TF32 tiles; the interpreter's are float32's), the rows
     near a tie made again through torch and rechecked: the float32 sweep's answer."""

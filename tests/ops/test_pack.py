@@ -203,4 +203,4 @@ def test_unpack_says_which_of_the_archives_analyses_were_keyed_by_other_analysis
     assert warning.startswith("2 of its 3 analysis records (1 of interventions, 1 of readouts)")
     older = pack(with_package(tmp_path / "older-node", named=False), tmp_path / "older.tar.gz", "paper")
     (warning,) = unpack(with_package(tmp_path / "older"), older.paths, force=True).warnings
-    assert warning.startswith("3 of its 3 analysis records were keyed as before 2026-11-30's per-analysis keys")
+    assert warning.startswith("3 of its 3 analysis records name no modules that keyed them")
