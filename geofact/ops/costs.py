@@ -252,20 +252,30 @@ class Analysis:
     work: Work
     columns: tuple = ()
 
-    def seconds(self, calibration: Calibration) -> float:
-        """Its predicted seconds on the calibration's device: TF32 and the recheck where it has TF32, and the fused
-        decisions (fused_decide) where that is CUDA with geofact's kernels switched on and a rate measured for them on
-        the card (`CountedRates.kernel_flops`); elsewhere their logits written and read."""
+    def parts(self, calibration: Calibration) -> dict[str, float]:
+        """Its predicted seconds on the calibration's device, by what takes them: "arithmetic" (TF32 and the recheck
+        where it has TF32, float32 elsewhere), "memory" (the bytes its kernels move) and "launches"; the fused
+        decisions (fused_decide) where that is CUDA with geofact's kernels switched on and a rate measured for them
+        on the card (`CountedRates.kernel_flops`), elsewhere their logits written and read."""
         rate = calibration.matmul_flops
         w = self.work
-        fast = w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate else w.fast / rate["fp32"]
+        tf32 = rate.get("tf32", rate["fp32"])
+        arithmetic = w.flops / rate["fp32"] + (w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate
+                                               else w.fast / rate["fp32"])
+        memory = w.bytes
         kernel = calibration.counted.kernel_flops if calibration.counted else None
         # GEOFACT_FUSED_CE switches geofact's kernels off ('0'); Triton is the node's whether or not the planner has it
         if calibration.device.startswith("cuda") and os.environ.get(fused_ce.ENV, "1") != "0" and kernel:
-            decisions = w.kernel / kernel + w.remade / rate.get("tf32", rate["fp32"]) + w.remade_bytes / calibration.bandwidth
+            arithmetic += w.kernel / kernel + w.remade / tf32
+            memory += w.remade_bytes
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
-            decisions = w.kernel / rate.get("tf32", rate["fp32"]) + w.logit_bytes / calibration.bandwidth
-        return w.flops / rate["fp32"] + fast + decisions + w.ops * calibration.op_seconds + w.bytes / calibration.bandwidth
+            arithmetic += w.kernel / tf32
+            memory += w.logit_bytes
+        return {"arithmetic": arithmetic, "memory": memory / calibration.bandwidth, "launches": w.ops * calibration.op_seconds}
+
+    def seconds(self, calibration: Calibration) -> float:
+        """Its predicted seconds (`parts`, added)."""
+        return sum(self.parts(calibration).values())
 
 
 def groups_of(page: str, what: str, configs: list, group_size: Callable[[Any], int], guess: bool = False,
@@ -746,7 +756,9 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
             lines.append(f"  {'~' if guess else ' '} {what:<38} {stacks:>7} runs  {shape:<34} {steps:>6} steps  "
                          f"{sum(seconds) / 60:7.2f} min{stops}")
         for a in plan.analyses:
-            lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{a.seconds(calibration) / 60:7.2f} min")
+            parts = a.parts(calibration)
+            lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{a.seconds(calibration) / 60:7.2f} min  ("
+                         + ", ".join(f"{name} {seconds / 60:.2f}" for name, seconds in parts.items()) + ")")
     lines += ["", f"order in leases of {minutes:g} min (a page cut by --budget resumes in the next lease):"]
     for page, page_minutes, ends, lease in lease_schedule(plans, minutes):
         lines.append(f"  {page:<22} {page_minutes:7.1f} min  ends at {ends:7.1f} min  (lease {lease})")

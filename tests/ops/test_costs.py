@@ -554,6 +554,9 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     monkeypatch.setenv("GEOFACT_FUSED_CE", "1")
     remade = work.remade / 4e14 + work.remade_bytes / 1e12
     assert math.isclose(Analysis("p", "w", 1, work).seconds(cuda), rest + work.kernel / 3e13 + remade)
+    parts = Analysis("p", "w", 1, work).parts(cuda)  # what the plan prints beside each analysis
+    assert math.isclose(parts["memory"], (work.bytes + work.remade_bytes) / 1e12) and parts["launches"] == 0
+    assert math.isclose(parts["arithmetic"], work.fast / 4e14 + work.rechecked / 5e13 + work.kernel / 3e13 + work.remade / 4e14)
     monkeypatch.setenv("GEOFACT_FUSED_CE", "0")
     assert math.isclose(Analysis("p", "w", 1, work).seconds(cuda), rest + work.kernel / 4e14 + work.logit_bytes / 1e12)
     monkeypatch.setenv("GEOFACT_FUSED_CE", "1")  # no rate measured for geofact's kernels on the card: whole logits
