@@ -16,26 +16,37 @@ import functools
 import hashlib
 import inspect
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import geofact
 
 
-def _code_and_globals(fn: Callable, seen: set[int]) -> list[str]:
-    """The source of `fn` and, recursively, of the functions of its own module it calls by name, with the
-    values of the plain globals they read (a notebook's constants): what a cached result depends on."""
+def _walk(fn: Callable, seen: set[int]) -> Iterator[tuple[Callable | None, str | None, Any]]:
+    """What a cached result of `fn` depends on, in order: (fn, None, None) on entering a function, then
+    (None, name, value) for each global it reads (sorted), a function of its own module that it calls walked in turn
+    right after its name."""
     if id(fn) in seen:
-        return []
+        return
     seen.add(id(fn))
-    try:
-        parts = [inspect.getsource(fn)]
-    except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
-        parts = [getattr(fn, "__qualname__", repr(fn))]
+    yield fn, None, None
     scope = getattr(fn, "__globals__", {})
     for name in sorted(_names_read(fn)):
         value = scope.get(name)
+        yield None, name, value
         if inspect.isfunction(value) and value.__module__ == fn.__module__:
-            parts += _code_and_globals(value, seen)
+            yield from _walk(value, seen)
+
+
+def _code_and_globals(fn: Callable) -> list[str]:
+    """The source of `fn` and, recursively, of the functions of its own module it calls by name, with the
+    values of the plain globals they read (a notebook's constants)."""
+    parts = []
+    for function, name, value in _walk(fn, set()):
+        if function is not None:
+            try:
+                parts.append(inspect.getsource(function))
+            except (OSError, TypeError):  # no source to read (a builtin, a lambda typed at a prompt): the name stands in
+                parts.append(getattr(function, "__qualname__", repr(function)))
         elif isinstance(value, (bool, int, float, str, tuple, list, dict)):
             parts.append(f"{name} = {value!r}")
     return parts
@@ -144,24 +155,11 @@ def _modules_read(fn: Callable) -> set[str]:
     """The modules of the objects `fn` and the functions of its module it calls read by name (module objects
     themselves too)."""
     modules = set()
-    for value in _globals_read(fn, set()):
+    for function, _, value in _walk(fn, set()):
         name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
-        if isinstance(name, str):
+        if function is None and isinstance(name, str):
             modules.add(name)
     return modules
-
-
-def _globals_read(fn: Callable, seen: set[int]) -> list[Any]:
-    if id(fn) in seen:
-        return []
-    seen.add(id(fn))
-    values = []
-    for name in sorted(_names_read(fn)):
-        value = getattr(fn, "__globals__", {}).get(name)
-        values.append(value)
-        if inspect.isfunction(value) and value.__module__ == fn.__module__:
-            values += _globals_read(value, seen)
-    return values
 
 
 def module_hashes(package: Path) -> dict[str, str]:
@@ -181,6 +179,6 @@ def analysis_code_hash(analyse: Callable) -> str:
     h = hashlib.sha256()
     for path in analysis_modules(analyse, package):
         h.update(path.encode() + code_without_prose((package / path).read_text()).encode())
-    for part in _code_and_globals(analyse, set()):
+    for part in _code_and_globals(analyse):
         h.update(part.encode())
     return h.hexdigest()
