@@ -30,7 +30,7 @@ from torch.utils.flop_counter import register_flop_formula
 from geofact import fast_paths
 from geofact.training import fused_ce
 
-BLOCK_ROWS, BLOCK_N = 64, 64
+BLOCK_ROWS, BLOCK_N = fused_ce.BLOCK_B, fused_ce.BLOCK_N  # the fused output layer's tiles, and its splits
 
 
 def used(device: torch.device, d: int) -> bool:
@@ -92,11 +92,6 @@ def _decide_kernel(f, E, tgt, top1_out, top2_out, index_out, low_out, picked_out
     tl.store(bad_out + out, bad, mask=row_ok)
 
 
-def splits_for(rows: int, N: int) -> int:
-    """How many programs share a row block's columns: enough to make fused_ce.FILL_PROGRAMS, a column block each at most."""
-    return max(1, min(math.ceil(N / BLOCK_N), math.ceil(fused_ce.FILL_PROGRAMS / math.ceil(rows / BLOCK_ROWS))))
-
-
 @torch.library.custom_op("geofact::decide_partials", mutates_args=())
 def decide_partials(final: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor, splits: int
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -135,7 +130,7 @@ def summary(final: torch.Tensor, E_out: torch.Tensor, targets: torch.Tensor
     if final.shape[0] == 0:
         empty = final.new_empty(0)
         return empty, empty, targets.new_empty(0), empty, empty, torch.zeros(0, dtype=torch.bool, device=final.device)
-    top1, top2, index, low, picked, bad = decide_partials(final, E_out, targets, splits_for(final.shape[0], E_out.shape[1]))
+    top1, top2, index, low, picked, bad = decide_partials(final, E_out, targets, fused_ce.splits_for(1, final.shape[0], E_out.shape[1]))
     best, which = top1.max(1, keepdim=True)  # (rows, 1): the first split of equal largest ones, as the kernel keeps
     others = top1.scatter(1, which, float("-inf"))  # the other splits' largest, each at most their own second
     second = torch.maximum(top2.gather(1, which), others.amax(1, keepdim=True))
