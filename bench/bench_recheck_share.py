@@ -45,32 +45,40 @@ class Tally:
 
 
 def counted(tally: Tally, state: dict[str, list[int]]):
-    """`rechecked.rechecked_answered` through emulated TF32, each call's rows and rechecked rows added to `state`
-    (kind -> [rows, unsure]) under the kind the caller set, and its answers checked against float32's."""
-    answered = rechecked.rechecked_answered
+    """`rechecked.rechecked_answered` and its `decided` through emulated TF32: each call's rows and rechecked rows
+    added to `state` (kind -> [rows, unsure]) under the kind the caller set, and its answers checked against
+    float32's."""
+    answered, decided = rechecked.rechecked_answered, rechecked.decided
+    unsure = []  # the call's rows near a tie that decides them, as `decided` found them
+
+    def deciding(logits, targets):
+        out = decided(logits, targets)
+        unsure.append(int(out[1].sum()))
+        return out
 
     def wrapped(model, h, targets):
+        unsure.clear()
         hit = answered(model, h, targets)
         states, flat = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
-        _, unsure, _ = rechecked.decided(rechecked.emulated_fast_logits(model, states), flat)
-        rows, kind = len(flat), state["kind"]
+        rows, kind, (taken,) = len(flat), state["kind"], unsure
         state[kind][0] += rows
-        state[kind][1] += int(unsure.sum())
-        tally.worst_call[kind] = max(tally.worst_call[kind], int(unsure.sum()) / rows)
+        state[kind][1] += taken
+        tally.worst_call[kind] = max(tally.worst_call[kind], taken / rows)
         tally.wrong += int((hit.reshape(-1) != (model.predict(states) == flat)).sum())
         return hit
 
-    return wrapped
+    return wrapped, deciding
 
 
 def measure(states: list[tuple[TrainedModel, dict]], tally: Tally) -> list[dict]:
     """Each state's shares, the TF32 path emulated on the CPU."""
     out = []
     state: dict = {kind: [0, 0] for kind in KINDS}
-    saved = fast_paths.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered
+    saved = (fast_paths.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered,
+             rechecked.decided)
     fast_paths.FAST_DEVICES, rechecked.fast_logits = ("cpu",), rechecked.emulated_fast_logits
     rechecked.computing_in = lambda precision, device: nullcontext()
-    rechecked.rechecked_answered = counted(tally, state)
+    rechecked.rechecked_answered, rechecked.decided = counted(tally, state)
     try:
         for model, p in states:
             c = model.config
@@ -91,7 +99,8 @@ def measure(states: list[tuple[TrainedModel, dict]], tally: Tally) -> list[dict]
                     tally.worst_state[kind] = max(tally.worst_state[kind], unsure / rows)
             out.append(row)
     finally:
-        fast_paths.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered = saved
+        (fast_paths.FAST_DEVICES, rechecked.fast_logits, rechecked.computing_in, rechecked.rechecked_answered,
+         rechecked.decided) = saved
     return out
 
 

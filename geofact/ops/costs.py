@@ -757,7 +757,7 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
                          f"{sum(seconds) / 60:7.2f} min{stops}")
         for a in plan.analyses:
             parts = a.parts(calibration)
-            lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{a.seconds(calibration) / 60:7.2f} min  ("
+            lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{sum(parts.values()) / 60:7.2f} min  ("
                          + ", ".join(f"{name} {seconds / 60:.2f}" for name, seconds in parts.items()) + ")")
     lines += ["", f"order in leases of {minutes:g} min (a page cut by --budget resumes in the next lease):"]
     for page, page_minutes, ends, lease in lease_schedule(plans, minutes):

@@ -24,3 +24,4 @@ def test_the_share_counts_every_row_the_pages_ask_and_every_answer_is_float32s(t
     assert [r["step"] for r in rows] == [100, None]
     assert all(0 <= r[kind] <= tally.worst_state[kind] <= 1 for r in rows for kind in share.KINDS)
     assert fast_paths.FAST_DEVICES == ("cuda",) and rechecked.fast_logits is not rechecked.emulated_fast_logits  # put back
+    assert rechecked.decided.__name__ == "decided"
