@@ -51,6 +51,7 @@ capacity_grid = None  # the grid shared with exp-capacity (geofact.training.grid
 held_out = 0.2  # fraction of subjects whose edits are scored
 alpha = 1e-3  # ridge penalty of the readout maps
 rank_points = 32  # ranks k swept per model: about this many, from 1 to d
+others_per_edit = None  # C scored on this many other relations drawn per edit (None: all R - 1); the same at every rank
 high = 0.8  # selectivity the verdict calls high
 high_cutoffs = [0.5, 0.7, 0.8, 0.9]  # the table of how the verdict moves with the cutoff
 meaningful = 0.5  # the best rank is judged only in cells whose best selectivity is at least this
@@ -109,13 +110,16 @@ for name, value in [("high", high), ("held_out", held_out), ("meaningful", meani
         raise ValueError(f"{name} must be in (0, 1], got {value}")
 if rank_points < 1:
     raise ValueError(f"rank_points must be >= 1, got {rank_points}")
+if others_per_edit is not None and (isinstance(others_per_edit, bool) or not isinstance(others_per_edit, int) or others_per_edit < 1):
+    raise ValueError(f"others_per_edit must be None (every other relation) or an integer >= 1, got {others_per_edit!r}")
 if min_headroom not in headroom_cutoffs or high not in high_cutoffs:
     raise ValueError("headroom_cutoffs and high_cutoffs must include min_headroom and high")
 
 records = train_grid(grid, cache, device)
 
 def best_edit(model, target: str = "unembedding") -> dict[str, float]:
-    sweep = selectivity_sweep(model, rank_grid(model.config.d, rank_points), held_out, alpha, split_seed, target)
+    sweep = selectivity_sweep(model, rank_grid(model.config.d, rank_points), held_out, alpha, split_seed, target,
+                              others_per_edit)
     best = max(sweep, key=lambda s: s.score)
     return {"selectivity": best.score, "k": best.k, "follows": best.follows, "stays": best.stays, "sweep": sweep}
 
@@ -129,7 +133,8 @@ def analyse(model) -> dict:
     return out
 
 
-analysis_params = {"held_out": held_out, "alpha": alpha, "rank_points": rank_points, "split_seed": split_seed}
+analysis_params = {"held_out": held_out, "alpha": alpha, "rank_points": rank_points, "split_seed": split_seed,
+                   "others_per_edit": others_per_edit}
 points = analyse_grid(grid, records, cache, analyse, "interventions", analysis_params, desc="interventions",
                       device=device)
 sweeps = {key: [Selectivity(*row) for row in pts[-1].values["sweep"]] for key, pts in points.items()}  # key -> rank sweep
@@ -142,6 +147,28 @@ report.number("perfect", grid.perfect)
 report.number("lucky", lucky)
 report.number("min_headroom", min_headroom)
 report.number("n_judged", int(judged.sum()))
+
+# %%
+# C's count: every other relation after each edit, or `others_per_edit` of them drawn per edit (an unbiased estimate,
+# the same pairs at every rank); its binomial error (pairs taken as independent) beside the seeds' spread
+edited_n = max(1, round(held_out * grid.N))
+pairs = {R: R * edited_n * (R - 1 if others_per_edit is None else min(others_per_edit, R - 1)) for R in grid.R_values}
+stays_final = final_values(grid, points, "stays")["learned"]  # (R, d, seed), at the best rank
+c_error = [float(np.sqrt(c * (1 - c) / pairs[grid.R_values[i]])) for i, j in zip(*np.nonzero(judged)) for c in stays_final[i, j]]
+seed_spread = [float(selectivity["learned"][i, j].std(ddof=1)) for i, j in zip(*np.nonzero(judged)) if len(grid.seeds) > 1]
+report.number("c_pairs_sampled", others_per_edit is not None and any(pairs[R] < R * (R - 1) * edited_n for R in grid.R_values),
+              glue=False)
+report.number("c_error_max", max(c_error) if c_error else None, glue=False)
+display(Markdown(
+    ("**How C is counted.** After each edit every other relation's answer is checked: "
+     f"R (R - 1) n pairs a state (n = {edited_n} edited subjects a relation)" if others_per_edit is None else
+     f"**How C is counted.** After each edit, {others_per_edit} other relations drawn at random (the same at every rank) "
+     f"have their answers checked, not all R - 1: R min({others_per_edit}, R - 1) n pairs a state (n = {edited_n} edited "
+     "subjects a relation), an unbiased estimate of the full count (the unit test splits a full count into such draws)")
+    + (f". Its binomial standard error at the judged cells' best rank is at most {max(c_error):.4f} (pairs taken as "
+       "independent)" + (f"; the seeds' standard deviation of the best selectivity there has median {np.median(seed_spread):.4f}"
+                         if seed_spread else "") if c_error else "")
+    + "."))
 
 # %% [markdown]
 # ## Best selectivity against headroom, at the stop rule (`fig:selectivity`)

@@ -17,8 +17,9 @@ amplify directions the readout barely uses. The sweep runs on the model's device
 read back once, for every rank together.
 
 Each rank predicts the answers of R x R x n edited states (every relation's query on every edited
-subject) through the MLP and the N-way unembedding, as many ranks a call as `PREDICT_LOGITS` allows (it bounds
-a call's logits; at 2^30 on a GPU a call holds about 13 GB at its largest, N = 4096, d = 768, R = 16: the
+subject) through the MLP and the N-way unembedding, or R x (1 + p) x n where C is estimated from p other relations
+drawn per edit (`others_per_edit`; the same pairs at every rank), as many ranks a call as `PREDICT_LOGITS` allows
+(it bounds a call's logits; at 2^30 on a GPU a call holds about 13 GB at its largest, N = 4096, d = 768, R = 16: the
 logits, their absolute values, the MLP's hidden states): at the paper's scale nearly all of a mechanism page's analysis time (1.57 s a state at d = 512 on the
 H200 lease, float32, one call per rank and relation). The counts ask of each edited state only whether its
 prediction is its target (the swap for the edited relation, the unchanged answer for the others): `intervene`
@@ -42,6 +43,7 @@ from geofact.analysis.trained import Target, TrainedModel
 from geofact.host import on_host, to_host
 
 PREDICT_LOGITS = {"cpu": 2**24, "other": 2**30}  # logits a prediction call holds at once, by device kind (4 GiB of float32)
+OTHERS_SEED = 1 << 20  # added to the split seed for `other_relations`' draw, apart from `random_swaps`' (the seed itself)
 
 
 def truncated_pinv(W: torch.Tensor, k: int) -> torch.Tensor:
@@ -63,44 +65,68 @@ class Selectivity:
         return (self.follows * self.stays) ** 0.5
 
 
+def other_relations(R: int, n: int, per_edit: int, seed: int) -> torch.Tensor:
+    """For each edited relation e (R) and edited subject (n), `per_edit` distinct relations r' != e drawn uniformly
+    from the other R - 1, whose answers the edit must leave (C): (R, n, per_edit) ids, drawn on the host from `seed`."""
+    if not 1 <= per_edit <= R - 1:
+        raise ValueError(f"others_per_edit must be in [1, R - 1 = {R - 1}], got {per_edit}")
+    edited = torch.arange(R)
+    with on_host():
+        keys = torch.rand(R, n, R, generator=torch.Generator().manual_seed(OTHERS_SEED + seed))
+        keys[edited, :, edited] = 2.0  # past every uniform key: the edited relation is never drawn
+        return keys.argsort(-1)[..., :per_edit]
+
+
 def intervene(hidden: torch.Tensor, answers: torch.Tensor, answered: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
               maps: list[torch.Tensor], vectors: torch.Tensor, subjects: torch.Tensor, new_answers: torch.Tensor,
-              ks: list[int], rows: int = 1) -> list[Selectivity]:
+              ks: list[int], rows: int = 1, others: torch.Tensor | None = None) -> list[Selectivity]:
     """Edit each (subject, relation) in `subjects` (n,) x every relation to `new_answers` (n, R), at each rank in ks.
 
     hidden (R, N, d): h(x, r); answers (R, N): g_r(x); answered(h, targets) says whether the model's prediction from
-    each hidden state of h (..., R, n, d) is its target (...,R, n), relation r's queries at index r of the relation
-    axis (`by_argmax` of a model's `predict`; a model reads only the states): the edited relation's target is the
-    swap y', every other relation's its unchanged answer, which is all the counts ask. maps[r] (d, m): the readout
-    W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks; each rank's edits of every relation are made
-    in one batched matmul, and as many ranks as make at most `rows` edited states (at least one rank) are predicted
-    in one call. `subjects` and `new_answers` may be host data: they are moved to the device of `hidden`, where the
-    counts stay until one read at the end.
+    each hidden state of h (..., S, n, d) is its target (..., S, n) (`by_argmax` of a model's `predict`): the edited
+    relation's target is the swap y', every other relation's its unchanged answer, which is all the counts ask.
+    With `others` None every relation's query is scored after each edit, relation r's at index r of the slot axis
+    (S = R); with `others` (R, n, p) (`other_relations`), the edited relation's query and those of the p relations
+    drawn for that edit (S = 1 + p): an unbiased estimate of C from R p n of its R (R - 1) n pairs, for which
+    `answered` must read only the states, as a trained model's does (the state h(x, r) already holds r).
+    maps[r] (d, m): the readout W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks; each rank's
+    edits of every relation are made in one batched matmul, and as many ranks as make at most `rows` edited states
+    (at least one rank) are predicted in one call. `subjects`, `new_answers` and `others` may be host data: they are
+    moved to the device of `hidden`, where the counts stay until one read at the end.
     """
     R, n, device = hidden.shape[0], len(subjects), hidden.device
     subjects, new_answers = subjects.to(device), new_answers.to(device)
-    h = hidden[:, subjects]  # (R, n, d)
-    original = answers[:, subjects]  # (R, n)
     U, S, Vh = torch.linalg.svd(torch.stack(maps), full_matrices=False)  # W_r = U_r S_r Vh_r: (R, d, q), (R, q), (R, q, m)
     if not all(1 <= k <= S.shape[-1] for k in ks):
         raise ValueError(f"ks must be ranks in [1, {S.shape[-1]}] (the readouts' singular values), got {ks}")
-    shifts = vectors[new_answers.T] - vectors[original]  # Delta a, (R, n, m)
+    edited = torch.arange(R, device=device)
+    if others is None:  # slot r is relation r; the edited relation's slot is its own
+        scored = edited[None, :, None].expand(R, R, n)  # (R edited, S, n): the relation each slot queries
+        own = edited  # (R edited,): the slot of the edited relation's own query
+    else:
+        if others.shape[:2] != (R, n) or not 1 <= others.shape[2] <= R - 1:
+            raise ValueError(f"others must be (R, n, m) = ({R}, {n}, 1 to {R - 1}) relation ids, got {tuple(others.shape)}")
+        scored = torch.cat([edited[:, None, None].expand(R, 1, n), others.to(device).transpose(1, 2)], 1)
+        own = torch.zeros_like(edited)
+    slots = scored.shape[1]
+    where = subjects[None, None].expand_as(scored)
+    h = hidden[scored, where]  # (R edited, S, n, d): the unedited state of each scored query
+    targets = answers[scored, where]  # (R edited, S, n): every scored relation keeps its answer ...
+    targets[edited, own] = new_answers.T  # ... but the edited one, which follows the swap
+    shifts = vectors[new_answers.T] - vectors[answers[:, subjects]]  # Delta a, (R, n, m)
     # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
     coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
-    edited = torch.arange(R, device=device)
-    targets = original.expand(R, R, n).clone()  # (R edited, R, n): every relation keeps its answer but the edited one,
-    targets[edited, edited] = new_answers.T  # which follows the swap
-    per_call = ranks_per_call(rows, R * R * n)
+    per_call = ranks_per_call(rows, R * slots * n)
     follows, stays = [], []  # per block of ranks: counts (ranks,) on the device
     for start in range(0, len(ks), per_call):
         block = ks[start : start + per_call]
         deltas = torch.stack([torch.bmm(coordinates[:, :, :k], U[:, :, :k].transpose(1, 2)) for k in block])  # (ranks, R edited, n, d)
-        hit = answered(h[None, None] + deltas[:, :, None], targets.expand(len(block), R, R, n))  # (ranks, R edited, R, n)
-        followed = hit[:, edited, edited].sum((1, 2))  # the edited relation follows the swap
+        hit = answered(h[None] + deltas[:, :, None], targets.expand(len(block), R, slots, n))  # (ranks, R edited, S, n)
+        followed = hit[:, edited, own].sum((1, 2))  # the edited relation follows the swap
         follows.append(followed)
-        stays.append(hit.sum((1, 2, 3)) - followed)  # the other relations' answers unchanged
+        stays.append(hit.sum((1, 2, 3)) - followed)  # the other scored relations' answers unchanged
     follow_counts, stay_counts = to_host(torch.cat(follows), torch.cat(stays))
-    stays_total = R * (R - 1) * n  # every edit, every other relation
+    stays_total = R * (slots - 1) * n  # every edit, every other scored relation
     return [Selectivity(k, int(f) / (R * n), int(s) / stays_total if stays_total else 1.0)
             for k, f, s in zip(ks, follow_counts, stay_counts)]
 
@@ -142,24 +168,31 @@ def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> to
 
 
 def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2, alpha: float = 1e-3,
-                      seed: int = 0, target: Target = "unembedding") -> list[Selectivity]:
+                      seed: int = 0, target: Target = "unembedding", others_per_edit: int | None = None
+                      ) -> list[Selectivity]:
     """Selectivity of rank-k edits of one trained run's hidden states, for each k in `ks`.
 
     The readout maps W_r are fitted from h to the `target` attribute vectors on the training subjects
     (geofact.analysis.readout, same split as `model_readouts`); every held-out subject gets one random
-    swap per relation.
+    swap per relation. C is scored on every other relation's query (`others_per_edit` None, or at least R - 1), or
+    on `others_per_edit` of them drawn per edit (`other_relations`, from `seed`): the same relations at every rank,
+    so the ranks are compared on the same pairs.
     """
-    d = model.config.d
+    d, R = model.config.d, model.config.R
     if not ks or not all(1 <= k <= d for k in ks):
         raise ValueError(f"ks must be a non-empty list of ranks in [1, d={d}], got {ks}")
+    if others_per_edit is not None and others_per_edit < 1:
+        raise ValueError(f"others_per_edit must be None (every other relation) or >= 1, got {others_per_edit}")
     train = split_subjects(model.config.N, held_out, seed)
     hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
     with on_host():
         subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
+    others = None if others_per_edit is None or others_per_edit >= R - 1 else \
+        other_relations(R, len(subjects), others_per_edit, seed)
     rows = call_rows(model.config.N, model.device.type)
-    return intervene(hidden, answers, in_calls(model.answered, rows), maps, vectors, subjects, new, ks, rows)
+    return intervene(hidden, answers, in_calls(model.answered, rows), maps, vectors, subjects, new, ks, rows, others)
 
 
 def rank_grid(d: int, points: int = 32) -> list[int]:

@@ -449,14 +449,17 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
 def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
 
-    def shape(c: TrainConfig) -> tuple[int, int]:  # the ranks swept, the edits a rank makes (each held-out subject's)
-        return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N))
+    def shape(c: TrainConfig) -> tuple[int, int, int]:
+        """The ranks swept, the edits a rank makes (each held-out subject's) and the queries scored per edit."""
+        others = params["others_per_edit"]
+        scored = c.R if others is None else 1 + min(others, c.R - 1)
+        return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N)), scored
 
-    def sweep(c: TrainConfig) -> Work:  # ranks x relations edits, each predicting every relation's query
-        ranks, edited = shape(c)
+    def sweep(c: TrainConfig) -> Work:  # ranks x relations edits, each predicting the scored relations' queries
+        ranks, edited, scored = shape(c)
         rows = call_rows(c.N, "cuda")  # as geofact.analysis.interventions.intervene calls on a GPU
-        per_call = ranks_per_call(rows, c.R * edited)
-        calls = math.ceil(ranks / per_call) * math.ceil(per_call * c.R * edited / rows)
+        per_call = ranks_per_call(rows, scored * edited)
+        calls = math.ceil(ranks / per_call) * math.ceil(per_call * scored * edited / rows)
         # kernels (non-view ops, metadata queries apart) as counted on fake meta tensors at N = 512, d = 64, 33
         # ranks: 227 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole one taken): the
         # readout fit and decompositions, two a rank, 104 a call (98 until 2026-11-30, when each row's target joined
@@ -464,7 +467,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
         # relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank
         held_out = params["held_out"]
         return (Work(flops=_ridge(c, 1 - held_out, held_out), ops=55.0 + 2.0 * ranks + 104.0 * calls, bytes=_ridge_bytes(c))
-                + _answered(c, ranks * c.R * edited, "edits"))
+                + _answered(c, ranks * scored * edited, "edits"))
 
     control = params.get("erosion_control")
     groups = []

@@ -66,11 +66,13 @@ def test_cross_validated_readouts_read_once_per_penalty_search(fake_model):
     assert [shape for call in reads.calls for shape, _ in call] == [(3, 2), (), (3, 2), ()]
 
 
-def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model):
+@pytest.mark.parametrize("others_per_edit", [None, 1])  # every other relation scored; one drawn per edit
+def test_the_rank_sweep_reads_its_counts_once_for_every_rank(fake_model, others_per_edit):
     reads = Reads()
     ks = rank_grid(fake_model.config.d, 4)
+    assert fake_model.config.R > 2  # so that one relation drawn is fewer than all
     with host_reads(reads):
-        sweep = selectivity_sweep(fake_model, ks)
+        sweep = selectivity_sweep(fake_model, ks, others_per_edit=others_per_edit)
     assert [s.k for s in sweep] == ks
     assert reads.calls == [[((len(ks),), "meta"), ((len(ks),), "meta")]]
 

@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from geofact import fast_paths
-from geofact.analysis.interventions import by_argmax, intervene, random_swaps, rank_grid, selectivity_sweep, truncated_pinv
+from geofact.analysis.interventions import (by_argmax, intervene, other_relations, random_swaps, rank_grid,
+                                           selectivity_sweep, truncated_pinv)
 from geofact.analysis.readout import linear_readout, nearest, split_subjects
 from geofact.analysis.rechecked import emulated_fast_logits
 from geofact.analysis.trained import TrainedModel
@@ -129,3 +130,59 @@ def test_ranks_beyond_the_readouts_are_refused():
     for bad in ([0], [m + 1]):
         with pytest.raises(ValueError, match="ks must be ranks"):
             intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, random_swaps(answers, subjects, seed=1), bad)
+
+
+def test_other_relations_are_distinct_and_never_the_edited_one():
+    drawn = other_relations(5, 30, 3, seed=0)
+    assert drawn.shape == (5, 30, 3) and drawn.dtype == torch.int64
+    assert not (drawn == torch.arange(5)[:, None, None]).any()
+    assert (drawn.sort(-1).values.diff(dim=-1) > 0).all()  # distinct
+    assert torch.equal(drawn, other_relations(5, 30, 3, seed=0)) and not torch.equal(drawn, other_relations(5, 30, 3, seed=1))
+    every = other_relations(5, 400, 1, seed=0)  # uniform over the other four: each about 100 times an edited relation
+    counts = torch.stack([torch.bincount(every[r].flatten(), minlength=5) for r in range(5)])
+    assert (counts.diagonal() == 0).all() and counts.sum() - counts.diagonal().sum() == 2000 and counts.max() < 150
+    for bad in (0, 5):
+        with pytest.raises(ValueError, match=r"others_per_edit must be in \[1, R - 1 = 4\]"):
+            other_relations(5, 30, bad, seed=0)
+
+
+def float64_sweep_inputs(tmp_path, R=4):
+    """A trained run in float64 (no ties within rounding) and what `intervene` takes for it."""
+    config = TrainConfig(N=128, R=R, d=16, batch_size=128, max_steps=300, lr=3e-2)
+    run_sweep([config], tmp_path, progress=False)
+    trained = TrainedModel.load(tmp_path, config)
+    model = TrainedModel(config, {k: v.double() for k, v in trained.weights.items()})
+    train = split_subjects(config.N, 0.2, 1)
+    subjects = torch.nonzero(~train).flatten()
+    hidden, vectors = model.hidden_states(), model.attribute_vectors("unembedding")
+    maps = [W for W, _ in linear_readout(hidden, model.answers, vectors, train, 1e-3).maps]
+    return model, (hidden, model.answers, by_argmax(model.predict), maps, vectors, subjects,
+                   random_swaps(model.answers, subjects, 1), rank_grid(16, 4))
+
+
+def test_the_drawn_others_split_c_into_unbiased_parts(tmp_path):
+    # every other relation drawn, in a random order per edit, scores the same pairs as the full sweep; taking one
+    # position of that order at a time gives R - 1 estimates of C from disjoint pairs, whose mean is the full C
+    model, args = float64_sweep_inputs(tmp_path)
+    R, n = model.config.R, len(args[5])
+    full = intervene(*args)
+    order = other_relations(R, n, R - 1, seed=3)
+    assert intervene(*args, others=order) == full
+    parts = [intervene(*args, others=order[..., j : j + 1]) for j in range(R - 1)]
+    for i, s in enumerate(full):
+        assert all(part[i].follows == s.follows for part in parts)  # the edited relation is always scored
+        assert sum(part[i].stays for part in parts) / (R - 1) == pytest.approx(s.stays, abs=1e-12)
+    assert len({tuple(part[i].stays for i in range(len(full))) for part in parts}) > 1  # the parts do differ
+    sampled = selectivity_sweep(model, rank_grid(16, 4), seed=1, others_per_edit=1)
+    assert [s.k for s in sampled] == [s.k for s in full]
+    with pytest.raises(ValueError, match="others must be"):
+        intervene(*args, others=order[:, :5])
+    with pytest.raises(ValueError, match="others_per_edit must be None"):
+        selectivity_sweep(model, [1], others_per_edit=0)
+
+
+def test_others_per_edit_at_or_above_r_minus_1_is_every_other_relation(tmp_path):
+    model, args = float64_sweep_inputs(tmp_path, R=2)
+    ks = args[-1]
+    assert selectivity_sweep(model, ks, seed=1, others_per_edit=1) == selectivity_sweep(model, ks, seed=1) \
+        == selectivity_sweep(model, ks, seed=1, others_per_edit=5)
