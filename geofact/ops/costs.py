@@ -256,8 +256,16 @@ class Analysis:
         """Its predicted seconds on the calibration's device, by what takes them: "arithmetic" (TF32 and the recheck
         where it has TF32, float32 elsewhere), "memory" (the bytes its kernels move) and "launches"; the fused
         decisions (fused_decide) where that is CUDA with geofact's kernels switched on and a rate measured for them
-        on the card (`CountedRates.kernel_flops`), elsewhere their logits written and read."""
-        rate = calibration.matmul_flops
+        on the card (`CountedRates.kernel_flops`), elsewhere their logits written and read.
+
+        Its bytes and kernels are counted as a step's are (ANALYSIS_VALUES, geofact.training.dispatch_count), so they
+        are priced at the rates fitted to the timed steps' counts (`Calibration.counted`) where the card has them,
+        else at the formula's (until 2026-11-30 at the formula's always: on the H100 997 GB/s and 4.8 us a kernel,
+        against 1,456 GB/s and 3.3 us for counted work). No lease has timed a batched analysis: that its kernels (the
+        MLP's matmuls, its elementwise passes, topk and amin over the logits) move bytes at the step's rate is what
+        this assumes."""
+        rates = calibration.counted or calibration
+        rate = {**calibration.matmul_flops, **rates.matmul_flops}
         w = self.work
         tf32 = rate.get("tf32", rate["fp32"])
         arithmetic = w.flops / rate["fp32"] + (w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate
@@ -271,7 +279,7 @@ class Analysis:
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             arithmetic += w.kernel / tf32
             memory += w.logit_bytes
-        return {"arithmetic": arithmetic, "memory": memory / calibration.bandwidth, "launches": w.ops * calibration.op_seconds}
+        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth, "launches": w.ops * rates.op_seconds}
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds (`parts`, added)."""
@@ -739,8 +747,8 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
     lines = [f"calibration: {calibration.device}; {calibration.source}",
              "  matmul " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in calibration.matmul_flops.items())
              + f"; {calibration.bandwidth / 1e9:.0f} GB/s; {calibration.op_seconds * 1e6:.1f} us/op x "
-               f"{calibration.ops_per_step:.0f} ops/step" + (" (the analyses)" if counted else ""),
-             *([f"  steps by their counted work (this checkout's step on fake meta tensors): "
+               f"{calibration.ops_per_step:.0f} ops/step",
+             *([f"  steps and analyses by their counted work (this checkout's step on fake meta tensors): "
                 f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op, "
                 + kernel_rates(calibration.counted) + f"; {calibration.counted.source}"] if counted else []),
              "training is priced at each run's recorded stop where the lease records hold the run, else at its step "

@@ -517,6 +517,8 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d, fused, monke
     ks, n = rank_grid(d, 32), int((~split_subjects(N, 0.2, 0)).sum())
     logits = not fused
     priced = {"sweep": (_answered_bytes(c, len(ks) * R * R * n, logits=logits) + _ridge_bytes(c), 0.15),
+              # C from one other relation drawn per edit: the edited relation's query and one more scored
+              "sampled sweep": (_answered_bytes(c, len(ks) * R * min(2, R) * n, logits=logits) + _ridge_bytes(c), 0.15),
               "accuracy": (_answered_bytes(c, N * R, hidden=True, logits=logits), 0.2),  # the kernel's partials unpriced
               "zero-shot": (_ridge_bytes(c) + _answered_bytes(c, 2 * N * R, hidden=True, logits=logits), 0.2),
               "readouts": (4 * _ridge_bytes(c), 0.35)}
@@ -524,7 +526,9 @@ def test_the_analyses_bytes_are_priced_as_they_are_counted(N, R, d, fused, monke
     monkeypatch.setattr(dispatch_count, "ONE_KERNEL", {"rms_norm"})  # as CUDA runs torch's RMSNorm: one kernel
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = TrainedModel(c, {k: v.to("meta") for k, v in weights.items()})
-        for name, run in [("sweep", lambda: selectivity_sweep(model, ks)), ("accuracy", model.correct_fraction),
+        for name, run in [("sweep", lambda: selectivity_sweep(model, ks)),
+                          ("sampled sweep", lambda: selectivity_sweep(model, ks, others_per_edit=1)),
+                          ("accuracy", model.correct_fraction),
                           ("zero-shot", lambda: zero_shot(model, new)), ("readouts", lambda: model_readouts(model))]:
             with host_reads(Reads()), TrafficCounter() as counted, OneKernel(counted):
                 run()
@@ -538,7 +542,7 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     kernels, no logits moved; elsewhere, with GEOFACT_FUSED_CE=0 or no rate measured, at TF32's rate with the logits
     written and read."""
     from geofact.ops.calibration import CountedRates
-    from geofact.ops.costs import UNSURE_SHARE_SEEN, Analysis, _answered, _predict_flops
+    from geofact.ops.costs import UNSURE_SHARE_SEEN, Analysis, Work, _answered, _predict_flops
 
     small, large = TrainConfig(N=4096, R=16, d=32), TrainConfig(N=4096, R=16, d=768)
     assert _answered(large, 1000, "edits").kernel == 0 and _answered(large, 1000, "edits").logit_bytes == 0
@@ -547,9 +551,12 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     assert math.isclose(work.fast + work.kernel, _predict_flops(small, 1000)) and work.bytes == 4 * 1000 * 33 * 32
     # through the kernel the rows rechecked have their TF32 logits made again, whole: their FLOPs and bytes
     assert math.isclose(work.remade, share * _predict_flops(small, 1000)) and work.remade_bytes == share * work.logit_bytes
+    # the analyses' counted bytes and kernels at the counted steps' rates, not the formula's (0.5e12 B/s, 1e-5 s)
     counted = CountedRates(matmul_flops={"tf32": 4e14}, bandwidth=1e12, op_seconds=1e-6, source="test", kernel_flops=3e13)
-    cuda = Calibration(device="cuda (test)", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=1e12, op_seconds=1e-5,
+    cuda = Calibration(device="cuda (test)", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=0.5e12, op_seconds=1e-5,
                        ops_per_step=100.0, source="test", counted=counted)
+    assert math.isclose(Analysis("p", "w", 1, Work(ops=7.0)).seconds(cuda), 7e-6)
+    assert math.isclose(Analysis("p", "w", 1, Work(ops=7.0)).seconds(dataclasses.replace(cuda, counted=None)), 7e-5)
     rest = work.fast / 4e14 + work.rechecked / 5e13 + work.bytes / 1e12
     monkeypatch.setenv("GEOFACT_FUSED_CE", "1")
     remade = work.remade / 4e14 + work.remade_bytes / 1e12
@@ -562,3 +569,30 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     monkeypatch.setenv("GEOFACT_FUSED_CE", "1")  # no rate measured for geofact's kernels on the card: whole logits
     unmeasured = dataclasses.replace(cuda, counted=dataclasses.replace(counted, kernel_flops=None))
     assert math.isclose(Analysis("p", "w", 1, work).seconds(unmeasured), rest + work.kernel / 4e14 + work.logit_bytes / 1e12)
+
+
+def test_rank_sweeps_that_score_some_other_relations_per_edit_are_priced_for_the_queries_they_predict():
+    """With `others_per_edit` p a rank's edits predict R (1 + p) n queries, not R R n (geofact.analysis.interventions):
+    the decisions' FLOPs and bytes scale so, the readout fits do not."""
+    from geofact.analysis.interventions import rank_grid
+    from geofact.ops.costs import _answered
+
+    grid = dict(N=64, R_values=[8], d_values=[16], seeds=[0], lr=0.01, batch_size=64, max_steps=40)
+    params = dict(capacity_grid=grid, trajectory_grid=None, held_out=0.25, alpha=1e-3, rank_points=4, split_seed=0,
+                  erosion_control=None, spike_R=8, spike_d=16, spike_seeds=[0], spike_steps=40, spike_keep_every=None,
+                  spike_second=None, precision="fp32")
+
+    def sweep(others):
+        plan = plan_pages({"exp-interventions": {**params, "others_per_edit": others}}, H100_SPEC, lambda c: 64)[0]
+        return next(a for a in plan.analyses if a.what == "rank sweeps")
+
+    every, two, many = sweep(None), sweep(1), sweep(20)
+    c = TrainConfig(N=64, R=8, d=16, batch_size=64)
+    sweeps = 2 * every.states  # each run's one state, its final, swept for both targets
+    queries = len(rank_grid(16, 4)) * 8 * 16 * (8 - 2)  # ranks x edits (R n) x the queries an edit no longer asks
+    assert every.states == two.states == 2 and many.work == every.work  # p >= R - 1: every other relation
+    fewer = _answered(c, queries, "edits") * sweeps
+    for field in ("bytes", "fast", "kernel", "logit_bytes"):
+        assert getattr(fewer, field) > 0
+        assert getattr(every.work, field) - getattr(two.work, field) == pytest.approx(getattr(fewer, field))
+    assert two.work.flops == every.work.flops > 0  # the readout fits
