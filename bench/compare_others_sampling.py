@@ -22,13 +22,15 @@ import numpy as np
 
 
 def records(cache: Path) -> dict[tuple, dict]:
-    """{(config, step, held_out, rank_points): {others_per_edit: values}} of the interventions records."""
+    """{(config, step, commit, the other parameters): {others_per_edit: values}} of the interventions records."""
     by_state: dict[tuple, dict] = collections.defaultdict(dict)
     for path in cache.rglob("analyses/interventions/*.json"):
         record = json.loads(path.read_text())
         params = record["params"]
         if "others_per_edit" in params:
-            key = (json.dumps(record["config"], sort_keys=True), record["step"], params["held_out"], params["rank_points"])
+            # the commit, not the code hash: the hash reads the page's globals, others_per_edit among them
+            key = (json.dumps(record["config"], sort_keys=True), record["step"], record.get("provenance", {}).get("git_commit"),
+                   json.dumps({k: v for k, v in params.items() if k != "others_per_edit"}, sort_keys=True))
             by_state[key][params["others_per_edit"]] = record["values"]
     return by_state
 

@@ -81,7 +81,7 @@ from dataclasses import replace
 import numpy as np
 from matplotlib import pyplot as plt
 
-from geofact.analysis.interventions import Selectivity, rank_grid, selectivity_sweep
+from geofact.analysis.interventions import Selectivity, checked_others_per_edit, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, analyse_state, final_values,
@@ -110,8 +110,7 @@ for name, value in [("high", high), ("held_out", held_out), ("meaningful", meani
         raise ValueError(f"{name} must be in (0, 1], got {value}")
 if rank_points < 1:
     raise ValueError(f"rank_points must be >= 1, got {rank_points}")
-if others_per_edit is not None and (isinstance(others_per_edit, bool) or not isinstance(others_per_edit, int) or others_per_edit < 1):
-    raise ValueError(f"others_per_edit must be None (every other relation) or an integer >= 1, got {others_per_edit!r}")
+checked_others_per_edit(others_per_edit)
 if min_headroom not in headroom_cutoffs or high not in high_cutoffs:
     raise ValueError("headroom_cutoffs and high_cutoffs must include min_headroom and high")
 
@@ -149,22 +148,24 @@ report.number("min_headroom", min_headroom)
 report.number("n_judged", int(judged.sum()))
 
 # %%
-# C's count: every other relation after each edit, or `others_per_edit` of them drawn per edit (an unbiased estimate,
-# the same pairs at every rank); its binomial error (pairs taken as independent) beside the seeds' spread
+# C's count: every other relation after each edit, or `others_per_edit` of them drawn per edit (each other relation
+# equally likely, the same pairs at every rank); its binomial error (pairs taken as independent) beside the seeds' spread
 edited_n = max(1, round(held_out * grid.N))
 pairs = {R: R * edited_n * (R - 1 if others_per_edit is None else min(others_per_edit, R - 1)) for R in grid.R_values}
+sampled = any(pairs[R] < R * (R - 1) * edited_n for R in grid.R_values)
 stays_final = final_values(grid, points, "stays")["learned"]  # (R, d, seed), at the best rank
-c_error = [float(np.sqrt(c * (1 - c) / pairs[grid.R_values[i]])) for i, j in zip(*np.nonzero(judged)) for c in stays_final[i, j]]
+c_error = [float(np.sqrt(c * (1 - c) / pairs[grid.R_values[i]])) for i, j in zip(*np.nonzero(judged)) if pairs[grid.R_values[i]]
+           for c in stays_final[i, j]]
 seed_spread = [float(selectivity["learned"][i, j].std(ddof=1)) for i, j in zip(*np.nonzero(judged)) if len(grid.seeds) > 1]
-report.number("c_pairs_sampled", others_per_edit is not None and any(pairs[R] < R * (R - 1) * edited_n for R in grid.R_values),
-              glue=False)
+report.number("c_pairs_sampled", sampled, glue=False)
 report.number("c_error_max", max(c_error) if c_error else None, glue=False)
 display(Markdown(
-    ("**How C is counted.** After each edit every other relation's answer is checked: "
-     f"R (R - 1) n pairs a state (n = {edited_n} edited subjects a relation)" if others_per_edit is None else
-     f"**How C is counted.** After each edit, {others_per_edit} other relations drawn at random (the same at every rank) "
-     f"have their answers checked, not all R - 1: R min({others_per_edit}, R - 1) n pairs a state (n = {edited_n} edited "
-     "subjects a relation), an unbiased estimate of the full count (the unit test splits a full count into such draws)")
+    (f"**How C is counted.** After each edit, {others_per_edit} other relations drawn at random (each equally likely, "
+     f"the same at every rank) have their answers checked, not all R - 1: R min({others_per_edit}, R - 1) n pairs a "
+     f"state (n = {edited_n} edited subjects a relation), so C is estimated without bias (its best over the ranks sits a "
+     "little above the full count's: CHANGELOG, 2026-11-30)" if sampled else
+     "**How C is counted.** After each edit every other relation's answer is checked: "
+     f"R (R - 1) n pairs a state (n = {edited_n} edited subjects a relation)")
     + (f". Its binomial standard error at the judged cells' best rank is at most {max(c_error):.4f} (pairs taken as "
        "independent)" + (f"; the seeds' standard deviation of the best selectivity there has median {np.median(seed_spread):.4f}"
                          if seed_spread else "") if c_error else "")

@@ -65,16 +65,38 @@ class Selectivity:
         return (self.follows * self.stays) ** 0.5
 
 
+def checked_others_per_edit(value: object) -> int | None:
+    """`others_per_edit` as a rank sweep takes it: None (every other relation) or an integer >= 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"others_per_edit must be None (every other relation) or an integer >= 1, got {value!r}")
+    return value
+
+
 def other_relations(R: int, n: int, per_edit: int, seed: int) -> torch.Tensor:
     """For each edited relation e (R) and edited subject (n), `per_edit` distinct relations r' != e drawn uniformly
-    from the other R - 1, whose answers the edit must leave (C): (R, n, per_edit) ids, drawn on the host from `seed`."""
+    from the other R - 1 (each with probability per_edit / (R - 1)), whose answers the edit must leave (C):
+    (R, n, per_edit) ids, drawn on the host from `seed`."""
     if not 1 <= per_edit <= R - 1:
         raise ValueError(f"others_per_edit must be in [1, R - 1 = {R - 1}], got {per_edit}")
-    edited = torch.arange(R)
-    with on_host():
+    with on_host():  # the mask's indices too: made elsewhere (a fake or default device) they would index nothing
+        edited = torch.arange(R)
         keys = torch.rand(R, n, R, generator=torch.Generator().manual_seed(OTHERS_SEED + seed))
         keys[edited, :, edited] = 2.0  # past every uniform key: the edited relation is never drawn
         return keys.argsort(-1)[..., :per_edit]
+
+
+def _check_others(others: torch.Tensor, R: int, n: int) -> None:
+    """`others` must be (R, n, p) ids of p distinct relations other than the edited one per edit (checked where it is
+    host data: on a device the check would read it back)."""
+    if others.shape[:2] != (R, n) or not 1 <= others.shape[2] <= R - 1:
+        raise ValueError(f"others must be (R, n, p) = ({R}, {n}, 1 to {R - 1}) relation ids, got {tuple(others.shape)}")
+    if others.device.type != "cpu" or isinstance(others, torch._subclasses.FakeTensor):
+        return
+    with on_host():
+        valid = ((others >= 0) & (others < R)).all() and not (others == torch.arange(R)[:, None, None]).any() \
+            and not (others.sort(-1).values.diff(dim=-1) == 0).any()
+    if not valid:
+        raise ValueError("others must draw, per edit, distinct relations in [0, R) other than the edited one")
 
 
 def intervene(hidden: torch.Tensor, answers: torch.Tensor, answered: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -87,7 +109,8 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, answered: Callable[[t
     relation's target is the swap y', every other relation's its unchanged answer, which is all the counts ask.
     With `others` None every relation's query is scored after each edit, relation r's at index r of the slot axis
     (S = R); with `others` (R, n, p) (`other_relations`), the edited relation's query and those of the p relations
-    drawn for that edit (S = 1 + p): an unbiased estimate of C from R p n of its R (R - 1) n pairs, for which
+    drawn for that edit (S = 1 + p): C estimated from R p n of its R (R - 1) n pairs, each pair drawn with the same
+    probability p / (R - 1), so without bias (the best over ranks of such estimates sits a little higher), for which
     `answered` must read only the states, as a trained model's does (the state h(x, r) already holds r).
     maps[r] (d, m): the readout W_r; vectors (N, m): a_y. Each W_r is decomposed once for all ranks; each rank's
     edits of every relation are made in one batched matmul, and as many ranks as make at most `rows` edited states
@@ -100,19 +123,18 @@ def intervene(hidden: torch.Tensor, answers: torch.Tensor, answered: Callable[[t
     if not all(1 <= k <= S.shape[-1] for k in ks):
         raise ValueError(f"ks must be ranks in [1, {S.shape[-1]}] (the readouts' singular values), got {ks}")
     edited = torch.arange(R, device=device)
-    if others is None:  # slot r is relation r; the edited relation's slot is its own
-        scored = edited[None, :, None].expand(R, R, n)  # (R edited, S, n): the relation each slot queries
+    if others is None:  # slot r is relation r, the edited relation's slot its own: every edit's states are the same
+        h = hidden[:, subjects].expand(R, R, n, hidden.shape[-1])  # (R edited, S, n, d): the unedited scored states
+        targets = answers[:, subjects].expand(R, R, n).clone()  # (R edited, S, n)
         own = edited  # (R edited,): the slot of the edited relation's own query
     else:
-        if others.shape[:2] != (R, n) or not 1 <= others.shape[2] <= R - 1:
-            raise ValueError(f"others must be (R, n, m) = ({R}, {n}, 1 to {R - 1}) relation ids, got {tuple(others.shape)}")
-        scored = torch.cat([edited[:, None, None].expand(R, 1, n), others.to(device).transpose(1, 2)], 1)
+        _check_others(others, R, n)
+        scored = torch.cat([edited[:, None, None].expand(R, 1, n), others.to(device).transpose(1, 2)], 1)  # (R, S, n)
+        where = subjects[None, None].expand_as(scored)
+        h, targets = hidden[scored, where], answers[scored, where]
         own = torch.zeros_like(edited)
-    slots = scored.shape[1]
-    where = subjects[None, None].expand_as(scored)
-    h = hidden[scored, where]  # (R edited, S, n, d): the unedited state of each scored query
-    targets = answers[scored, where]  # (R edited, S, n): every scored relation keeps its answer ...
-    targets[edited, own] = new_answers.T  # ... but the edited one, which follows the swap
+    slots = h.shape[1]
+    targets[edited, own] = new_answers.T  # every scored relation keeps its answer but the edited one: the swap
     shifts = vectors[new_answers.T] - vectors[answers[:, subjects]]  # Delta a, (R, n, m)
     # Delta a W_r^+ at rank k = (Delta a Vh_r^T / S_r)[:k] U_r[:k]^T: the coordinates once, a matmul a rank
     coordinates = torch.bmm(shifts, Vh.transpose(1, 2)) / S[:, None, :]  # (R, n, q)
@@ -181,8 +203,7 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     d, R = model.config.d, model.config.R
     if not ks or not all(1 <= k <= d for k in ks):
         raise ValueError(f"ks must be a non-empty list of ranks in [1, d={d}], got {ks}")
-    if others_per_edit is not None and others_per_edit < 1:
-        raise ValueError(f"others_per_edit must be None (every other relation) or >= 1, got {others_per_edit}")
+    checked_others_per_edit(others_per_edit)
     train = split_subjects(model.config.N, held_out, seed)
     hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]

@@ -73,6 +73,9 @@ class CountedRates:
     # cuBLAS's FLOPs and as any op
     kernel_flops: float | None = None
     kernel_op_seconds: float | None = None
+    # a hypothetical the plan prints beside the fitted rates (geofact.ops.costs.kernels_as_ops, floor_calibration):
+    # geofact's kernels as fast as the card's other matmuls and ops, the analyses' fused decisions (fused_decide) too
+    kernels_as_ops: bool = False
 
     def seconds(self, counted: Mapping[str, float], precision: str) -> float:
         """A step's seconds from its count {"flops", "bytes", "ops", "kernel_flops", "kernel_ops"} (of the FLOPs and

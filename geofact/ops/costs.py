@@ -31,7 +31,7 @@ from geofact.precision import check_precision
 from geofact.training import fused_ce
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact import fast_paths
-from geofact.analysis.interventions import call_rows, rank_grid, ranks_per_call
+from geofact.analysis.interventions import call_rows, checked_others_per_edit, rank_grid, ranks_per_call
 from geofact.analysis.rechecked import CANDIDATES
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
@@ -258,20 +258,23 @@ class Analysis:
         decisions (fused_decide) where that is CUDA with geofact's kernels switched on and a rate measured for them
         on the card (`CountedRates.kernel_flops`), elsewhere their logits written and read.
 
-        Its bytes and kernels are counted as a step's are (ANALYSIS_VALUES, geofact.training.dispatch_count), so they
+        Its bytes and FLOPs are counted as a step's are (ANALYSIS_VALUES, geofact.training.dispatch_count), so they
         are priced at the rates fitted to the timed steps' counts (`Calibration.counted`) where the card has them,
-        else at the formula's (until 2026-11-30 at the formula's always: on the H100 997 GB/s and 4.8 us a kernel,
-        against 1,456 GB/s and 3.3 us for counted work). No lease has timed a batched analysis: that its kernels (the
-        MLP's matmuls, its elementwise passes, topk and amin over the logits) move bytes at the step's rate is what
-        this assumes."""
+        else at the formula's (until 2026-11-30 at the formula's always: on the H100 997 GB/s against 1,456 for counted
+        work). Its launches stay at the formula's rate (4.8 us a kernel on the H100): an analysis runs eagerly, where
+        the counted rate (3.3 us) is that of steps replayed as CUDA graphs. No lease has timed a batched analysis: that
+        its kernels (the MLP's matmuls, its elementwise passes, topk and amin over the logits) move bytes at the
+        step's rate is what this assumes."""
         rates = calibration.counted or calibration
-        rate = {**calibration.matmul_flops, **rates.matmul_flops}
+        rate = {k: rates.matmul_flops.get(k, v) for k, v in calibration.matmul_flops.items()}  # the policies it has
         w = self.work
         tf32 = rate.get("tf32", rate["fp32"])
         arithmetic = w.flops / rate["fp32"] + (w.fast / rate["tf32"] + w.rechecked / rate["fp32"] if "tf32" in rate
                                                else w.fast / rate["fp32"])
         memory = w.bytes
         kernel = calibration.counted.kernel_flops if calibration.counted else None
+        if kernel is None and calibration.counted and calibration.counted.kernels_as_ops:
+            kernel = tf32
         # GEOFACT_FUSED_CE switches geofact's kernels off ('0'); Triton is the node's whether or not the planner has it
         if calibration.device.startswith("cuda") and os.environ.get(fused_ce.ENV, "1") != "0" and kernel:
             arithmetic += w.kernel / kernel + w.remade / tf32
@@ -279,7 +282,7 @@ class Analysis:
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             arithmetic += w.kernel / tf32
             memory += w.logit_bytes
-        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth, "launches": w.ops * rates.op_seconds}
+        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth, "launches": w.ops * calibration.op_seconds}
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds (`parts`, added)."""
@@ -459,7 +462,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
 
     def shape(c: TrainConfig) -> tuple[int, int, int]:
         """The ranks swept, the edits a rank makes (each held-out subject's) and the queries scored per edit."""
-        others = params["others_per_edit"]
+        others = checked_others_per_edit(params.get("others_per_edit"))
         scored = c.R if others is None else 1 + min(others, c.R - 1)
         return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N)), scored
 
@@ -703,7 +706,8 @@ def floor_calibration(calibration: Calibration) -> Calibration | None:
     if card is None or calibration.counted is None:
         return None
     bandwidth, source = DATA_SHEET_BANDWIDTH[card], f"the {card}'s data-sheet rates"
-    counted = CountedRates(matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS, source=source)
+    counted = CountedRates(matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS, source=source,
+                           kernels_as_ops=True)
     return replace(calibration, matmul_flops=dict(DATA_SHEET_FLOPS), bandwidth=bandwidth, op_seconds=FLOOR_OP_SECONDS,
                    counted=counted, source=source)
 
@@ -713,7 +717,8 @@ def kernels_as_ops(calibration: Calibration) -> Calibration | None:
     dropped); None where it has none."""
     if calibration.counted is None or (calibration.counted.kernel_flops is None and calibration.counted.kernel_op_seconds is None):
         return None
-    return replace(calibration, counted=replace(calibration.counted, kernel_flops=None, kernel_op_seconds=None))
+    return replace(calibration, counted=replace(calibration.counted, kernel_flops=None, kernel_op_seconds=None,
+                                                kernels_as_ops=True))
 
 
 def other_rates(plans: list[PagePlan], calibration: Calibration, minutes: float = LEASE_MINUTES) -> list[str]:

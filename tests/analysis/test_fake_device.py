@@ -16,7 +16,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from geofact import fast_paths
-from geofact.analysis.interventions import rank_grid, selectivity_sweep
+from geofact.analysis.interventions import other_relations, rank_grid, selectivity_sweep
 from geofact.analysis.readout import READOUTS, model_readouts, model_readouts_cv
 from geofact.analysis.trained import TrainedModel
 from geofact.analysis.transfer import fresh_bijections, zero_shot
@@ -64,6 +64,16 @@ def test_cross_validated_readouts_read_once_per_penalty_search(fake_model):
     assert set(out) == {"s", "h"}
     # per feature: the (folds, alphas) scores, then the held-out accuracy at the chosen penalty
     assert [shape for call in reads.calls for shape, _ in call] == [(3, 2), (), (3, 2), ()]
+
+
+def test_the_other_relations_are_drawn_as_host_data_under_fake_tensors():
+    # drawn on the host with its indices: made on the fake device, the mask that keeps the edited relation out would
+    # index nothing, and about a quarter of the edits at R = 5 would score their own relation as another
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        drawn = other_relations(5, 400, 1, seed=0)
+    with on_host():
+        assert not isinstance(drawn, torch._subclasses.FakeTensor)
+        assert not (drawn == torch.arange(5)[:, None, None]).any()
 
 
 @pytest.mark.parametrize("others_per_edit", [None, 1])  # every other relation scored; one drawn per edit

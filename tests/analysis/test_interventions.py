@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from geofact import fast_paths
-from geofact.analysis.interventions import (by_argmax, intervene, other_relations, random_swaps, rank_grid,
+from geofact.analysis.interventions import (by_argmax, checked_others_per_edit, intervene, other_relations, random_swaps,
+                                           rank_grid,
                                            selectivity_sweep, truncated_pinv)
 from geofact.analysis.readout import linear_readout, nearest, split_subjects
 from geofact.analysis.rechecked import emulated_fast_logits
@@ -144,6 +145,33 @@ def test_other_relations_are_distinct_and_never_the_edited_one():
     for bad in (0, 5):
         with pytest.raises(ValueError, match=r"others_per_edit must be in \[1, R - 1 = 4\]"):
             other_relations(5, 30, bad, seed=0)
+
+
+def test_each_other_relation_is_drawn_with_the_same_probability():
+    # p = 2 of R - 1 = 4: each (edit, other relation) pair scored with probability 1/2, so C's estimate has no bias
+    drawn = other_relations(5, 4000, 2, seed=7)
+    hits = torch.stack([torch.bincount(drawn[e].flatten(), minlength=5) for e in range(5)]).double()  # (edited, drawn)
+    off = ~torch.eye(5, dtype=torch.bool)
+    assert (hits[~off] == 0).all() and (hits[off] - 2000).abs().max() < 5 * (4000 * 0.25) ** 0.5  # within 5 sd
+
+
+def test_a_draw_that_scores_the_edited_relation_or_one_twice_is_refused():
+    hidden, answers, vectors, predict, m = block_model(R=4)
+    subjects = torch.arange(6)
+    maps = [torch.eye(hidden.shape[-1], dtype=torch.float64)[:, r * m : (r + 1) * m] for r in range(4)]
+    swaps = random_swaps(answers, subjects, seed=1)
+    good = other_relations(4, 6, 2, seed=0)
+    own, twice, outside = good.clone(), good.clone(), good.clone()
+    own[1, 3, 0] = 1
+    twice[2, 0, 1] = twice[2, 0, 0]
+    outside[0, 0, 0] = 4
+    for bad in (own, twice, outside):
+        with pytest.raises(ValueError, match="distinct relations in \\[0, R\\) other than the edited one"):
+            intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, swaps, [m], others=bad)
+    for value in (0, True, 1.5, "2"):
+        with pytest.raises(ValueError, match="others_per_edit must be None"):
+            checked_others_per_edit(value)
+    assert checked_others_per_edit(None) is None and checked_others_per_edit(3) == 3
 
 
 def float64_sweep_inputs(tmp_path, R=4):

@@ -555,8 +555,14 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     counted = CountedRates(matmul_flops={"tf32": 4e14}, bandwidth=1e12, op_seconds=1e-6, source="test", kernel_flops=3e13)
     cuda = Calibration(device="cuda (test)", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=0.5e12, op_seconds=1e-5,
                        ops_per_step=100.0, source="test", counted=counted)
-    assert math.isclose(Analysis("p", "w", 1, Work(ops=7.0)).seconds(cuda), 7e-6)
-    assert math.isclose(Analysis("p", "w", 1, Work(ops=7.0)).seconds(dataclasses.replace(cuda, counted=None)), 7e-5)
+    # launches at the formula's rate either way (an analysis runs eagerly; the counted rate is graphs')
+    for calibration in (cuda, dataclasses.replace(cuda, counted=None)):
+        assert math.isclose(Analysis("p", "w", 1, Work(ops=7.0)).seconds(calibration), 7e-5)
+    assert math.isclose(Analysis("p", "w", 1, Work(bytes=1e12)).seconds(dataclasses.replace(cuda, counted=None)), 2.0)
+    # a policy the formula lacks is not taken from the counted fit (a card without TF32 does its matmuls in float32)
+    plain = Calibration(device="cpu", matmul_flops={"fp32": 1e11}, bandwidth=1e10, op_seconds=1e-5, ops_per_step=100.0,
+                        source="test", counted=dataclasses.replace(counted, matmul_flops={"fp32": 2e11, "tf32": 4e14}))
+    assert math.isclose(Analysis("p", "w", 1, Work(fast=4e11)).seconds(plain), 2.0)
     rest = work.fast / 4e14 + work.rechecked / 5e13 + work.bytes / 1e12
     monkeypatch.setenv("GEOFACT_FUSED_CE", "1")
     remade = work.remade / 4e14 + work.remade_bytes / 1e12
@@ -569,11 +575,15 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     monkeypatch.setenv("GEOFACT_FUSED_CE", "1")  # no rate measured for geofact's kernels on the card: whole logits
     unmeasured = dataclasses.replace(cuda, counted=dataclasses.replace(counted, kernel_flops=None))
     assert math.isclose(Analysis("p", "w", 1, work).seconds(unmeasured), rest + work.kernel / 4e14 + work.logit_bytes / 1e12)
+    # the plan's hypothetical of geofact's kernels as the card's other matmuls (`kernels_as_ops`): no logits written
+    as_ops = dataclasses.replace(cuda, counted=dataclasses.replace(counted, kernel_flops=None, kernels_as_ops=True))
+    assert math.isclose(Analysis("p", "w", 1, work).seconds(as_ops), rest + work.kernel / 4e14 + remade)
 
 
-def test_rank_sweeps_that_score_some_other_relations_per_edit_are_priced_for_the_queries_they_predict():
+def test_rank_sweeps_that_score_some_other_relations_per_edit_are_priced_for_the_queries_they_predict(monkeypatch):
     """With `others_per_edit` p a rank's edits predict R (1 + p) n queries, not R R n (geofact.analysis.interventions):
     the decisions' FLOPs and bytes scale so, the readout fits do not."""
+    from geofact.analysis import interventions
     from geofact.analysis.interventions import rank_grid
     from geofact.ops.costs import _answered
 
@@ -596,3 +606,11 @@ def test_rank_sweeps_that_score_some_other_relations_per_edit_are_priced_for_the
         assert getattr(fewer, field) > 0
         assert getattr(every.work, field) - getattr(two.work, field) == pytest.approx(getattr(fewer, field))
     assert two.work.flops == every.work.flops > 0  # the readout fits
+    # the calls: as many ranks a call as fit the device's rows, a rank's edits predicting R (1 + p) n queries
+    monkeypatch.setitem(interventions.PREDICT_LOGITS, "other", 3 * 8 * 16 * 64)  # 3 of R n = 128 edits a call
+    every, two = sweep(None), sweep(1)
+    ranks = len(rank_grid(16, 4))
+    calls = {None: ranks * math.ceil(8 * 16 * 8 / (3 * 8 * 16)), 1: math.ceil(ranks / 1) * math.ceil(8 * 16 * 2 / (3 * 8 * 16))}
+    assert every.work.ops - two.work.ops == pytest.approx(sweeps * 104.0 * (calls[None] - calls[1]))
+    with pytest.raises(ValueError, match="others_per_edit must be None"):
+        sweep(0)
