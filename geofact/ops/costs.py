@@ -775,6 +775,10 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
             parts = a.parts(calibration)
             lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{sum(parts.values()) / 60:7.2f} min  ("
                          + ", ".join(f"{name} {seconds / 60:.2f}" for name, seconds in parts.items()) + ")")
+    every = [a.parts(calibration) for plan in plans for a in plan.analyses]
+    if every:  # issue 47 bounds them as a whole
+        lines += ["", f"the analyses of every page: {sum(sum(p.values()) for p in every) / 60:.2f} min ("
+                  + ", ".join(f"{name} {sum(p[name] for p in every) / 60:.2f}" for name in every[0]) + ")"]
     lines += ["", f"order in leases of {minutes:g} min (a page cut by --budget resumes in the next lease):"]
     for page, page_minutes, ends, lease in lease_schedule(plans, minutes):
         lines.append(f"  {page:<22} {page_minutes:7.1f} min  ends at {ends:7.1f} min  (lease {lease})")

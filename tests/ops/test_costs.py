@@ -114,6 +114,10 @@ def test_the_spike_study_at_the_second_n_is_priced_with_the_second_grid_and_its_
                       "readouts of the spike study's states (N = 48)": 3 * 3 * per_run}
     params["exp-readout"]["spike_second"] = None
     assert not [g for g in plan_pages(params, H100_SPEC, lambda c: 64)[0].groups if "N = 48" in g.what]
+    # the plan adds up every page's analyses (issue 47 bounds them as a whole)
+    from geofact.ops.costs import format_plan
+
+    assert f"the analyses of every page: {readout.analysis_seconds / 60:.2f} min (arithmetic" in format_plan([readout], H100_SPEC)
 
 
 def test_d_min_trials_decided_at_their_crossing_are_priced_below_their_budget_with_their_checks():
