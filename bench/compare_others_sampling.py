@@ -22,14 +22,16 @@ import numpy as np
 
 
 def records(cache: Path) -> dict[tuple, dict]:
-    """{(config, step, commit, the other parameters): {others_per_edit: values}} of the interventions records."""
+    """{(config, step, the modules' hashes, the other parameters): {others_per_edit: values}} of the interventions
+    records."""
     by_state: dict[tuple, dict] = collections.defaultdict(dict)
     for path in cache.rglob("analyses/interventions/*.json"):
         record = json.loads(path.read_text())
         params = record["params"]
         if "others_per_edit" in params:
-            # the commit, not the code hash: the hash reads the page's globals, others_per_edit among them
-            key = (json.dumps(record["config"], sort_keys=True), record["step"], record.get("provenance", {}).get("git_commit"),
+            # the hashes of the modules the analysis read, not the code hash (which reads the page's globals,
+            # others_per_edit among them), nor the commit (a record is reused while its modules stay the same)
+            key = (json.dumps(record["config"], sort_keys=True), record["step"], json.dumps(record.get("modules"), sort_keys=True),
                    json.dumps({k: v for k, v in params.items() if k != "others_per_edit"}, sort_keys=True))
             by_state[key][params["others_per_edit"]] = record["values"]
     return by_state
@@ -56,7 +58,8 @@ def compare(by_state: dict[tuple, dict], p: int) -> dict:
 
     if not best:
         raise ValueError(f"no state was swept both with every other relation and with others_per_edit = {p} (< R - 1)")
-    return {"p": p, "states": len(best), "C_every_rank": summary(rank_c), "best_selectivity": summary(best),
+    unmatched = sum(1 for by in by_state.values() if (None in by) != (p in by))
+    return {"p": p, "states": len(best), "unmatched_states": unmatched, "C_every_rank": summary(rank_c), "best_selectivity": summary(best),
             "best_selectivity_by_R": {R: summary(v) for R, v in sorted(per_R.items())}}
 
 

@@ -88,13 +88,15 @@ def other_relations(R: int, n: int, per_edit: int, seed: int) -> torch.Tensor:
 def _check_others(others: torch.Tensor, R: int, n: int) -> None:
     """`others` must be (R, n, p) ids of p distinct relations other than the edited one per edit (checked where it is
     host data: on a device the check would read it back)."""
-    if others.shape[:2] != (R, n) or not 1 <= others.shape[2] <= R - 1:
-        raise ValueError(f"others must be (R, n, p) = ({R}, {n}, 1 to {R - 1}) relation ids, got {tuple(others.shape)}")
+    if others.ndim != 3 or others.shape[:2] != (R, n) or not 1 <= others.shape[2] <= R - 1 \
+            or others.dtype.is_floating_point or others.dtype == torch.bool:
+        raise ValueError(f"others must be (R, n, p) = ({R}, {n}, 1 to {R - 1}) integer relation ids, got "
+                         f"{tuple(others.shape)} {others.dtype}")
     if others.device.type != "cpu" or isinstance(others, torch._subclasses.FakeTensor):
         return
     with on_host():
-        valid = ((others >= 0) & (others < R)).all() and not (others == torch.arange(R)[:, None, None]).any() \
-            and not (others.sort(-1).values.diff(dim=-1) == 0).any()
+        valid = bool(((others >= 0) & (others < R)).all()) and not bool((others == torch.arange(R)[:, None, None]).any()) \
+            and not bool((others.sort(-1).values.diff(dim=-1) == 0).any())
     if not valid:
         raise ValueError("others must draw, per edit, distinct relations in [0, R) other than the edited one")
 

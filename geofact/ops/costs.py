@@ -261,10 +261,11 @@ class Analysis:
         Its bytes and FLOPs are counted as a step's are (ANALYSIS_VALUES, geofact.training.dispatch_count), so they
         are priced at the rates fitted to the timed steps' counts (`Calibration.counted`) where the card has them,
         else at the formula's (until 2026-11-30 at the formula's always: on the H100 997 GB/s against 1,456 for counted
-        work). Its launches stay at the formula's rate (4.8 us a kernel on the H100): an analysis runs eagerly, where
-        the counted rate (3.3 us) is that of steps replayed as CUDA graphs. No lease has timed a batched analysis: that
-        its kernels (the MLP's matmuls, its elementwise passes, topk and amin over the logits) move bytes at the
-        step's rate is what this assumes."""
+        work). Its launches are priced at the larger of the two fitted rates a launch, the formula's (4.8 us on the
+        H100; the counted fit's is 3.3): both were fitted to steps replayed as CUDA graphs, and an analysis runs
+        eagerly, whose launches H100_SPEC's note puts near 8 us. No lease has timed a batched analysis: that its kernels
+        (the MLP's matmuls, its elementwise passes, topk and amin over the logits) move bytes at the step's rate, and
+        launch at that rate, is what this assumes."""
         rates = calibration.counted or calibration
         rate = {k: rates.matmul_flops.get(k, v) for k, v in calibration.matmul_flops.items()}  # the policies it has
         w = self.work
@@ -282,7 +283,7 @@ class Analysis:
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             arithmetic += w.kernel / tf32
             memory += w.logit_bytes
-        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth, "launches": w.ops * calibration.op_seconds}
+        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth, "launches": w.ops * max(calibration.op_seconds, rates.op_seconds)}
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds (`parts`, added)."""

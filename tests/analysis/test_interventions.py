@@ -1,5 +1,6 @@
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from geofact import fast_paths
 from geofact.analysis.interventions import (by_argmax, checked_others_per_edit, intervene, other_relations, random_swaps,
@@ -167,6 +168,12 @@ def test_a_draw_that_scores_the_edited_relation_or_one_twice_is_refused():
     outside[0, 0, 0] = 4
     for bad in (own, twice, outside):
         with pytest.raises(ValueError, match="distinct relations in \\[0, R\\) other than the edited one"):
+            intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, swaps, [m], others=bad)
+        with FakeTensorMode(allow_non_fake_inputs=True):  # host data under fake tensors: checked, never read as fake
+            with pytest.raises(ValueError, match="distinct relations"):
+                intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, swaps, [m], others=bad)
+    for bad in (good[..., 0], good[None], good.double(), good > 0):
+        with pytest.raises(ValueError, match="integer relation ids"):
             intervene(hidden, answers, by_argmax(predict), maps, vectors, subjects, swaps, [m], others=bad)
     for value in (0, True, 1.5, "2"):
         with pytest.raises(ValueError, match="others_per_edit must be None"):

@@ -559,7 +559,7 @@ def test_decisions_the_fused_kernel_makes_are_priced_at_its_rate_on_cuda_and_as_
     counted = CountedRates(matmul_flops={"tf32": 4e14}, bandwidth=1e12, op_seconds=1e-6, source="test", kernel_flops=3e13)
     cuda = Calibration(device="cuda (test)", matmul_flops={"fp32": 5e13, "tf32": 4e14}, bandwidth=0.5e12, op_seconds=1e-5,
                        ops_per_step=100.0, source="test", counted=counted)
-    # launches at the formula's rate either way (an analysis runs eagerly; the counted rate is graphs')
+    # launches at the larger of the two fitted rates (both fitted to graph-replayed steps; an analysis runs eagerly)
     for calibration in (cuda, dataclasses.replace(cuda, counted=None)):
         assert math.isclose(Analysis("p", "w", 1, Work(ops=7.0)).seconds(calibration), 7e-5)
     assert math.isclose(Analysis("p", "w", 1, Work(bytes=1e12)).seconds(dataclasses.replace(cuda, counted=None)), 2.0)
