@@ -160,7 +160,8 @@ seed_spread = [float(selectivity["learned"][i, j].std(ddof=1)) for i, j in zip(*
 report.number("c_pairs_sampled", sampled, glue=False)
 report.number("c_error_max", max(c_error) if c_error else None, glue=False)
 display(Markdown(
-    (f"**How C is counted.** After each edit, {others_per_edit} other relations drawn at random (each equally likely, "
+    (f"**How C is counted.** After each edit, {others_per_edit} other relation{'s' if others_per_edit != 1 else ''} "
+     "drawn at random (each equally likely, "
      f"the same at every rank) have their answers checked, not all R - 1: R min({others_per_edit}, R - 1) n pairs a "
      f"state (n = {edited_n} edited subjects a relation), so C is estimated without bias (its best over the ranks sits a "
      "little above the full count's: CHANGELOG, 2026-11-30)" if sampled else
