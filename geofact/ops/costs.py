@@ -760,6 +760,7 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
              "training is priced at each run's recorded stop where the lease records hold the run, else at its step "
              "budget (an upper bound; d_min trials with an accuracy stop at what they are expected to train); '~' marks "
              "runs that are a guess", ""]
+    every = []  # each analysis's parts, as its line prints them
     for plan in plans:
         lines.append(f"{plan.page}: {plan.seconds / 60:.1f} min (training {plan.training_seconds / 60:.1f}, "
                      f"analyses {plan.analysis_seconds / 60:.1f})")
@@ -774,9 +775,9 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
                          f"{sum(seconds) / 60:7.2f} min{stops}")
         for a in plan.analyses:
             parts = a.parts(calibration)
+            every.append(parts)
             lines.append(f"    {a.what:<36} {a.states:>4} states{'':<40}{sum(parts.values()) / 60:7.2f} min  ("
                          + ", ".join(f"{name} {seconds / 60:.2f}" for name, seconds in parts.items()) + ")")
-    every = [a.parts(calibration) for plan in plans for a in plan.analyses]
     if every:  # issue 47 bounds them as a whole
         lines += ["", f"the analyses of every page: {sum(sum(p.values()) for p in every) / 60:.2f} min ("
                   + ", ".join(f"{name} {sum(p[name] for p in every) / 60:.2f}" for name in every[0]) + ")"]
