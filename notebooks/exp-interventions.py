@@ -81,7 +81,7 @@ from dataclasses import replace
 import numpy as np
 from matplotlib import pyplot as plt
 
-from geofact.analysis.interventions import Selectivity, checked_others_per_edit, rank_grid, selectivity_sweep
+from geofact.analysis.interventions import Selectivity, checked_others_per_edit, others_scored, rank_grid, selectivity_sweep
 from geofact.analysis.judging import cutoff_table, format_table, grid_state
 from geofact.evidence import Contrast, Estimate, Range, t_interval, universal
 from geofact.analysis.trajectory import (READINGS, analyse_grid, analyse_readings, analyse_state, final_values,
@@ -151,7 +151,7 @@ report.number("n_judged", int(judged.sum()))
 # C's count: every other relation after each edit, or `others_per_edit` of them drawn per edit (each other relation
 # equally likely, the same pairs at every rank); its binomial error (pairs taken as independent) beside the seeds' spread
 edited_n = max(1, round(held_out * grid.N))
-pairs = {R: R * edited_n * (R - 1 if others_per_edit is None else min(others_per_edit, R - 1)) for R in grid.R_values}
+pairs = {R: R * edited_n * others_scored(R, others_per_edit) for R in grid.R_values}
 sampled = any(pairs[R] < R * (R - 1) * edited_n for R in grid.R_values)
 stays_final = final_values(grid, points, "stays")["learned"]  # (R, d, seed), at the best rank
 c_error = [float(np.sqrt(c * (1 - c) / pairs[grid.R_values[i]])) for i, j in zip(*np.nonzero(judged)) if pairs[grid.R_values[i]]

@@ -72,6 +72,12 @@ def checked_others_per_edit(value: object) -> int | None:
     return value
 
 
+def others_scored(R: int, others_per_edit: int | None) -> int:
+    """How many other relations' answers a rank sweep checks after each edit: all R - 1, or `others_per_edit` of them
+    where that is fewer."""
+    return R - 1 if others_per_edit is None else min(checked_others_per_edit(others_per_edit), R - 1)
+
+
 def other_relations(R: int, n: int, per_edit: int, seed: int) -> torch.Tensor:
     """For each edited relation e (R) and edited subject (n), `per_edit` distinct relations r' != e drawn uniformly
     from the other R - 1 (each with probability per_edit / (R - 1)), whose answers the edit must leave (C):
@@ -205,15 +211,14 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     d, R = model.config.d, model.config.R
     if not ks or not all(1 <= k <= d for k in ks):
         raise ValueError(f"ks must be a non-empty list of ranks in [1, d={d}], got {ks}")
-    checked_others_per_edit(others_per_edit)
+    drawn = others_scored(R, others_per_edit)  # checked before any work
     train = split_subjects(model.config.N, held_out, seed)
     hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
     with on_host():
         subjects = torch.nonzero(~train).flatten()
     new = random_swaps(answers, subjects, seed)
-    others = None if others_per_edit is None or others_per_edit >= R - 1 else \
-        other_relations(R, len(subjects), others_per_edit, seed)
+    others = None if drawn == R - 1 else other_relations(R, len(subjects), drawn, seed)
     rows = call_rows(model.config.N, model.device.type)
     return intervene(hidden, answers, in_calls(model.answered, rows), maps, vectors, subjects, new, ks, rows, others)
 

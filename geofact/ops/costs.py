@@ -31,7 +31,7 @@ from geofact.precision import check_precision
 from geofact.training import fused_ce
 from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact import fast_paths
-from geofact.analysis.interventions import call_rows, checked_others_per_edit, rank_grid, ranks_per_call
+from geofact.analysis.interventions import call_rows, others_scored, rank_grid, ranks_per_call
 from geofact.analysis.rechecked import CANDIDATES
 from geofact.ops.pack import read_run_records
 from geofact.ops.step_counts import StepCounts
@@ -463,8 +463,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
 
     def shape(c: TrainConfig) -> tuple[int, int, int]:
         """The ranks swept, the edits a rank makes (each held-out subject's) and the queries scored per edit."""
-        others = checked_others_per_edit(params.get("others_per_edit"))
-        scored = c.R if others is None else 1 + min(others, c.R - 1)
+        scored = 1 + others_scored(c.R, params.get("others_per_edit"))  # the edited relation's query and the others'
         return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N)), scored
 
     def sweep(c: TrainConfig) -> Work:  # ranks x relations edits, each predicting the scored relations' queries
