@@ -170,14 +170,14 @@ def module_hashes(package: Path) -> dict[str, str]:
             for path in _analysed(package) if (package / path).is_file()}
 
 
-def analysis_code_hash(analyse: Callable) -> str:
-    """sha256 of the code an analysis runs: the modules `analysis_modules` finds, the function's own source and
-    that of the functions of its module it calls, and the plain values they read there (the package's modules
-    without their prose: `code_without_prose`, kept by their text, so that a grid's thousands of states do not
-    parse the package each)."""
+def analysis_code_hash(analyse: Callable, modules: list[str] | None = None) -> str:
+    """sha256 of the code an analysis runs: the modules `analysis_modules` finds (`modules`, where the caller has
+    them already), the function's own source and that of the functions of its module it calls, and the plain values
+    they read there (the package's modules without their prose: `code_without_prose`, kept by their text, so that a
+    grid's thousands of states do not parse the package each)."""
     package = Path(geofact.__file__).parent
     h = hashlib.sha256()
-    for path in analysis_modules(analyse, package):
+    for path in analysis_modules(analyse, package) if modules is None else modules:
         h.update(path.encode() + code_without_prose((package / path).read_text()).encode())
     for part in _code_and_globals(analyse):
         h.update(part.encode())

@@ -34,12 +34,13 @@ quarter of each call's rows was rechecked and a state with more fell back to a f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import torch
 
 from geofact.analysis.readout import linear_readout, split_subjects
-from geofact.analysis.trained import Target, TrainedModel
+from geofact.analysis.trained import Target, TrainedModel, task_answers
 from geofact.host import on_host, to_host
 
 PREDICT_LOGITS = {"cpu": 2**24, "other": 2**30}  # logits a prediction call holds at once, by device kind (4 GiB of float32)
@@ -197,6 +198,21 @@ def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> to
     return (answers[:, subjects.to(answers.device)].T + offset.to(answers.device)) % N
 
 
+@lru_cache(maxsize=8)  # a grid's states come run by run: a run's states, and both targets' sweeps, share one draw
+def edits(N: int, R: int, task_seed: int, held_out: float, seed: int, drawn: int
+          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """A rank sweep's edits of the task drawn from `task_seed` (geofact.analysis.trained.task_answers): the held-out
+    subjects (n,) (`split_subjects`), a swap of each per relation (n, R) (`random_swaps`) and the `drawn` other
+    relations each edit scores, (R, n, drawn) (`other_relations`; None where that is every other one), all drawn on
+    the host from `seed`. They depend on these numbers alone, so each is drawn once for a run's states: 51 ms at the
+    paper's N = 4096, R = 16 on a CPU, which every sweep paid until 2026-11-30 while a GPU lease's device waited. Real
+    CPU tensors even under the tests' fake tensors (geofact.host.on_host); `intervene` only reads them."""
+    with on_host():
+        subjects = torch.nonzero(~split_subjects(N, held_out, seed)).flatten()
+        new = random_swaps(task_answers(N, R, task_seed), subjects, seed)
+        return subjects, new, None if drawn == R - 1 else other_relations(R, len(subjects), drawn, seed)
+
+
 def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2, alpha: float = 1e-3,
                       seed: int = 0, target: Target = "unembedding", others_per_edit: int | None = None
                       ) -> list[Selectivity]:
@@ -215,10 +231,7 @@ def selectivity_sweep(model: TrainedModel, ks: list[int], held_out: float = 0.2,
     train = split_subjects(model.config.N, held_out, seed)
     hidden, answers, vectors = model.hidden_states(), model.answers, model.attribute_vectors(target)
     maps = [W for W, _ in linear_readout(hidden, answers, vectors, train, alpha).maps]
-    with on_host():
-        subjects = torch.nonzero(~train).flatten()
-    new = random_swaps(answers, subjects, seed)
-    others = None if drawn == R - 1 else other_relations(R, len(subjects), drawn, seed)
+    subjects, new, others = edits(model.config.N, R, model.config.bijection_seed, held_out, seed, drawn)
     rows = call_rows(model.config.N, model.device.type)
     return intervene(hidden, answers, in_calls(model.answered, rows), maps, vectors, subjects, new, ks, rows, others)
 

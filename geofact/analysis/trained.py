@@ -17,7 +17,7 @@ once per result (tests/analysis/test_fake_device.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -38,6 +38,16 @@ TARGETS: dict[str, str] = {
 }
 
 
+@lru_cache(maxsize=8)  # a grid's states come run by run: a run's states, and the runs of one task, share one table
+def task_answers(N: int, R: int, seed: int) -> torch.Tensor:
+    """(R, N): the bijections of the task drawn from `seed`, on the host, drawn and validated once per task: 21 ms at
+    the paper's N = 4096, R = 16 on a CPU, which every state of a mechanism page paid until 2026-11-30 while a GPU
+    lease's device waited. Real CPU tensors even under the tests' fake tensors (geofact.host.on_host); callers copy
+    them (`TrainedModel.answers`) or only read them."""
+    with on_host():
+        return torch.as_tensor(SharedAttributeTask.random(N, R, seed).bijections)
+
+
 @dataclass(frozen=True)
 class TrainedModel:
     config: TrainConfig
@@ -56,13 +66,11 @@ class TrainedModel:
     def device(self) -> torch.device:
         return self.weights["E_ent"].device
 
-    @cached_property  # drawn and validated once: every analysis and accuracy() reads it
+    @cached_property  # moved once: every analysis and accuracy() reads it
     def answers(self) -> torch.Tensor:
-        """(R, N): g_r(x), the bijections the run was trained on (on the model's device)."""
+        """(R, N): g_r(x), the bijections the run was trained on (on the model's device, a copy of `task_answers`)."""
         c = self.config
-        with on_host():
-            table = torch.as_tensor(SharedAttributeTask.random(c.N, c.R, c.bijection_seed).bijections)
-        return table.to(self.device)
+        return task_answers(c.N, c.R, c.bijection_seed).to(self.device, copy=True)
 
     @property
     def subject_embeddings(self) -> torch.Tensor:

@@ -14,11 +14,14 @@ is its final one, so `value_at_steps` carries the final value forward.
 Each state's analysis is cached as a JSON record (`analysis_path`) under the analysis' name, its
 parameters and a hash of the code it reads (geofact.code_hash.analysis_code_hash), so that a page executes from records alone (without the
 weights, which stay on the machine that trained them: `geofact pack`), and a change of parameters or
-code computes afresh.
+code computes afresh. A record computed since 2026-11-30 also holds its wall seconds (`seconds`: loading the
+weights, the state's accuracy, the analysis), which `geofact plan --check` sets against the plan's price of the
+same state (geofact.ops.costs.analysis_errors).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -90,8 +93,8 @@ class Stamp:
     states a page each paid until 2026-11-30 (about 10 s of a GPU lease's host time a mechanism page)."""
 
     def __init__(self, analyse: Callable[[TrainedModel], dict[str, Any]], device: str | torch.device) -> None:
-        self.code = analysis_code_hash(analyse)
         self.modules = analysis_modules(analyse)  # recorded, so that an unpacked record says what keyed it
+        self.code = analysis_code_hash(analyse, self.modules)
         self.device = as_device(device)
         self._origin: dict | None = None
 
@@ -115,11 +118,18 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
         if past_deadline():  # a lease's analyses stop with its budget, like its training: the states done are cached
             raise BudgetSpent(f"time budget spent before the {name} analysis of run {config.key()} at "
                               f"{'its stop' if step is None else f'step {step}'}; the states analysed so far are cached")
+        start = time.perf_counter()
         model = TrainedModel.load(cache_dir, config, step, device)
-        accuracy = final_accuracy if step is None and final_accuracy is not None else model.accuracy()
+        loaded = time.perf_counter()
+        given = step is None and final_accuracy is not None
+        accuracy = final_accuracy if given else model.accuracy()
+        measured = time.perf_counter()
+        values = to_jsonable(analyse(model))  # read back to the host, so the device's work is done when it returns
+        seconds = {"load": loaded - start, "accuracy": None if given else measured - loaded,
+                   "analysis": time.perf_counter() - measured}
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
-                  "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": to_jsonable(analyse(model)),
-                  "provenance": stamp.origin()}
+                  "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": values,
+                  "seconds": seconds, "provenance": stamp.origin()}
         write_json(path, record)
     return record
 

@@ -28,11 +28,10 @@ from pathlib import Path
 import torch
 
 from geofact.analysis.readout import linear_readout
-from geofact.analysis.trained import TARGETS, Target, TrainedModel
+from geofact.analysis.trained import TARGETS, Target, TrainedModel, task_answers
 from geofact.host import as_device, on_host, to_host
 from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, write_json
-from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import INIT_STD
 from geofact.training.resume import BudgetSpent
@@ -106,9 +105,9 @@ def new_answers(config: TransferConfig) -> torch.Tensor:
 
 
 def fresh_bijections(N: int, R: int, seed: int) -> torch.Tensor:
-    """(R, N): bijections g' drawn as the task draws them, from another seed (on the host)."""
-    with on_host():
-        return torch.as_tensor(SharedAttributeTask.random(N, R, seed).bijections)
+    """(R, N): bijections g' drawn as the task draws them, from another seed (on the host; drawn once per seed,
+    `task_answers`, which callers only read)."""
+    return task_answers(N, R, seed)
 
 
 def smart_inits(model: TrainedModel, new: torch.Tensor, alpha: float = 1e-3,

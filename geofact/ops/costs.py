@@ -33,7 +33,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact import fast_paths
 from geofact.analysis.interventions import call_rows, others_scored, rank_grid, ranks_per_call
 from geofact.analysis.rechecked import CANDIDATES
-from geofact.ops.pack import read_run_records
+from geofact.ops.pack import read_analysis_records, read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
@@ -241,6 +241,59 @@ def _accuracy(c: TrainConfig) -> Work:
     return _answered(c, c.N * c.R, "facts") + Work(ops=ACCURACY_KERNELS)
 
 
+def readouts_work(c: TrainConfig, held_out: float) -> Work:
+    """A state of exp-readout's readouts: the four readouts (geofact.analysis.readout.READOUTS) of each target,
+    unembedding and embedding (priced as one target until 2026-11-30); kernels as counted on fake meta tensors
+    (N = 512, d = 64), the relations' ridge fits batched: 183 a target whatever R (until 2026-11-29 a fit per
+    relation, 326 at R = 2 and 2,118 at R = 16, priced at 48 R)."""
+    return Work(flops=4 * _ridge(c, 1 - held_out, held_out), ops=200.0, bytes=4 * _ridge_bytes(c)) * 2
+
+
+def cv_readouts_work(c: TrainConfig, held_out: float, alphas: int, folds: int) -> Work:
+    """A state of exp-readout's cross-validated readouts: `alphas` penalties x `folds` folds of both readouts
+    (2,789 kernels at 30 fits)."""
+    fits = alphas * folds
+    fold_scored = (1 - held_out) / folds  # a fold's share of the training subjects is scored
+    fold_fit = 1 - held_out - fold_scored
+    return Work(flops=2 * fits * _ridge(c, fold_fit, fold_scored), ops=2 * fits * 46.0, bytes=2 * fits * _ridge_bytes(c))
+
+
+def sweep_work(c: TrainConfig, rank_points: int, held_out: float, others_per_edit: int | None) -> Work:
+    """A rank sweep of one state (geofact.analysis.interventions.selectivity_sweep): ranks x relations edits of each
+    held-out subject, each predicting the scored relations' queries (the edited one and `others_scored`), in calls as
+    `intervene` makes them on a GPU. Kernels (non-view ops, metadata queries apart) as counted on fake meta tensors
+    at N = 512, d = 64, 33 ranks: 227 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole
+    one taken): the readout fit and decompositions, two a rank, 104 a call (98 until 2026-11-30, when each row's
+    target joined the recheck's rule). Until 2026-11-29 a call per rank and relation, and a pseudoinverse and readout
+    fit per relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank."""
+    ranks, edited = len(rank_grid(c.d, rank_points)), c.R * max(1, round(held_out * c.N))
+    scored = 1 + others_scored(c.R, others_per_edit)  # the edited relation's query and the others'
+    rows = call_rows(c.N, "cuda")
+    per_call = ranks_per_call(rows, scored * edited)
+    calls = math.ceil(ranks / per_call) * math.ceil(per_call * scored * edited / rows)
+    return (Work(flops=_ridge(c, 1 - held_out, held_out), ops=55.0 + 2.0 * ranks + 104.0 * calls, bytes=_ridge_bytes(c))
+            + _answered(c, ranks * scored * edited, "edits"))
+
+
+def transfer_work(c: TrainConfig) -> Work:
+    """A state of exp-freeze-transfer's zero-shot transfer: for each target, the maps fitted on all subjects, none
+    scored, and two accuracies; kernels as counted (the accuracies' recheck and a whole row taken): 304 at R = 2, 332
+    at R = 16 (142 and 170 in float32 alone, as until 2026-11-30; 652 with a fit per relation, priced at 40)."""
+    return (Work(flops=_ridge(c, 1.0, 0.0), ops=2.0 * c.R + 300.0, bytes=_ridge_bytes(c))
+            + _answered(c, 2 * c.N * c.R, "facts")) * 2
+
+
+# The plan's price of one state of each analysis the mechanism pages record (geofact.analysis.trajectory, by the
+# name they record it under), from the record's own parameters: (its work, the times over at a run's final state,
+# where exp-interventions sweeps the embedding target too)
+STATE_WORK: dict[str, tuple[Callable[[TrainConfig, dict], Work], float]] = {
+    "interventions": (lambda c, p: sweep_work(c, p["rank_points"], p["held_out"], p.get("others_per_edit")), 2.0),
+    "readouts": (lambda c, p: readouts_work(c, p["held_out"]), 1.0),
+    "readouts-cv": (lambda c, p: cv_readouts_work(c, p["held_out"], len(p["alphas"]), p["folds"]), 1.0),
+    "zero-shot-transfer": (lambda c, p: transfer_work(c), 1.0),
+}
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Per-model analyses of a page over `states` model states, `work` in all (`columns`: of it, (d, work) per column
@@ -438,22 +491,14 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
         study = [job[0] for job in kept_jobs(grid, R, d, seeds, params["spike_steps"], params["spike_keep_every"])]
         groups += groups_of("exp-readout", f"spike study at N = {grid.N} (its kept recipes)", study, lambda c: len(study),
                             guess=True, stops=False)
-    fits = len(params["cv_alphas"]) * params["cv_folds"]
     held_out = params["held_out"]
-    fold_scored = (1 - held_out) / params["cv_folds"]  # a fold's share of the training subjects is scored
-    fold_fit = 1 - held_out - fold_scored
 
     def readouts(c: TrainConfig) -> Work:
-        # the four readouts (geofact.analysis.readout.READOUTS) of each target, unembedding and embedding (priced as
-        # one target until 2026-11-30); kernels as counted on fake meta tensors (N = 512, d = 64), the relations'
-        # ridge fits batched: 183 a target whatever R (until 2026-11-29 a fit per relation, 326 at R = 2 and 2,118 at
-        # R = 16, priced at 48 R)
-        return Work(flops=4 * _ridge(c, 1 - held_out, held_out), ops=200.0, bytes=4 * _ridge_bytes(c)) * 2
+        return readouts_work(c, held_out)
 
     return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
-                               lambda c: Work(flops=2 * fits * _ridge(c, fold_fit, fold_scored), ops=2 * fits * 46.0,
-                                              bytes=2 * fits * _ridge_bytes(c)),  # 2,789 kernels at 30 fits
+                               lambda c: cv_readouts_work(c, held_out, len(params["cv_alphas"]), params["cv_folds"]),
                                final_only=True),
                     *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
 
@@ -461,24 +506,8 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
 def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
 
-    def shape(c: TrainConfig) -> tuple[int, int, int]:
-        """The ranks swept, the edits a rank makes (each held-out subject's) and the queries scored per edit."""
-        scored = 1 + others_scored(c.R, params.get("others_per_edit"))  # the edited relation's query and the others'
-        return len(rank_grid(c.d, params["rank_points"])), c.R * max(1, round(params["held_out"] * c.N)), scored
-
-    def sweep(c: TrainConfig) -> Work:  # ranks x relations edits, each predicting the scored relations' queries
-        ranks, edited, scored = shape(c)
-        rows = call_rows(c.N, "cuda")  # as geofact.analysis.interventions.intervene calls on a GPU
-        per_call = ranks_per_call(rows, scored * edited)
-        calls = math.ceil(ranks / per_call) * math.ceil(per_call * scored * edited / rows)
-        # kernels (non-view ops, metadata queries apart) as counted on fake meta tensors at N = 512, d = 64, 33
-        # ranks: 227 a state, one call, at R = 2 and at R = 16 (its candidates' recheck and a whole one taken): the
-        # readout fit and decompositions, two a rank, 104 a call (98 until 2026-11-30, when each row's target joined
-        # the recheck's rule). Until 2026-11-29 a call per rank and relation, and a pseudoinverse and readout fit per
-        # relation: 4,147 at R = 2 to 31,909 at R = 16, priced at 14 R a rank
-        held_out = params["held_out"]
-        return (Work(flops=_ridge(c, 1 - held_out, held_out), ops=55.0 + 2.0 * ranks + 104.0 * calls, bytes=_ridge_bytes(c))
-                + _answered(c, ranks * scored * edited, "edits"))
+    def sweep(c: TrainConfig) -> Work:
+        return sweep_work(c, params["rank_points"], params["held_out"], params.get("others_per_edit"))
 
     control = params.get("erosion_control")
     groups = []
@@ -497,16 +526,10 @@ def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
-    def transfer(c: TrainConfig) -> Work:
-        # for each target, the maps fitted on all subjects, none scored, and two accuracies; kernels as counted (the
-        # accuracies' recheck and a whole row taken): 304 at R = 2, 332 at R = 16 (142 and 170 in float32 alone, as
-        # until 2026-11-30; 652 with a fit per relation, priced at 40)
-        return (Work(flops=_ridge(c, 1.0, 0.0), ops=2.0 * c.R + 300.0, bytes=_ridge_bytes(c))
-                + _answered(c, 2 * c.N * c.R, "facts")) * 2
-
-    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer)
+    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer_work)
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),
-            [zero_shot, *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states", transfer)])
+            [zero_shot, *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states",
+                                       transfer_work)])
 
 
 def plan_multihop(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
@@ -668,6 +691,17 @@ def run_records(root: Path) -> list[dict]:
             if record.get("schema") == "geofact.training.run/1":
                 made = (record.get("provenance") or {}).get("executed_at") or record.get("group_seconds")
                 out[TrainConfig(**record["config"]).key(), json.dumps(made)] = record
+    return list(out.values())
+
+
+def analysis_records(root: Path) -> list[dict]:
+    """The analysis records of a state (geofact.analysis.trajectory) under `root`, each once: every GPU lease's
+    archive (results/*/records) and the run cache."""
+    sources = [*sorted(Path(root).glob("results/*/records/*.tar.gz")), Path(root) / ".geofact" / "runs"]
+    out: dict[str, dict] = {}
+    for source in (s for s in sources if s.exists()):
+        for record in read_analysis_records(source):
+            out[json.dumps([record.get(k) for k in ("analysis", "config", "step", "params", "code", "seconds")])] = record
     return list(out.values())
 
 
@@ -852,6 +886,41 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
     return lines
 
 
+def analysis_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
+    """The plan's price of each analysed state (`STATE_WORK`, `_accuracy`) against the wall seconds its record holds
+    (geofact.analysis.trajectory, since 2026-11-30), for every record made on `device` (a kind, "cuda"): one line per
+    card, analysis, N and d (the analyses' and the states' accuracies, and the weights' loading, which the plan does
+    not price) and one a card; cards apart, as `plan_errors` keeps them."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        made_on = (r.get("provenance") or {}).get("device", "")
+        if made_on.startswith(device) and isinstance(r.get("seconds"), dict) and r.get("analysis") in STATE_WORK:
+            config = TrainConfig(**r["config"])
+            groups.setdefault((made_on, r["analysis"], config.N, config.d), []).append(r)
+    if not groups:
+        return [f"analysis check: no analysis timed on {device} in the records (their seconds are recorded since "
+                f"2026-11-30)"]
+    lines = [f"analysis check against {calibration.device} (a state's seconds as recorded, the plan's price of it):"]
+    errors: dict[str, list[float]] = {}
+    for (card, name, N, d), rs in sorted(groups.items()):
+        work, times = STATE_WORK[name]
+        measured = sum(r["seconds"]["analysis"] for r in rs)
+        predicted = sum(Analysis("", name, 1, work(TrainConfig(**r["config"]), r["params"])
+                                 * (times if r["step"] is None else 1.0)).seconds(calibration) for r in rs)
+        timed = [r for r in rs if r["seconds"].get("accuracy") is not None]  # the states whose accuracy was computed
+        accuracy = sum(r["seconds"]["accuracy"] for r in timed)
+        accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(TrainConfig(**r["config"]))).seconds(calibration)
+                                 for r in timed)
+        errors.setdefault(card, []).append(predicted / measured - 1 if measured > 0 else math.inf)
+        lines.append(f"  {card}: {name} N={N} d={d}, {len(rs)} states: {measured:.2f} s measured, {predicted:.2f} "
+                     f"predicted ({errors[card][-1]:+.0%}); {len(timed)} accuracies {accuracy:.2f} s, "
+                     f"{accuracy_predicted:.2f} predicted; loading the weights {sum(r['seconds']['load'] for r in rs):.2f} s "
+                     f"(not priced)")
+    for card, errs in sorted(errors.items()):
+        lines.append(f"  {card}: {len(errs)} groups of states, worst error {max(errs, key=abs):+.0%}")
+    return lines
+
+
 def counted_errors(root: Path, calibration: Calibration, device: str = "cuda") -> list[str]:
     """The counted rates of `calibration` against every timed step a card's calibration file stores counted as the
     code that ran it ("counted_steps", bench/count_lease_steps.py), of every card: one line a step, one a card."""
@@ -907,7 +976,8 @@ def traffic_rows(shapes=PAPER_SHAPES, calibration=None, precision: str = "tf32")
 def main(argv: list[str] | None = None) -> int:
     """`python -m geofact.ops.costs --root ROOT --device cuda < parameters.json`: the plan of the pages
     whose parameters arrive on standard input (`geofact plan` sends them: the publisher reads notebooks,
-    this side knows the runs); with `--check`, the plan's error on every group the run cache says was trained."""
+    this side knows the runs); with `--check`, the plan's error on every group the run cache says was trained, and
+    on every analysed state whose record holds its seconds."""
     import argparse
     import sys
 
@@ -936,6 +1006,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         print("\n".join(plan_errors(records, calibration, args.device.split(":")[0])))
         print("\n".join(counted_errors(args.root, calibration, args.device.split(":")[0])))
+        print("\n".join(analysis_errors(analysis_records(args.root), calibration, args.device.split(":")[0])))
     return 0
 
 

@@ -280,16 +280,29 @@ def _analysis_warnings(project: Project, manifest: dict, blobs: dict[str, bytes]
     return lines
 
 
-def read_run_records(source: Path) -> list[dict]:
-    """The run records (JSON with a loss curve) of a run-cache folder or a pack archive (or its parts)."""
+def _records(source: Path, pattern: str, folder: str, depth: int) -> list[dict]:
+    """The JSON objects of a run-cache folder (`pattern` under it) or of a pack archive (or its parts: its .json
+    members whose `depth`-th parent folder is named `folder`)."""
     source = Path(source)
     if source.is_dir():
-        texts = [p.read_text() for p in sorted(source.glob("*.json"))]
+        texts = [p.read_text() for p in sorted(source.glob(pattern))]
     else:
         _, data = read_archive([source])
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:
             members = [m for m in archive.getmembers() if m.isfile() and m.name.endswith(".json")
-                       and Path(m.name).parent.name == "runs"]
+                       and len(PurePosixPath(m.name).parents) > depth
+                       and PurePosixPath(m.name).parents[depth].name == folder]
             texts = [archive.extractfile(m).read().decode() for m in members]
-    records = [json.loads(t) for t in texts]
-    return [r for r in records if isinstance(r, dict) and r.get("loss_curve") and "config" in r]
+    return [r for r in map(json.loads, texts) if isinstance(r, dict)]
+
+
+def read_run_records(source: Path) -> list[dict]:
+    """The run records (JSON with a loss curve) of a run-cache folder or a pack archive (or its parts)."""
+    return [r for r in _records(source, "*.json", "runs", 0) if r.get("loss_curve") and "config" in r]
+
+
+def read_analysis_records(source: Path) -> list[dict]:
+    """The analysis records of a state (geofact.analysis.trajectory: runs/analyses/NAME/*.json) of a run-cache folder
+    or a pack archive (or its parts)."""
+    return [r for r in _records(source, "analyses/*/*.json", "analyses", 1)
+            if r.get("schema") == "geofact.analysis.state/1" and "config" in r]

@@ -1,6 +1,7 @@
 import torch
 
 from geofact.analysis.trained import TrainedModel
+from geofact.task import SharedAttributeTask
 from geofact.training.config import TrainConfig
 from geofact.training.model import init_params
 from geofact.training.sweep import run_sweep
@@ -31,3 +32,15 @@ def test_frozen_models_keep_their_random_subject_embeddings():
     result = train_group([config])[0]
     model = TrainedModel(config, result.params)
     assert torch.equal(model.subject_embeddings, init_params(config)["E_ent"])
+
+
+def test_a_tasks_answers_are_drawn_once_and_each_model_holds_its_own_copy():
+    from geofact.analysis.trained import task_answers
+
+    config = TrainConfig(N=16, R=2, d=8, batch_size=16, seed=3)
+    weights = init_params(config)
+    first, second = TrainedModel(config, weights), TrainedModel(config, weights)
+    assert torch.equal(first.answers, torch.as_tensor(SharedAttributeTask.random(16, 2, 3).bijections))
+    first.answers[0, 0] += 1  # a model's table is its own: the task's and the next model's are untouched
+    assert torch.equal(second.answers, task_answers(16, 2, 3)) and not torch.equal(first.answers, second.answers)
+    assert task_answers(16, 2, 3) is task_answers(16, 2, 3)  # drawn once

@@ -70,6 +70,10 @@ def test_analyses_are_cached_as_records_and_pages_can_execute_from_them_without_
         train_grid(GRID.__class__(**{**GRID.__dict__, "seeds": [1]}), tmp_path)
     record = json.loads(next((tmp_path / "analyses" / "norm").glob("*-final-*.json")).read_text())
     assert record["params"] == {"p": 1} and record["provenance"]["device"]
+    # its wall seconds (geofact plan --check): the final state's accuracy is the run record's, a checkpoint's computed
+    assert record["seconds"]["accuracy"] is None and record["seconds"]["load"] > 0 and record["seconds"]["analysis"] > 0
+    checkpoint = json.loads(next((tmp_path / "analyses" / "norm").glob("*-step0-*.json")).read_text())
+    assert checkpoint["seconds"]["accuracy"] > 0
 
 
 def test_a_grids_states_are_keyed_and_stamped_once(tmp_path, monkeypatch):

@@ -618,3 +618,66 @@ def test_rank_sweeps_that_score_some_other_relations_per_edit_are_priced_for_the
     assert every.work.ops - two.work.ops == pytest.approx(sweeps * 104.0 * (calls[None] - calls[1]))
     with pytest.raises(ValueError, match="others_per_edit must be None"):
         sweep(0)
+
+
+def _analysed(config: TrainConfig, name: str, params: dict, step, seconds, device="cuda (NVIDIA H100 80GB HBM3)") -> dict:
+    return {"schema": "geofact.analysis.state/1", "config": config.as_dict(), "analysis": name, "params": params,
+            "code": "c0de", "step": step, "accuracy": 1.0, "values": {}, "seconds": seconds, "provenance": {"device": device}}
+
+
+def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_it(tmp_path):
+    """`geofact plan --check` on the analyses: the plan prices a state of each analysis a mechanism page records as
+    its planner prices that page's states (STATE_WORK from the record's own parameters), per card apart."""
+    import io
+    import json
+    import tarfile
+
+    from geofact.ops.costs import STATE_WORK, Analysis, _accuracy, analysis_errors, analysis_records
+    from geofact.training.grid import CapacityGrid
+
+    grid = dict(N=64, R_values=[2, 8], d_values=[16], seeds=[0], lr=0.01, batch_size=64, max_steps=40, checkpoints=[])
+    params = dict(capacity_grid=grid, trajectory_grid=None, held_out=0.25, alpha=1e-3, rank_points=4, split_seed=0,
+                  erosion_control=None, others_per_edit=1, cv_alphas=[1e-3, 1e-1], cv_folds=3, readout_check=None,
+                  retrain_steps=10, new_task_offset=1000, precision="fp32")
+    recorded = {"rank sweeps": ("interventions", {"held_out": 0.25, "alpha": 1e-3, "rank_points": 4, "split_seed": 0,
+                                                  "others_per_edit": 1}),
+                "readouts (4 per target and state)": ("readouts", {"held_out": 0.25, "alpha": 1e-3, "split_seed": 0}),
+                "cross-validated readouts": ("readouts-cv", {"held_out": 0.25, "alphas": [1e-3, 1e-1], "folds": 3,
+                                                             "split_seed": 0}),
+                "zero-shot transfer": ("zero-shot-transfer", {"new_task_offset": 1000, "alpha": 1e-3})}
+    configs = list(CapacityGrid.from_parameter(grid).configs().values())  # learned and frozen, R = 2 and 8
+    pages = {p: params for p in ("exp-readout", "exp-interventions", "exp-freeze-transfer")}
+    analyses = {a.what: a for plan in plan_pages(pages, H100_SPEC, lambda c: 64) for a in plan.analyses}
+    for what, (name, record_params) in recorded.items():  # a grid of final states alone: the plan's work, state by state
+        work, times = STATE_WORK[name]
+        assert analyses[what].work == sum((work(c, record_params) * times for c in configs[1:]),
+                                          work(configs[0], record_params) * times)
+    # seconds recorded as the plan prices them: no error on that card; twice as long on another, -50%
+    name, record_params = recorded["rank sweeps"]
+    work, times = STATE_WORK[name]
+    price = {step: Analysis("", name, 1, work(configs[-1], record_params) * (times if step is None else 1.0)).seconds(H100_SPEC)
+             for step in (None, 0)}
+    accuracy = Analysis("", "accuracy", 1, _accuracy(configs[-1])).seconds(H100_SPEC)
+    records = [_analysed(configs[-1], name, record_params, step, {"load": 0.1, "accuracy": None if step is None else accuracy,
+                                                                 "analysis": price[step]}) for step in (None, 0)]
+    slower = [{**r, "seconds": {**r["seconds"], "analysis": 2 * r["seconds"]["analysis"]},
+               "provenance": {"device": "cuda (NVIDIA H200)"}} for r in records]
+    untimed = {**records[0], "seconds": None}  # made before 2026-11-30
+    on_cpu = {**records[0], "provenance": {"device": "cpu (x86_64, 2 threads)"}}
+    lines = analysis_errors(records + slower + [untimed, on_cpu], H100_SPEC, "cuda")
+    assert any(line.strip().startswith("cuda (NVIDIA H100 80GB HBM3): interventions N=64 d=16, 2 states:")
+               and "(+0%)" in line and "1 accuracies" in line and "loading the weights 0.20 s" in line for line in lines)
+    assert {line.strip().replace("-0%", "+0%") for line in lines} >= {
+        "cuda (NVIDIA H100 80GB HBM3): 1 groups of states, worst error +0%", "cuda (NVIDIA H200): 1 groups of states, worst error -50%"}
+    assert analysis_errors([untimed, on_cpu], H100_SPEC, "cuda")[0].startswith("analysis check: no analysis timed on cuda")
+    # read from a lease's archive and from the run cache, each record once
+    (tmp_path / "results" / "paper" / "records").mkdir(parents=True)
+    with tarfile.open(tmp_path / "results" / "paper" / "records" / "lease.tar.gz", "w:gz") as archive:
+        for i, record in enumerate(records + slower):
+            data = json.dumps(record).encode()
+            member = tarfile.TarInfo(f".geofact/runs/analyses/{name}/state{i}.json")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    (tmp_path / ".geofact" / "runs" / "analyses" / name).mkdir(parents=True)
+    (tmp_path / ".geofact" / "runs" / "analyses" / name / "state0.json").write_text(json.dumps(records[0]))
+    assert sorted(map(json.dumps, analysis_records(tmp_path))) == sorted(map(json.dumps, records + slower))
