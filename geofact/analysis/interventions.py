@@ -198,7 +198,7 @@ def random_swaps(answers: torch.Tensor, subjects: torch.Tensor, seed: int) -> to
     return (answers[:, subjects.to(answers.device)].T + offset.to(answers.device)) % N
 
 
-@lru_cache(maxsize=8)  # a grid's states come run by run: a run's states, and both targets' sweeps, share one draw
+@lru_cache(maxsize=64)  # a run's states and both targets' sweeps share one draw, whatever order a grid's states come in
 def edits(N: int, R: int, task_seed: int, held_out: float, seed: int, drawn: int
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """A rank sweep's edits of the task drawn from `task_seed` (geofact.analysis.trained.task_answers): the held-out

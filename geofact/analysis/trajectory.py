@@ -15,8 +15,8 @@ Each state's analysis is cached as a JSON record (`analysis_path`) under the ana
 parameters and a hash of the code it reads (geofact.code_hash.analysis_code_hash), so that a page executes from records alone (without the
 weights, which stay on the machine that trained them: `geofact pack`), and a change of parameters or
 code computes afresh. A record computed since 2026-11-30 also holds its wall seconds (`seconds`: loading the
-weights, the state's accuracy, the analysis), which `geofact plan --check` sets against the plan's price of the
-same state (geofact.ops.costs.analysis_errors).
+weights, the state's accuracy, the analysis, and whether the process had analysed a state of that shape before),
+which `geofact plan --check` sets against the plan's price of the same state (geofact.ops.costs.analysis_errors).
 """
 
 from __future__ import annotations
@@ -87,6 +87,12 @@ def analysis_path(cache_dir: Path, name: str, config, step: int | None, params: 
     return Path(cache_dir) / "analyses" / name / f"{config.key()}-{state}-{digest}.json"
 
 
+# (analysis, N, R, d) this process has computed a state of: the first such state's seconds hold the process's
+# warm-up for that shape (on a GPU the libraries' handles, the allocator's growth, Triton's compiles per shape), which
+# `geofact plan --check` leaves out (geofact.ops.costs.analysis_errors)
+_SHAPES_TIMED: set[tuple] = set()
+
+
 class Stamp:
     """What a batch of states' analyses are keyed and recorded with, made once for the batch: the hash of the code
     `analyse` reads (0.6 ms) and, when a state is computed, the provenance (git, about 3 ms), which a grid's 3,000
@@ -104,6 +110,15 @@ class Stamp:
         return self._origin
 
 
+def _cell(config) -> tuple[int, int, int]:
+    """The order a batch of states is analysed in: cell by cell, (N, R, d), in their order within a cell. What an
+    analysis draws on the host from its task and seeds is drawn once per cell or run and kept for a few (the task's
+    table, a sweep's edits, a readout's baselines: 0.33 s at N = 4096, R = 16, d = 768 on a CPU, 4 kept); in the
+    grid's order (every run's checkpoints, then every run's final state, each regime apart) a cell's states came
+    four times apart."""
+    return config.N, config.R, config.d
+
+
 def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[TrainedModel], dict[str, Any]],
                   name: str, params: dict, final_accuracy: float | None = None, device: str | torch.device = "cpu",
                   stamp: Stamp | None = None) -> dict:
@@ -118,15 +133,19 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
         if past_deadline():  # a lease's analyses stop with its budget, like its training: the states done are cached
             raise BudgetSpent(f"time budget spent before the {name} analysis of run {config.key()} at "
                               f"{'its stop' if step is None else f'step {step}'}; the states analysed so far are cached")
+        shape = (name, config.N, config.R, config.d)
         start = time.perf_counter()
         model = TrainedModel.load(cache_dir, config, step, device)
         loaded = time.perf_counter()
         given = step is None and final_accuracy is not None
         accuracy = final_accuracy if given else model.accuracy()
         measured = time.perf_counter()
-        values = to_jsonable(analyse(model))  # read back to the host, so the device's work is done when it returns
+        # an analysis returns numbers read back to the host (it must: they are written as JSON), so the device's work
+        # is done when it returns
+        values = to_jsonable(analyse(model))
         seconds = {"load": loaded - start, "accuracy": None if given else measured - loaded,
-                   "analysis": time.perf_counter() - measured}
+                   "analysis": time.perf_counter() - measured, "warm": shape in _SHAPES_TIMED}
+        _SHAPES_TIMED.add(shape)
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
                   "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": values,
                   "seconds": seconds, "provenance": stamp.origin()}
@@ -153,6 +172,7 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
     states = [(key, cp["step"], cp["loss"]) for key in keys for cp in records[key].get("checkpoints", [])
               if cp["step"] in wanted(key)]
     states += [(key, None, records[key]["final_loss"]) for key in keys]
+    states.sort(key=lambda state: _cell(configs[state[0]]))
     out: dict[Key, list[Point]] = {key: [] for key in keys}
     stamp = Stamp(analyse, device)
     for key, step, loss in progress(states, desc=desc):
@@ -204,6 +224,7 @@ def analyse_readings(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Pa
     configs = grid.configs()
     states = [(reading, key, step) for key in keys for reading in READINGS
               if (step := reading_step(records[key], reading)) is not False]
+    states.sort(key=lambda state: _cell(configs[state[1]]))
     out: dict[str, dict[Key, dict]] = {reading: {} for reading in READINGS}
     stamp = Stamp(analyse, device)
     for reading, key, step in progress(states, desc=desc):

@@ -106,8 +106,9 @@ def new_answers(config: TransferConfig) -> torch.Tensor:
 
 def fresh_bijections(N: int, R: int, seed: int) -> torch.Tensor:
     """(R, N): bijections g' drawn as the task draws them, from another seed (on the host; drawn once per seed,
-    `task_answers`, which callers only read)."""
-    return task_answers(N, R, seed)
+    `task_answers`, and copied)."""
+    with on_host():
+        return task_answers(N, R, seed).clone()
 
 
 def smart_inits(model: TrainedModel, new: torch.Tensor, alpha: float = 1e-3,

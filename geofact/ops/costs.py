@@ -33,7 +33,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact import fast_paths
 from geofact.analysis.interventions import call_rows, others_scored, rank_grid, ranks_per_call
 from geofact.analysis.rechecked import CANDIDATES
-from geofact.ops.pack import read_analysis_records, read_run_records
+from geofact.ops.pack import PART, read_analysis_records, read_run_records
 from geofact.ops.step_counts import StepCounts
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
@@ -680,13 +680,22 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
     return out
 
 
+def record_sources(root: Path) -> list[Path]:
+    """Where the records under `root` are: every GPU lease's archive (results/*/records, in name order; one in
+    parts, ARCHIVE.partIofN, by its name, which geofact.ops.pack.read_archive finds its parts from), then the run
+    cache (.geofact/runs), when there."""
+    archives = {}
+    for path in sorted(Path(root).glob("results/*/records/*.tar.gz*")):
+        whole = PART.fullmatch(path.name)
+        archives.setdefault(path.with_name(whole["archive"]) if whole else path, path)
+    return [*(archives[name] for name in sorted(archives)), *[p for p in [Path(root) / ".geofact" / "runs"] if p.exists()]]
+
+
 def run_records(root: Path) -> list[dict]:
-    """The single-hop run records under `root`, each once: every GPU lease's archive (results/*/records, in
-    name order; an archive holds the records of the leases before it too) and the run cache (.geofact/runs),
-    last. A run trained twice (on two leases) is two records."""
-    sources = [*sorted(Path(root).glob("results/*/records/*.tar.gz")), Path(root) / ".geofact" / "runs"]
+    """The single-hop run records under `root` (`record_sources`), each once; an archive holds the records of the
+    leases before it too, and the run cache comes last. A run trained twice (on two leases) is two records."""
     out: dict[tuple, dict] = {}
-    for source in (s for s in sources if s.exists()):
+    for source in record_sources(root):
         for record in read_run_records(source):
             if record.get("schema") == "geofact.training.run/1":
                 made = (record.get("provenance") or {}).get("executed_at") or record.get("group_seconds")
@@ -695,11 +704,9 @@ def run_records(root: Path) -> list[dict]:
 
 
 def analysis_records(root: Path) -> list[dict]:
-    """The analysis records of a state (geofact.analysis.trajectory) under `root`, each once: every GPU lease's
-    archive (results/*/records) and the run cache."""
-    sources = [*sorted(Path(root).glob("results/*/records/*.tar.gz")), Path(root) / ".geofact" / "runs"]
+    """The analysis records of a state (geofact.analysis.trajectory) under `root` (`record_sources`), each once."""
     out: dict[str, dict] = {}
-    for source in (s for s in sources if s.exists()):
+    for source in record_sources(root):
         for record in read_analysis_records(source):
             out[json.dumps([record.get(k) for k in ("analysis", "config", "step", "params", "code", "seconds")])] = record
     return list(out.values())
@@ -889,35 +896,51 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
 def analysis_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
     """The plan's price of each analysed state (`STATE_WORK`, `_accuracy`) against the wall seconds its record holds
     (geofact.analysis.trajectory, since 2026-11-30), for every record made on `device` (a kind, "cuda"): one line per
-    card, analysis, N and d (the analyses' and the states' accuracies, and the weights' loading, which the plan does
-    not price) and one a card; cards apart, as `plan_errors` keeps them."""
-    groups: dict[tuple, list[dict]] = {}
+    card, analysis, N, R and d (the analyses' and the states' accuracies, and the weights' loading, which the plan
+    does not price) and one a card; cards apart, as `plan_errors` keeps them. The first state a process analysed of
+    a shape holds its warm-up (`seconds["warm"]` false): left out, and counted."""
+    groups: dict[tuple, list[tuple[dict, TrainConfig, float]]] = {}
+    skipped: dict[str, int] = {}
     for r in records:
         made_on = (r.get("provenance") or {}).get("device", "")
-        if made_on.startswith(device) and isinstance(r.get("seconds"), dict) and r.get("analysis") in STATE_WORK:
-            config = TrainConfig(**r["config"])
-            groups.setdefault((made_on, r["analysis"], config.N, config.d), []).append(r)
+        if not made_on.startswith(device) or not isinstance(r.get("seconds"), dict):
+            continue
+        why = "a warm-up" if r["seconds"].get("warm") is False else None
+        if why is None and r.get("analysis") not in STATE_WORK:
+            why = f"not priced ({r.get('analysis')})"
+        if why is None:
+            try:  # a record of another schema's config or parameters, or without a time, is counted, not read
+                float(r["seconds"]["analysis"]) + float(r["seconds"]["load"])
+                config = TrainConfig(**r["config"])
+                work, times = STATE_WORK[r["analysis"]]
+                price = Analysis("", r["analysis"], 1, work(config, r["params"]) * (times if r["step"] is None else 1.0))
+                groups.setdefault((made_on, r["analysis"], config.N, config.R, config.d), []).append(
+                    (r, config, price.seconds(calibration)))
+            except (KeyError, TypeError, ValueError) as exc:
+                why = f"unreadable ({type(exc).__name__}: {exc})"
+        if why is not None:
+            skipped[why] = skipped.get(why, 0) + 1
     if not groups:
         return [f"analysis check: no analysis timed on {device} in the records (their seconds are recorded since "
-                f"2026-11-30)"]
+                f"2026-11-30)" + "".join(f"; {n} {why}" for why, n in skipped.items())]
     lines = [f"analysis check against {calibration.device} (a state's seconds as recorded, the plan's price of it):"]
     errors: dict[str, list[float]] = {}
-    for (card, name, N, d), rs in sorted(groups.items()):
-        work, times = STATE_WORK[name]
-        measured = sum(r["seconds"]["analysis"] for r in rs)
-        predicted = sum(Analysis("", name, 1, work(TrainConfig(**r["config"]), r["params"])
-                                 * (times if r["step"] is None else 1.0)).seconds(calibration) for r in rs)
-        timed = [r for r in rs if r["seconds"].get("accuracy") is not None]  # the states whose accuracy was computed
-        accuracy = sum(r["seconds"]["accuracy"] for r in timed)
-        accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(TrainConfig(**r["config"]))).seconds(calibration)
-                                 for r in timed)
-        errors.setdefault(card, []).append(predicted / measured - 1 if measured > 0 else math.inf)
-        lines.append(f"  {card}: {name} N={N} d={d}, {len(rs)} states: {measured:.2f} s measured, {predicted:.2f} "
-                     f"predicted ({errors[card][-1]:+.0%}); {len(timed)} accuracies {accuracy:.2f} s, "
-                     f"{accuracy_predicted:.2f} predicted; loading the weights {sum(r['seconds']['load'] for r in rs):.2f} s "
-                     f"(not priced)")
+    for (card, name, N, R, d), states in sorted(groups.items()):
+        measured = sum(r["seconds"]["analysis"] for r, _, _ in states)
+        predicted = sum(price for _, _, price in states)
+        timed = [(r, c) for r, c, _ in states if r["seconds"].get("accuracy") is not None]  # accuracies computed
+        accuracy = sum(r["seconds"]["accuracy"] for r, _ in timed)
+        accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(c)).seconds(calibration) for _, c in timed)
+        error = predicted / measured - 1 if measured > 0 else None
+        if error is not None:
+            errors.setdefault(card, []).append(error)
+        lines.append(f"  {card}: {name} N={N} R={R} d={d}, {len(states)} states: {measured:.2f} s measured, "
+                     f"{predicted:.2f} predicted ({'no time measured' if error is None else f'{error:+.0%}'}); "
+                     f"{len(timed)} accuracies {accuracy:.2f} s, {accuracy_predicted:.2f} predicted; loading the "
+                     f"weights {sum(r['seconds']['load'] for r, _, _ in states):.2f} s (not priced)")
     for card, errs in sorted(errors.items()):
         lines.append(f"  {card}: {len(errs)} groups of states, worst error {max(errs, key=abs):+.0%}")
+    lines += [f"  left out: {n} states, {why}" for why, n in sorted(skipped.items())]
     return lines
 
 

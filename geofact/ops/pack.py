@@ -302,7 +302,7 @@ def read_run_records(source: Path) -> list[dict]:
 
 
 def read_analysis_records(source: Path) -> list[dict]:
-    """The analysis records of a state (geofact.analysis.trajectory: runs/analyses/NAME/*.json) of a run-cache folder
-    or a pack archive (or its parts)."""
-    return [r for r in _records(source, "analyses/*/*.json", "analyses", 1)
+    """The analysis records of a state (geofact.analysis.trajectory: runs/analyses/NAME/*.json, and a spike study's
+    runs/variants/.../analyses/NAME/*.json) of a run-cache folder or a pack archive (or its parts)."""
+    return [r for r in _records(source, "**/analyses/*/*.json", "analyses", 1)
             if r.get("schema") == "geofact.analysis.state/1" and "config" in r]

@@ -76,6 +76,21 @@ def test_analyses_are_cached_as_records_and_pages_can_execute_from_them_without_
     assert checkpoint["seconds"]["accuracy"] > 0
 
 
+def test_a_processs_first_state_of_a_shape_is_marked_as_its_warm_up_and_a_cells_states_come_together(tmp_path, monkeypatch):
+    from geofact.analysis import trajectory
+
+    grid = CapacityGrid(N=16, R_values=[1, 2], d_values=[4, 8], seeds=[0], lr=1e-2, batch_size=16, max_steps=30,
+                        checkpoints=[0, 10])
+    records = train_grid(grid, tmp_path)
+    monkeypatch.setattr(trajectory, "_SHAPES_TIMED", set())
+    order = []
+    analyse_grid(grid, records, tmp_path, lambda m: order.append((m.config.R, m.config.d)) or {}, "cells", {})
+    assert order == sorted(order) and len(order) == 4 * 2 * 3  # cell by cell: (R, d), both regimes, 3 states a run
+    saved = [json.loads(p.read_text()) for p in (tmp_path / "analyses" / "cells").glob("*.json")]
+    cold = sorted((r["config"]["R"], r["config"]["d"]) for r in saved if not r["seconds"]["warm"])
+    assert cold == [(1, 4), (1, 8), (2, 4), (2, 8)]  # one a shape
+
+
 def test_a_grids_states_are_keyed_and_stamped_once(tmp_path, monkeypatch):
     """The code's hash (0.6 ms) and the provenance (git, about 3 ms) are made once for a grid's states, not per
     state: a paper-scale mechanism page analyses about 3,000."""

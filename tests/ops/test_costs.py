@@ -659,16 +659,20 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
              for step in (None, 0)}
     accuracy = Analysis("", "accuracy", 1, _accuracy(configs[-1])).seconds(H100_SPEC)
     records = [_analysed(configs[-1], name, record_params, step, {"load": 0.1, "accuracy": None if step is None else accuracy,
-                                                                 "analysis": price[step]}) for step in (None, 0)]
+                                                                 "analysis": price[step], "warm": True}) for step in (None, 0)]
     slower = [{**r, "seconds": {**r["seconds"], "analysis": 2 * r["seconds"]["analysis"]},
                "provenance": {"device": "cuda (NVIDIA H200)"}} for r in records]
     untimed = {**records[0], "seconds": None}  # made before 2026-11-30
     on_cpu = {**records[0], "provenance": {"device": "cpu (x86_64, 2 threads)"}}
-    lines = analysis_errors(records + slower + [untimed, on_cpu], H100_SPEC, "cuda")
-    assert any(line.strip().startswith("cuda (NVIDIA H100 80GB HBM3): interventions N=64 d=16, 2 states:")
+    cold = {**records[0], "seconds": {**records[0]["seconds"], "analysis": 50.0, "warm": False}}  # the process's first
+    drifted = {**records[0], "params": {}}  # parameters the plan does not know: counted, not read
+    lines = [line.strip().replace("-0%", "+0%") for line in
+             analysis_errors(records + slower + [untimed, on_cpu, cold, drifted], H100_SPEC, "cuda")]
+    assert any(line.startswith("cuda (NVIDIA H100 80GB HBM3): interventions N=64 R=8 d=16, 2 states:")
                and "(+0%)" in line and "1 accuracies" in line and "loading the weights 0.20 s" in line for line in lines)
-    assert {line.strip().replace("-0%", "+0%") for line in lines} >= {
-        "cuda (NVIDIA H100 80GB HBM3): 1 groups of states, worst error +0%", "cuda (NVIDIA H200): 1 groups of states, worst error -50%"}
+    assert set(lines) >= {"cuda (NVIDIA H100 80GB HBM3): 1 groups of states, worst error +0%",
+                          "cuda (NVIDIA H200): 1 groups of states, worst error -50%", "left out: 1 states, a warm-up",
+                          "left out: 1 states, unreadable (KeyError: 'rank_points')"}
     assert analysis_errors([untimed, on_cpu], H100_SPEC, "cuda")[0].startswith("analysis check: no analysis timed on cuda")
     # read from a lease's archive and from the run cache, each record once
     (tmp_path / "results" / "paper" / "records").mkdir(parents=True)
@@ -680,4 +684,18 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
             archive.addfile(member, io.BytesIO(data))
     (tmp_path / ".geofact" / "runs" / "analyses" / name).mkdir(parents=True)
     (tmp_path / ".geofact" / "runs" / "analyses" / name / "state0.json").write_text(json.dumps(records[0]))
-    assert sorted(map(json.dumps, analysis_records(tmp_path))) == sorted(map(json.dumps, records + slower))
+    # a spike study's states, in its variant's folder
+    spike = {**records[1], "seconds": {**records[1]["seconds"], "load": 0.3}}
+    (tmp_path / ".geofact" / "runs" / "variants" / "v" / "analyses" / name).mkdir(parents=True)
+    (tmp_path / ".geofact" / "runs" / "variants" / "v" / "analyses" / name / "s.json").write_text(json.dumps(spike))
+    assert sorted(map(json.dumps, analysis_records(tmp_path))) == sorted(map(json.dumps, records + slower + [spike]))
+    # a lease archive in parts is read whole, once
+    from geofact.ops.costs import record_sources
+    from geofact.ops.pack import part_path
+
+    archive = tmp_path / "results" / "paper" / "records" / "lease.tar.gz"
+    data = archive.read_bytes()
+    for i, chunk in enumerate((data[: len(data) // 2], data[len(data) // 2 :]), 1):
+        part_path(archive.with_name("later.tar.gz"), i, 2).write_bytes(chunk)
+    assert [p.name for p in record_sources(tmp_path)] == ["later.tar.gz.part1of2", "lease.tar.gz", "runs"]
+    assert len(analysis_records(tmp_path)) == len(records + slower + [spike])
