@@ -899,7 +899,7 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
     card, analysis, N, R and d (the analyses' and the states' accuracies, and the weights' loading, which the plan
     does not price) and one a card; cards apart, as `plan_errors` keeps them. The first state a process analysed of
     a shape holds its warm-up (`seconds["warm"]` false): left out, and counted."""
-    groups: dict[tuple, list[tuple[dict, TrainConfig, float]]] = {}
+    groups: dict[tuple, list[tuple[dict, TrainConfig, float, float, float]]] = {}  # (record, config, price, analysis, load)
     skipped: dict[str, int] = {}
     for r in records:
         made_on = (r.get("provenance") or {}).get("device", "")
@@ -910,12 +910,12 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
             why = f"not priced ({r.get('analysis')})"
         if why is None:
             try:  # a record of another schema's config or parameters, or without a time, is counted, not read
-                float(r["seconds"]["analysis"]) + float(r["seconds"]["load"])
+                analysed, loaded = float(r["seconds"]["analysis"]), float(r["seconds"]["load"])
                 config = TrainConfig(**r["config"])
                 work, times = STATE_WORK[r["analysis"]]
                 price = Analysis("", r["analysis"], 1, work(config, r["params"]) * (times if r["step"] is None else 1.0))
                 groups.setdefault((made_on, r["analysis"], config.N, config.R, config.d), []).append(
-                    (r, config, price.seconds(calibration)))
+                    (r, config, price.seconds(calibration), analysed, loaded))
             except (KeyError, TypeError, ValueError) as exc:
                 why = f"unreadable ({type(exc).__name__}: {exc})"
         if why is not None:
@@ -926,9 +926,9 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
     lines = [f"analysis check against {calibration.device} (a state's seconds as recorded, the plan's price of it):"]
     errors: dict[str, list[float]] = {}
     for (card, name, N, R, d), states in sorted(groups.items()):
-        measured = sum(r["seconds"]["analysis"] for r, _, _ in states)
-        predicted = sum(price for _, _, price in states)
-        timed = [(r, c) for r, c, _ in states if r["seconds"].get("accuracy") is not None]  # accuracies computed
+        measured = sum(analysed for *_, analysed, _ in states)
+        predicted = sum(price for _, _, price, _, _ in states)
+        timed = [(r, c) for r, c, *_ in states if r["seconds"].get("accuracy") is not None]  # accuracies computed
         accuracy = sum(r["seconds"]["accuracy"] for r, _ in timed)
         accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(c)).seconds(calibration) for _, c in timed)
         error = predicted / measured - 1 if measured > 0 else None
@@ -937,7 +937,7 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
         lines.append(f"  {card}: {name} N={N} R={R} d={d}, {len(states)} states: {measured:.2f} s measured, "
                      f"{predicted:.2f} predicted ({'no time measured' if error is None else f'{error:+.0%}'}); "
                      f"{len(timed)} accuracies {accuracy:.2f} s, {accuracy_predicted:.2f} predicted; loading the "
-                     f"weights {sum(r['seconds']['load'] for r, _, _ in states):.2f} s (not priced)")
+                     f"weights {sum(loaded for *_, loaded in states):.2f} s (not priced)")
     for card, errs in sorted(errors.items()):
         lines.append(f"  {card}: {len(errs)} groups of states, worst error {max(errs, key=abs):+.0%}")
     lines += [f"  left out: {n} states, {why}" for why, n in sorted(skipped.items())]
