@@ -10,7 +10,8 @@ a state the paper's grid keeps, whose logits are spread as a checkpoint's are; a
 tie the recheck predicts again) and moved to the device, then each analysis runs once to warm up (libraries,
 Triton's compiles for the shape) and --repeats times timed, the median kept: a rank sweep as exp-interventions runs it
 at the paper profile (`PARAMS`: 32 rank points, 2 other relations drawn per edit), the readouts of both targets, the
-zero-shot transfer of both targets and the state's accuracy. Each row (printed as it is timed: a timeout keeps the
+zero-shot transfer of both targets and the state's accuracy; and loading the state as a page does (TrainedModel.load of
+its weights, written as the run cache writes them, to the device; the page cache warm). Each row (printed as it is timed: a timeout keeps the
 rows before it) holds the measured seconds, the trained state's accuracy, the plan's seconds (`predicted_seconds`, at
 the card's calibration: bench/calibration/<device>-<card>.json; a CPU at its own where one is stored) and its error.
 The host reads the analyses' values, so the device's work is done when each clock stops. It runs where a GPU lease
@@ -23,6 +24,7 @@ import argparse
 import gc
 import json
 import statistics
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +42,8 @@ from geofact.analysis.trained import TrainedModel  # noqa: E402
 from geofact.analysis.transfer import fresh_bijections, zero_shot  # noqa: E402
 from geofact.device import describe_device, resolve_device  # noqa: E402
 from geofact.ops.calibration import card_of, load_calibration, stored_cards  # noqa: E402
-from geofact.ops.costs import STATE_WORK, Analysis, _accuracy  # noqa: E402
+from geofact.ops.costs import STATE_WORK, Analysis, _accuracy, _loaded  # noqa: E402
+from geofact.store import write_arrays  # noqa: E402
 from geofact.training.config import TrainConfig  # noqa: E402
 from geofact.training.trainer import train_group  # noqa: E402
 
@@ -94,19 +97,24 @@ def trained(config: TrainConfig, device: torch.device) -> TrainedModel:
 
 
 def rows(N: int, R: int, d: int, steps: int, device: torch.device, repeats: int, calibration) -> Iterator[dict]:
-    """A row per analysis of one state at (N, R, d), as each is timed."""
+    """A row per analysis of one state at (N, R, d), as each is timed, and one of loading it as the pages do."""
     config = TrainConfig(N=N, R=R, d=d, batch_size=min(1024, N * R), max_steps=steps, lr=1e-3, loss_threshold=0.0)
     model = trained(config, device)
     accuracy = model.accuracy()
-    for name, fn in analyses(model).items():
-        seconds = timed(fn, device, repeats)
-        work = _accuracy(config) if name == "accuracy" else STATE_WORK[name][0](config, PARAMS[name])
-        row = {"analysis": name, "N": N, "R": R, "d": d, "steps": steps, "state_accuracy": accuracy,
-               "device": describe_device(device), "seconds": seconds}
-        if calibration is not None:
-            predicted = Analysis("", name, 1, work).seconds(calibration)
-            row.update(predicted_seconds=predicted, error=predicted / seconds - 1, calibration=calibration.device)
-        yield row
+    priced = {"accuracy": _accuracy(config), "load": _loaded(config)}
+    with tempfile.TemporaryDirectory() as folder:  # written as the run cache writes a state (sweep.save_result)
+        write_arrays(Path(folder) / f"{config.key()}.npz", {k: v.float().cpu().numpy() for k, v in model.weights.items()},
+                     compress=False)
+        load = {"load": lambda: TrainedModel.load(Path(folder), config, None, device).weights["E_ent"].sum().item()}
+        for name, fn in {**load, **analyses(model)}.items():
+            seconds = timed(fn, device, repeats)
+            work = priced[name] if name in priced else STATE_WORK[name][0](config, PARAMS[name])
+            row = {"analysis": name, "N": N, "R": R, "d": d, "steps": steps, "state_accuracy": accuracy,
+                   "device": describe_device(device), "seconds": seconds}
+            if calibration is not None:
+                predicted = Analysis("", name, 1, work).seconds(calibration)
+                row.update(predicted_seconds=predicted, error=predicted / seconds - 1, calibration=calibration.device)
+            yield row
 
 
 def main() -> None:

@@ -15,8 +15,10 @@ Each state's analysis is cached as a JSON record (`analysis_path`) under the ana
 parameters and a hash of the code it reads (geofact.code_hash.analysis_code_hash), so that a page executes from records alone (without the
 weights, which stay on the machine that trained them: `geofact pack`), and a change of parameters or
 code computes afresh. A record computed since 2026-11-30 also holds its wall seconds (`seconds`: loading the
-weights, the state's accuracy, the analysis, and whether the process had analysed a state of that shape before),
-which `geofact plan --check` sets against the plan's price of the same state (geofact.ops.costs.analysis_errors).
+weights, the analysis, and whether the process had analysed a state of that shape before), which `geofact plan
+--check` sets against the plan's price of the same state (geofact.ops.costs.analysis_errors). A checkpoint's accuracy,
+which every analysis of it records, is since 2026-12-01 a record of its own ("accuracy", `state_accuracy`): computed by
+the first analysis of the state and read by the others (until then, each mechanism page computed it again).
 """
 
 from __future__ import annotations
@@ -137,17 +139,49 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
         start = time.perf_counter()
         model = TrainedModel.load(cache_dir, config, step, device)
         loaded = time.perf_counter()
-        given = step is None and final_accuracy is not None
-        accuracy = final_accuracy if given else model.accuracy()
+        accuracy = final_accuracy if step is None and final_accuracy is not None else \
+            _shared_accuracy(cache_dir, model)["accuracy"]
         measured = time.perf_counter()
         # an analysis returns numbers read back to the host (it must: they are written as JSON), so the device's work
         # is done when it returns
         values = to_jsonable(analyse(model))
-        seconds = {"load": loaded - start, "accuracy": None if given else measured - loaded,
-                   "analysis": time.perf_counter() - measured, "warm": shape in _SHAPES_TIMED}
+        seconds = {"load": loaded - start, "accuracy": None, "analysis": time.perf_counter() - measured,
+                   "warm": shape in _SHAPES_TIMED}
         _SHAPES_TIMED.add(shape)
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
                   "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": values,
+                  "seconds": seconds, "provenance": stamp.origin()}
+        write_json(path, record)
+    return record
+
+
+def state_accuracy(model: TrainedModel) -> dict[str, float]:
+    """A state's accuracy over its N R facts (TrainedModel.accuracy), which every analysis of a checkpoint records."""
+    return {"accuracy": model.accuracy()}
+
+
+_ACCURACY_STAMPS: dict[torch.device, Stamp] = {}
+
+
+def _shared_accuracy(cache_dir: Path, model: TrainedModel) -> dict:
+    """The record of `state_accuracy` of a loaded state, cached as an analysis of its own ("accuracy"): each mechanism
+    page analyses every state of the grid, and until 2026-12-01 each computed the state's accuracy again (a tenth of
+    the analyses' planned minutes, geofact.ops.costs). Its `seconds` are the accuracy's ("analysis"; its weights were
+    loaded by the analysis that asked, "load" 0)."""
+    stamp = _ACCURACY_STAMPS.get(model.device)
+    if stamp is None:
+        stamp = _ACCURACY_STAMPS[model.device] = Stamp(state_accuracy, model.device)
+    config, step = model.config, model.step
+    path = analysis_path(cache_dir, "accuracy", config, step, {}, stamp.code)
+    record = read_record(path, SCHEMA, config.as_dict())
+    if record is None:
+        shape = ("accuracy", config.N, config.R, config.d)
+        start = time.perf_counter()
+        values = state_accuracy(model)
+        seconds = {"load": 0.0, "accuracy": None, "analysis": time.perf_counter() - start, "warm": shape in _SHAPES_TIMED}
+        _SHAPES_TIMED.add(shape)
+        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": "accuracy", "params": {}, "code": stamp.code,
+                  "modules": stamp.modules, "step": step, "accuracy": values["accuracy"], "values": values,
                   "seconds": seconds, "provenance": stamp.origin()}
         write_json(path, record)
     return record

@@ -35,6 +35,7 @@ from geofact.analysis.interventions import call_rows, others_scored, rank_grid, 
 from geofact.analysis.rechecked import CANDIDATES
 from geofact.ops.pack import PART, read_analysis_records, read_run_records
 from geofact.ops.step_counts import StepCounts
+from geofact.training.model import n_params
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold, ladder_grids
 from geofact.training.traffic import PAPER_SHAPES, StepTraffic, paper_shape, step_traffic
 from geofact.training.variants import MECHANISM_RECIPES, kept_jobs, second_study, study_recipes
@@ -174,6 +175,8 @@ class Work:
     logit_bytes: float = 0.0
     remade: float = 0.0  # where the kernel decides: the rechecked rows' TF32 logits made again, FLOPs
     remade_bytes: float = 0.0  # and bytes
+    loads: float = 0.0  # states whose weights it loads from the run cache (TrainedModel.load), on the host
+    loaded: float = 0.0  # and their bytes
 
     def __add__(self, other: Work) -> Work:
         return Work(*(a + b for a, b in zip(astuple(self), astuple(other))))
@@ -231,13 +234,29 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
                    logit_bytes=logit_bytes, remade=share * _predict_flops(c, rows), remade_bytes=share * logit_bytes)
 
 
+# Loading a state's weights (TrainedModel.load: geofact.training.weights_file, then the copy to the device), which each
+# mechanism page does for every state it analyses, priced at LOAD_SECONDS a state + its bytes at LOAD_BYTES_PER_SECOND:
+# bench/bench_load.py on a 2-core Xeon (2026-12-01) loaded a state of N = 4096, R = 16 in 0.8 ms at d = 32 (1.1 MB) and
+# 8.5 ms at d = 768 (49 MB), 5.8 GB/s; a CUDA host copies it on to the device from pageable memory, assumed 10 GB/s
+# (bench_load.py --device cuda and the lease's analysis records time it: `analysis_errors`). Until 2026-12-01 not
+# priced, and read through np.load at 2.7-4.7x those times: 28.6 GB a mechanism page at the paper profile
+LOAD_SECONDS = 0.5e-3
+LOAD_BYTES_PER_SECOND = 3.7e9
+
+
+def _loaded(c: TrainConfig) -> Work:
+    """Loading one state of run `c` (`LOAD_SECONDS`)."""
+    return Work(loads=1.0, loaded=4.0 * n_params(c))
+
+
 # kernels of a state's accuracy (TrainedModel.correct_fraction) as counted on fake meta tensors at N = 512, d = 64,
 # R = 2 and 16, its recheck and a whole row taken (43 in float32 alone)
 ACCURACY_KERNELS = 124.0
 
 
 def _accuracy(c: TrainConfig) -> Work:
-    """A state's accuracy, which a page's analysis computes where the run record does not give it (a checkpoint)."""
+    """A state's accuracy, which the first analysis of a checkpoint computes and every other reads
+    (geofact.analysis.trajectory, its "accuracy" record; at a run's stop the run record gives it)."""
     return _answered(c, c.N * c.R, "facts") + Work(ops=ACCURACY_KERNELS)
 
 
@@ -291,6 +310,7 @@ STATE_WORK: dict[str, tuple[Callable[[TrainConfig, dict], Work], float]] = {
     "readouts": (lambda c, p: readouts_work(c, p["held_out"]), 1.0),
     "readouts-cv": (lambda c, p: cv_readouts_work(c, p["held_out"], len(p["alphas"]), p["folds"]), 1.0),
     "zero-shot-transfer": (lambda c, p: transfer_work(c), 1.0),
+    "accuracy": (lambda c, p: _accuracy(c), 1.0),
 }
 
 
@@ -314,7 +334,8 @@ class Analysis:
         Its bytes and FLOPs are counted as a step's are (ANALYSIS_VALUES, geofact.training.dispatch_count), so they
         are priced at the rates fitted to the timed steps' counts (`Calibration.counted`) where the card has them,
         else at the formula's (until 2026-11-30 at the formula's always: on the H100 997 GB/s against 1,456 for counted
-        work). Its launches are priced at the larger of the two fitted rates a launch, the formula's (4.8 us on the
+        work). Its states' loading ("loading", on the host) is priced at LOAD_BYTES_PER_SECOND. Its launches are priced at
+        the larger of the two fitted rates a launch, the formula's (4.8 us on the
         H100; the counted fit's is 3.3): both were fitted to steps replayed as CUDA graphs, and an analysis runs
         eagerly, whose launches H100_SPEC's note puts near 8 us. No lease has timed a batched analysis: that its kernels
         (the MLP's matmuls, its elementwise passes, topk and amin over the logits) move bytes at the step's rate, and
@@ -336,7 +357,9 @@ class Analysis:
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             arithmetic += w.kernel / tf32
             memory += w.logit_bytes
-        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth, "launches": w.ops * max(calibration.op_seconds, rates.op_seconds)}
+        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth,
+                "launches": w.ops * max(calibration.op_seconds, rates.op_seconds),
+                "loading": w.loads * LOAD_SECONDS + w.loaded / LOAD_BYTES_PER_SECOND}
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds (`parts`, added)."""
@@ -367,17 +390,19 @@ def _with_second(params: dict) -> list[CapacityGrid]:
 
 
 def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], Work],
-               final_only: bool = False, final_extra: float = 0.0) -> Analysis:
+               final_only: bool = False, final_extra: float = 0.0, accuracies: bool = False) -> Analysis:
     """An analysis of every run's kept states (or its final state alone) over `grids`, `cost(config)` its work a
-    state; the final state costs `final_extra` times more besides, and every other state an accuracy
-    (geofact.analysis.trajectory.analyse_state: a run record gives its final one). A run keeping a tail
+    state, each state loaded; the final state costs `final_extra` times more besides, and, with `accuracies`, every
+    other state an accuracy (geofact.analysis.trajectory.analyse_state: a run record gives its final one; the first
+    mechanism page to analyse a checkpoint computes it, those after it read it). A run keeping a tail
     (TrainConfig.keep_tail) is priced with all of it, as if it stopped at its step budget."""
     states, work, columns = 0, Work(), {}
     for grid in grids:
         for config in grid.configs().values():
             kept = 1 if final_only else len(grid.checkpoints) + len(config.tail_steps(config.max_steps)) + 1
             states += kept
-            state = cost(config) * (kept + final_extra) + _accuracy(config) * (kept - 1)
+            state = (cost(config) * (kept + final_extra) + _loaded(config) * kept
+                     + _accuracy(config) * ((kept - 1) * accuracies))
             work += state
             if grid is grids[0]:  # the capacity grid's columns (`column_seconds`); a second grid's ladders apart
                 columns[config.d] = columns.get(config.d, Work()) + state
@@ -393,15 +418,16 @@ def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
     return [(_grid(params), params["spike_R"], params["spike_d"], list(params["spike_seeds"])), *([second] if second else [])]
 
 
-def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work]) -> list[Analysis]:
+def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work],
+                  accuracies: bool = False) -> list[Analysis]:
     """The spike studies' kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
-    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more, each with
-    its accuracy."""
+    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more, each loaded
+    and, with `accuracies` (the first mechanism page), its accuracy computed."""
     analyses = []
     for grid, R, d, seeds in _studies(params):
         config = grid.config(R, d, False, 0, max_steps=params["spike_steps"])
         states = len(MECHANISM_RECIPES) * len(seeds) * (params["spike_steps"] // params["spike_keep_every"] + 6)
-        work = (cost(config) + _accuracy(config)) * states
+        work = (cost(config) + _loaded(config) + _accuracy(config) * accuracies) * states
         analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, work))
     return analyses
 
@@ -496,11 +522,14 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     def readouts(c: TrainConfig) -> Work:
         return readouts_work(c, held_out)
 
-    return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts),
+    # the first mechanism page in a lease's order (geofact.ops.compute.MECHANISM_PAGES): the states' accuracies are its
+    return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts,
+                               accuracies=True),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
                                lambda c: cv_readouts_work(c, held_out, len(params["cv_alphas"]), params["cv_folds"]),
                                final_only=True),
-                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts)]
+                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts,
+                                   accuracies=True)]
 
 
 def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
@@ -896,10 +925,12 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
 def analysis_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
     """The plan's price of each analysed state (`STATE_WORK`, `_accuracy`) against the wall seconds its record holds
     (geofact.analysis.trajectory, since 2026-11-30), for every record made on `device` (a kind, "cuda"): one line per
-    card, analysis, N, R and d (the analyses' and the states' accuracies, and the weights' loading, which the plan
-    does not price) and one a card; cards apart, as `plan_errors` keeps them. The first state a process analysed of
-    a shape holds its warm-up (`seconds["warm"]` false): left out, and counted."""
-    groups: dict[tuple, list[tuple[dict, TrainConfig, float, float, float]]] = {}  # (record, config, price, analysis, load)
+    card, analysis, N, R and d (the analysis, and the weights' loading beside `_loaded`'s price; since 2026-12-01 a
+    checkpoint's accuracy is a record of its own, "accuracy", which loads nothing) and one a card; cards apart, as
+    `plan_errors` keeps them. The first state a process analysed of a shape holds its warm-up (`seconds["warm"]`
+    false): left out, and counted."""
+    groups: dict[tuple, list[tuple[dict, TrainConfig, float, float, float, float]]] = {}  # record, config, price,
+    # seconds analysing, seconds loading, loading's price
     skipped: dict[str, int] = {}
     for r in records:
         made_on = (r.get("provenance") or {}).get("device", "")
@@ -914,8 +945,9 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
                 config = TrainConfig(**r["config"])
                 work, times = STATE_WORK[r["analysis"]]
                 price = Analysis("", r["analysis"], 1, work(config, r["params"]) * (times if r["step"] is None else 1.0))
+                load_price = 0.0 if r["analysis"] == "accuracy" else Analysis("", "", 1, _loaded(config)).seconds(calibration)
                 groups.setdefault((made_on, r["analysis"], config.N, config.R, config.d), []).append(
-                    (r, config, price.seconds(calibration), analysed, loaded))
+                    (r, config, price.seconds(calibration), analysed, loaded, load_price))
             except (KeyError, TypeError, ValueError) as exc:
                 why = f"unreadable ({type(exc).__name__}: {exc})"
         if why is not None:
@@ -926,18 +958,21 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
     lines = [f"analysis check against {calibration.device} (a state's seconds as recorded, the plan's price of it):"]
     errors: dict[str, list[float]] = {}
     for (card, name, N, R, d), states in sorted(groups.items()):
-        measured = sum(analysed for *_, analysed, _ in states)
-        predicted = sum(price for _, _, price, _, _ in states)
-        timed = [(r, c) for r, c, *_ in states if r["seconds"].get("accuracy") is not None]  # accuracies computed
+        measured = sum(analysed for _, _, _, analysed, _, _ in states)
+        predicted = sum(price for _, _, price, _, _, _ in states)
+        # a checkpoint's accuracy timed within its analysis's record (until 2026-12-01)
+        timed = [(r, c) for r, c, *_ in states if r["seconds"].get("accuracy") is not None]
         accuracy = sum(r["seconds"]["accuracy"] for r, _ in timed)
         accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(c)).seconds(calibration) for _, c in timed)
         error = predicted / measured - 1 if measured > 0 else None
         if error is not None:
             errors.setdefault(card, []).append(error)
+        accuracies = f"; {len(timed)} accuracies {accuracy:.2f} s, {accuracy_predicted:.2f} predicted" if timed else ""
+        loading = "" if name == "accuracy" else (
+            f"; loading the weights {sum(s[4] for s in states):.2f} s, {sum(s[5] for s in states):.2f} predicted")
         lines.append(f"  {card}: {name} N={N} R={R} d={d}, {len(states)} states: {measured:.2f} s measured, "
-                     f"{predicted:.2f} predicted ({'no time measured' if error is None else f'{error:+.0%}'}); "
-                     f"{len(timed)} accuracies {accuracy:.2f} s, {accuracy_predicted:.2f} predicted; loading the "
-                     f"weights {sum(loaded for *_, loaded in states):.2f} s (not priced)")
+                     f"{predicted:.2f} predicted ({'no time measured' if error is None else f'{error:+.0%}'})"
+                     f"{accuracies}{loading}")
     for card, errs in sorted(errors.items()):
         lines.append(f"  {card}: {len(errs)} groups of states, worst error {max(errs, key=abs):+.0%}")
     lines += [f"  left out: {n} states, {why}" for why, n in sorted(skipped.items())]

@@ -34,7 +34,6 @@ from geofact.progress import progress
 from geofact.provenance import git_commit
 from geofact.settings import deadline, past_deadline, records_only
 from geofact.store import (
-    read_arrays,
     read_record,
     refuse_in_records_only,
     write_arrays,
@@ -45,6 +44,7 @@ from geofact.training.config import MultiHopConfig, TrainConfig
 from geofact.training.grid import restricted_run
 from geofact.training.model import n_params
 from geofact.training.hop_trainer import train_multihop
+from geofact.training.weights_file import read_weights
 from geofact.training.resume import (
     DEFAULT_EVERY_S,
     BudgetSpent,
@@ -127,7 +127,7 @@ def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> di
     path = Path(cache_dir) / name
     if not path.exists():
         refuse_in_records_only(f"the weights {name} of run {config.key()}")
-    return {k: torch.from_numpy(v) for k, v in read_arrays(path).items()}
+    return {k: torch.from_numpy(v) for k, v in read_weights(path).items()}
 
 
 def missing_checkpoints(record: dict, checkpoints: tuple[int, ...]) -> list[int]:

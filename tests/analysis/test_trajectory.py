@@ -71,9 +71,29 @@ def test_analyses_are_cached_as_records_and_pages_can_execute_from_them_without_
     record = json.loads(next((tmp_path / "analyses" / "norm").glob("*-final-*.json")).read_text())
     assert record["params"] == {"p": 1} and record["provenance"]["device"]
     # its wall seconds (geofact plan --check): the final state's accuracy is the run record's, a checkpoint's computed
+    # once, as a record of its own that every analysis of the state reads
     assert record["seconds"]["accuracy"] is None and record["seconds"]["load"] > 0 and record["seconds"]["analysis"] > 0
     checkpoint = json.loads(next((tmp_path / "analyses" / "norm").glob("*-step0-*.json")).read_text())
-    assert checkpoint["seconds"]["accuracy"] > 0
+    accuracy = json.loads(next((tmp_path / "analyses" / "accuracy").glob("*-step0-*.json")).read_text())
+    assert checkpoint["seconds"]["accuracy"] is None and accuracy["seconds"]["analysis"] > 0
+    assert accuracy["seconds"]["load"] == 0.0 and accuracy["analysis"] == "accuracy"
+
+
+def test_a_states_accuracy_is_computed_once_for_every_analysis_that_reads_it(tmp_path, monkeypatch):
+    from geofact.analysis.trained import TrainedModel
+
+    records = train_grid(GRID, tmp_path)
+    computed = []
+    accuracy = TrainedModel.accuracy
+    monkeypatch.setattr(TrainedModel, "accuracy", lambda self, *a: computed.append(self.step) or accuracy(self, *a))
+    first = analyse_grid(GRID, records, tmp_path, norm, "norm", {})
+    assert sorted(computed) == [0, 0, 10, 10]  # each checkpoint of both regimes; the stops' are the run records'
+    second = analyse_grid(GRID, records, tmp_path, lambda m: {"d": m.config.d}, "width", {})
+    assert len(computed) == 4  # the second analysis read them
+    assert [[p.accuracy for p in points] for points in first.values()] == \
+        [[p.accuracy for p in points] for points in second.values()]
+    model = TrainedModel.load(tmp_path, GRID.config(1, 8, False, 0), 10)
+    assert first["learned", 1, 8, 0][1].accuracy == accuracy(model)  # the cached value is the state's own
 
 
 def test_a_processs_first_state_of_a_shape_is_marked_as_its_warm_up_and_a_cells_states_come_together(tmp_path, monkeypatch):
@@ -107,10 +127,12 @@ def test_a_grids_states_are_keyed_and_stamped_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trajectory, "analysis_code_hash", counted("code", trajectory.analysis_code_hash))
     monkeypatch.setattr(trajectory, "provenance", counted("origin", trajectory.provenance))
+    monkeypatch.setattr(trajectory, "_ACCURACY_STAMPS", {})
     analyse_grid(GRID, records, tmp_path, norm, "norm", {})
-    assert made == {"code": 1, "origin": 1} and len(list((tmp_path / "analyses" / "norm").glob("*.json"))) == 6
+    # the analysis's stamp and the checkpoints' accuracies' (`_shared_accuracy`), each made once
+    assert made == {"code": 2, "origin": 2} and len(list((tmp_path / "analyses" / "norm").glob("*.json"))) == 6
     analyse_grid(GRID, records, tmp_path, norm, "norm", {})  # all cached: keyed, nothing stamped
-    assert made == {"code": 2, "origin": 1}
+    assert made == {"code": 3, "origin": 2}
 
 
 def test_past_the_deadline_cached_states_still_read_and_an_uncached_one_stops_with_budget_spent(tmp_path, monkeypatch):

@@ -14,13 +14,14 @@ def test_a_row_per_analysis_and_d_with_its_seconds_and_the_plans_price_on_a_cpu(
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [json.loads(line) for line in done.stdout.splitlines()]
-    names = ["interventions", "readouts", "zero-shot-transfer", "accuracy"]
+    names = ["load", "interventions", "readouts", "zero-shot-transfer", "accuracy"]
     assert [(r["d"], r["analysis"]) for r in rows] == [(d, name) for d in (8, 16) for name in names]
     assert all(r["seconds"] > 0 and r["steps"] == 20 and r["device"].startswith("cpu") for r in rows)
     assert all(0 <= r["state_accuracy"] <= 1 for r in rows)
     # priced at the CPU's stored calibration (bench/calibration/cpu.json), the plan's per-state work
     assert all(r["predicted_seconds"] > 0 and math.isfinite(r["error"]) and r["calibration"] == "cpu" for r in rows)
-    assert rows[4]["predicted_seconds"] > rows[0]["predicted_seconds"]  # a sweep at d = 16 costs more than at 8
+    assert rows[6]["predicted_seconds"] > rows[1]["predicted_seconds"]  # a sweep at d = 16 costs more than at 8
+    assert rows[5]["predicted_seconds"] > rows[0]["predicted_seconds"]  # and so does loading the state
     for wrong in (["--R", "1"], ["--N", "64", "--R", "65"]):
         bad = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_analyses.py"), "--device", "cpu", *wrong],
                              capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -69,4 +70,4 @@ def test_it_runs_where_a_gpu_lease_runs_without_the_jupyter_packages(tmp_path):
                            "--R", "4", "--d", "8", "--steps", "5", "--repeats", "1", "--json"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert len(done.stdout.splitlines()) == 4
+    assert len(done.stdout.splitlines()) == 5

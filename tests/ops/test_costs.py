@@ -632,7 +632,7 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
     import json
     import tarfile
 
-    from geofact.ops.costs import STATE_WORK, Analysis, _accuracy, analysis_errors, analysis_records
+    from geofact.ops.costs import STATE_WORK, Analysis, _accuracy, _loaded, analysis_errors, analysis_records
     from geofact.training.grid import CapacityGrid
 
     grid = dict(N=64, R_values=[2, 8], d_values=[16], seeds=[0], lr=0.01, batch_size=64, max_steps=40, checkpoints=[])
@@ -649,9 +649,9 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
     pages = {p: params for p in ("exp-readout", "exp-interventions", "exp-freeze-transfer")}
     analyses = {a.what: a for plan in plan_pages(pages, H100_SPEC, lambda c: 64) for a in plan.analyses}
     for what, (name, record_params) in recorded.items():  # a grid of final states alone: the plan's work, state by state
-        work, times = STATE_WORK[name]
-        assert analyses[what].work == sum((work(c, record_params) * times for c in configs[1:]),
-                                          work(configs[0], record_params) * times)
+        work, times = STATE_WORK[name]  # and each state's loading
+        assert analyses[what].work == sum((work(c, record_params) * times + _loaded(c) for c in configs[1:]),
+                                          work(configs[0], record_params) * times + _loaded(configs[0]))
     # seconds recorded as the plan prices them: no error on that card; twice as long on another, -50%
     name, record_params = recorded["rank sweeps"]
     work, times = STATE_WORK[name]
@@ -666,11 +666,17 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
     on_cpu = {**records[0], "provenance": {"device": "cpu (x86_64, 2 threads)"}}
     cold = {**records[0], "seconds": {**records[0]["seconds"], "analysis": 50.0, "warm": False}}  # the process's first
     drifted = {**records[0], "params": {}}  # parameters the plan does not know: counted, not read
+    # a checkpoint's accuracy as its own record (since 2026-12-01), timed as the plan prices it, loading nothing
+    shared = _analysed(configs[-1], "accuracy", {}, 0, {"load": 0.0, "accuracy": None, "analysis": accuracy, "warm": True})
     lines = [line.strip().replace("-0%", "+0%") for line in
-             analysis_errors(records + slower + [untimed, on_cpu, cold, drifted], H100_SPEC, "cuda")]
+             analysis_errors(records + slower + [untimed, on_cpu, cold, drifted, shared], H100_SPEC, "cuda")]
+    load_price = 2 * Analysis("", "", 1, _loaded(configs[-1])).seconds(H100_SPEC)
     assert any(line.startswith("cuda (NVIDIA H100 80GB HBM3): interventions N=64 R=8 d=16, 2 states:")
-               and "(+0%)" in line and "1 accuracies" in line and "loading the weights 0.20 s" in line for line in lines)
-    assert set(lines) >= {"cuda (NVIDIA H100 80GB HBM3): 1 groups of states, worst error +0%",
+               and "(+0%)" in line and "1 accuracies" in line
+               and f"loading the weights 0.20 s, {load_price:.2f} predicted" in line for line in lines)
+    assert any(line.startswith("cuda (NVIDIA H100 80GB HBM3): accuracy N=64 R=8 d=16, 1 states:") and "(+0%)" in line
+               and "loading" not in line for line in lines)
+    assert set(lines) >= {"cuda (NVIDIA H100 80GB HBM3): 2 groups of states, worst error +0%",
                           "cuda (NVIDIA H200): 1 groups of states, worst error -50%", "left out: 1 states, a warm-up",
                           "left out: 1 states, unreadable (KeyError: 'rank_points')"}
     assert analysis_errors([untimed, on_cpu], H100_SPEC, "cuda")[0].startswith("analysis check: no analysis timed on cuda")
@@ -699,3 +705,35 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
         part_path(archive.with_name("later.tar.gz"), i, 2).write_bytes(chunk)
     assert [p.name for p in record_sources(tmp_path)] == ["later.tar.gz.part1of2", "lease.tar.gz", "runs"]
     assert len(analysis_records(tmp_path)) == len(records + slower + [spike])
+
+
+def test_each_mechanism_page_loads_every_state_and_the_first_computes_the_checkpoints_accuracies():
+    """A checkpoint's accuracy is computed once, by the first mechanism page of a lease (exp-readout), and read by the
+    others (geofact.analysis.trajectory's "accuracy" record); each page loads every state it analyses."""
+    from geofact.ops import costs
+    from geofact.ops.costs import _accuracy, _loaded, readouts_work, sweep_work
+    from geofact.training.grid import CapacityGrid
+
+    grid = dict(N=64, R_values=[2, 8], d_values=[16], seeds=[0], lr=0.01, batch_size=64, max_steps=40, checkpoints=[0, 20])
+    params = dict(capacity_grid=grid, trajectory_grid=None, held_out=0.25, alpha=1e-3, rank_points=4, split_seed=0,
+                  erosion_control=None, others_per_edit=1, cv_alphas=[1e-3, 1e-1], cv_folds=3, readout_check=None,
+                  retrain_steps=10, new_task_offset=1000, precision="fp32")
+    configs = list(CapacityGrid.from_parameter(grid).configs().values())
+    pages = {p: params for p in ("exp-readout", "exp-interventions", "exp-freeze-transfer")}
+    analyses = {a.what: a for plan in plan_pages(pages, H100_SPEC, lambda c: 64) for a in plan.analyses}
+    checkpoints = sum((_accuracy(c) * 2 for c in configs[1:]), _accuracy(configs[0]) * 2)  # 2 a run, its stop given
+    loads = sum((_loaded(c) * 3 for c in configs[1:]), _loaded(configs[0]) * 3)
+    for what in ("readouts (4 per target and state)", "rank sweeps", "zero-shot transfer"):
+        work = analyses[what].work
+        assert work.loads == loads.loads == 3 * len(configs) and work.loaded == loads.loaded > 0
+    readouts, sweeps = analyses["readouts (4 per target and state)"].work, analyses["rank sweeps"].work
+    assert checkpoints.fast > 0 and checkpoints.ops > 0
+    without = sum((readouts_work(c, 0.25) * 3 for c in configs[1:]), readouts_work(configs[0], 0.25) * 3) + loads
+    def same(a, b) -> bool:  # field by field, up to the sums' order
+        return all(math.isclose(x, y) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
+
+    assert same(readouts, without + checkpoints)  # the readouts' own work, the loads, the accuracies
+    sweep = sum((sweep_work(c, 4, 0.25, 1) * 4 for c in configs[1:]), sweep_work(configs[0], 4, 0.25, 1) * 4) + loads
+    assert same(sweeps, sweep)  # no accuracy: read from exp-readout's records
+    seconds = analyses["rank sweeps"].parts(H100_SPEC)["loading"]
+    assert math.isclose(seconds, loads.loads * costs.LOAD_SECONDS + loads.loaded / costs.LOAD_BYTES_PER_SECOND)

@@ -1,0 +1,52 @@
+"""A run's weights as the run cache keeps them, read back fast (geofact.training.sweep.load_weights).
+
+A run's final state and every checkpoint are written as an uncompressed NPZ (`geofact.store.write_arrays`,
+compress=False; sweep.save_result), and each mechanism page loads every state of the capacity grid it analyses: at the
+paper profile 3,024 states, 28.6 GB a page. `read_weights` reads each member of such a file straight into its array,
+one copy from the file and no CRC pass (each member's size checked against its header instead): 0.6 ms against
+np.load's 1.5 for a state of N = 4096, R = 16 at d = 32 (1.1 MB), 9.7 against 28.3 at d = 768 (49 MB), on a 2-core
+Xeon (bench/bench_load.py, 2026-12-01). A file with a compressed member is read by `geofact.store.read_arrays`.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import zipfile
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from geofact.store import read_arrays
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # a zip member's signature, (version .. sizes), name length, extra length
+
+
+def read_weights(path: Path) -> dict[str, np.ndarray]:
+    """The named arrays of an NPZ written by `geofact.store.write_arrays` (as it reads them)."""
+    with open(path, "rb") as f, zipfile.ZipFile(f) as archive:
+        members = archive.infolist()
+        if any(m.compress_type != zipfile.ZIP_STORED for m in members):
+            return read_arrays(path)
+        return {m.filename.removesuffix(".npy"): _stored_array(f, m, path) for m in members}
+
+
+def _stored_array(f: BinaryIO, member: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    """One uncompressed .npy member of an open NPZ, read into a fresh array."""
+    f.seek(member.header_offset)
+    signature, name_length, extra_length = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+    if signature != b"PK\x03\x04":
+        raise ValueError(f"{path}: member {member.filename} has no local header where the zip directory puts it")
+    start = member.header_offset + _LOCAL_HEADER.size + name_length + extra_length
+    f.seek(start)
+    version = np.lib.format.read_magic(f)
+    shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                             else np.lib.format.read_array_header_2_0)(f)
+    if dtype.hasobject:
+        raise ValueError(f"{path}: member {member.filename} holds Python objects; geofact reads plain arrays only")
+    flat = np.empty(math.prod(shape), dtype=dtype)
+    if f.tell() - start + flat.nbytes != member.file_size or f.readinto(flat.view(np.uint8)) != flat.nbytes:
+        raise ValueError(f"{path}: member {member.filename} is not the {flat.nbytes} bytes of data its header "
+                         f"announces (a truncated or damaged file)")
+    return flat.reshape(shape, order="F" if fortran else "C")
