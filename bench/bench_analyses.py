@@ -109,8 +109,8 @@ def rows(N: int, R: int, d: int, steps: int, device: torch.device, repeats: int,
         for name, fn in {**load, **analyses(model)}.items():
             seconds = timed(fn, device, repeats)
             work = priced[name] if name in priced else STATE_WORK[name][0](config, PARAMS[name])
-            row = {"analysis": name, "N": N, "R": R, "d": d, "steps": steps, "state_accuracy": accuracy,
-                   "device": describe_device(device), "seconds": seconds}
+            row = {"analysis": name, "N": N, "R": R, "d": d, "steps": steps, "params": PARAMS.get(name, {}),
+                   "state_accuracy": accuracy, "device": describe_device(device), "seconds": seconds}
             if calibration is not None:
                 predicted = Analysis("", name, 1, work).seconds(calibration)
                 row.update(predicted_seconds=predicted, error=predicted / seconds - 1, calibration=calibration.device)

@@ -39,6 +39,9 @@ class Calibration:
     ops_per_step: float  # ops of a single-hop step (views excluded)
     source: str  # where the numbers come from
     counted: CountedRates | None = None  # rates of a step's counted work, where the timed steps have been counted
+    # {analysis: measured / priced} over the states the card analysed (their records' seconds; "load": their loading),
+    # by which the plan scales its price of each analysis (geofact.ops.costs.fit_analysis_factors); None: none timed
+    analysis_factors: dict[str, float] | None = None
 
     def step_seconds(self, config: TrainConfig | MultiHopConfig, runs: int) -> float:
         rate = self.matmul_flops.get(config.precision) or self.matmul_flops["fp32"]

@@ -324,6 +324,7 @@ class Analysis:
     states: int
     work: Work
     columns: tuple = ()
+    name: str = ""  # what its states' records call it ("interventions", ..., "accuracy"): its refitted factor's key
 
     def parts(self, calibration: Calibration) -> dict[str, float]:
         """Its predicted seconds on the calibration's device, by what takes them: "arithmetic" (TF32 and the recheck
@@ -334,7 +335,9 @@ class Analysis:
         Its bytes and FLOPs are counted as a step's are (ANALYSIS_VALUES, geofact.training.dispatch_count), so they
         are priced at the rates fitted to the timed steps' counts (`Calibration.counted`) where the card has them,
         else at the formula's (until 2026-11-30 at the formula's always: on the H100 997 GB/s against 1,456 for counted
-        work). Its states' loading ("loading", on the host) is priced at LOAD_BYTES_PER_SECOND. Its launches are priced at
+        work). Its states' loading ("loading", on the host) is priced at LOAD_BYTES_PER_SECOND. Where the card's states
+        were timed, each part is scaled by the factor refitted to them (`Calibration.analysis_factors`, by `name`;
+        the loading by "load"; `fit_analysis_factors`). Its launches are priced at
         the larger of the two fitted rates a launch, the formula's (4.8 us on the
         H100; the counted fit's is 3.3): both were fitted to steps replayed as CUDA graphs, and an analysis runs
         eagerly, whose launches H100_SPEC's note puts near 8 us. No lease has timed a batched analysis: that its kernels
@@ -357,9 +360,11 @@ class Analysis:
         else:  # no CUDA, the kernels off, or no rate measured for them on this card: priced as whole logits
             arithmetic += w.kernel / tf32
             memory += w.logit_bytes
-        return {"arithmetic": arithmetic, "memory": memory / rates.bandwidth,
-                "launches": w.ops * max(calibration.op_seconds, rates.op_seconds),
-                "loading": w.loads * LOAD_SECONDS + w.loaded / LOAD_BYTES_PER_SECOND}
+        factors = calibration.analysis_factors or {}
+        factor = factors.get(self.name, 1.0)
+        return {"arithmetic": factor * arithmetic, "memory": factor * memory / rates.bandwidth,
+                "launches": factor * w.ops * max(calibration.op_seconds, rates.op_seconds),
+                "loading": factors.get("load", 1.0) * (w.loads * LOAD_SECONDS + w.loaded / LOAD_BYTES_PER_SECOND)}
 
     def seconds(self, calibration: Calibration) -> float:
         """Its predicted seconds (`parts`, added)."""
@@ -389,24 +394,42 @@ def _with_second(params: dict) -> list[CapacityGrid]:
     return [_grid(params), *ladder_grids(params.get("trajectory_grid"), params.get("precision"))]
 
 
-def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], Work],
-               final_only: bool = False, final_extra: float = 0.0, accuracies: bool = False) -> Analysis:
-    """An analysis of every run's kept states (or its final state alone) over `grids`, `cost(config)` its work a
-    state, each state loaded; the final state costs `final_extra` times more besides, and, with `accuracies`, every
-    other state an accuracy (geofact.analysis.trajectory.analyse_state: a run record gives its final one; the first
-    mechanism page to analyse a checkpoint computes it, those after it read it). A run keeping a tail
-    (TrainConfig.keep_tail) is priced with all of it, as if it stopped at its step budget."""
+def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], Work], name: str,
+               final_only: bool = False, final_extra: float = 0.0) -> Analysis:
+    """An analysis (records named `name`) of every run's kept states (or its final state alone) over `grids`,
+    `cost(config)` its work a state, each state loaded; the final state costs `final_extra` times more besides. A run
+    keeping a tail (TrainConfig.keep_tail) is priced with all of it, as if it stopped at its step budget."""
     states, work, columns = 0, Work(), {}
     for grid in grids:
         for config in grid.configs().values():
-            kept = 1 if final_only else len(grid.checkpoints) + len(config.tail_steps(config.max_steps)) + 1
+            kept = 1 if final_only else _kept(grid, config)
             states += kept
-            state = (cost(config) * (kept + final_extra) + _loaded(config) * kept
-                     + _accuracy(config) * ((kept - 1) * accuracies))
+            state = cost(config) * (kept + final_extra) + _loaded(config) * kept
             work += state
             if grid is grids[0]:  # the capacity grid's columns (`column_seconds`); a second grid's ladders apart
                 columns[config.d] = columns.get(config.d, Work()) + state
-    return Analysis(page, what, states, work, tuple(sorted(columns.items())))
+    return Analysis(page, what, states, work, tuple(sorted(columns.items())), name)
+
+
+def _kept(grid: CapacityGrid, config: TrainConfig) -> int:
+    """The states of a run a mechanism page analyses: its checkpoints, its tail's, its final one."""
+    return len(grid.checkpoints) + len(config.tail_steps(config.max_steps)) + 1
+
+
+def _accuracies(grids: list[CapacityGrid], page: str) -> Analysis:
+    """The accuracy of every kept checkpoint over `grids` (a run record gives its final one), which the first mechanism
+    page to analyse a state computes and the others read (geofact.analysis.trajectory's "accuracy" records; until
+    2026-12-01 each page computed it again)."""
+    states, work, columns = 0, Work(), {}
+    for grid in grids:
+        for config in grid.configs().values():
+            states += _kept(grid, config) - 1
+            state = _accuracy(config) * (_kept(grid, config) - 1)
+            work += state
+            if grid is grids[0]:
+                columns[config.d] = columns.get(config.d, Work()) + state
+    return Analysis(page, "checkpoints' accuracies (the pages after read them)", states, work,
+                    tuple(sorted(columns.items())), "accuracy")
 
 
 def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
@@ -418,17 +441,20 @@ def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
     return [(_grid(params), params["spike_R"], params["spike_d"], list(params["spike_seeds"])), *([second] if second else [])]
 
 
-def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work],
+def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work], name: str,
                   accuracies: bool = False) -> list[Analysis]:
     """The spike studies' kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
     MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more, each loaded
-    and, with `accuracies` (the first mechanism page), its accuracy computed."""
+    and, with `accuracies` (the first mechanism page), its accuracy computed, apart (`_accuracies`)."""
     analyses = []
     for grid, R, d, seeds in _studies(params):
         config = grid.config(R, d, False, 0, max_steps=params["spike_steps"])
         states = len(MECHANISM_RECIPES) * len(seeds) * (params["spike_steps"] // params["spike_keep_every"] + 6)
-        work = (cost(config) + _loaded(config) + _accuracy(config) * accuracies) * states
-        analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, work))
+        analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, (cost(config) + _loaded(config)) * states,
+                                 name=name))
+        if accuracies:
+            analyses.append(Analysis(page, f"accuracies of the spike study's states (N = {grid.N})", states,
+                                     _accuracy(config) * states, name="accuracy"))
     return analyses
 
 
@@ -524,11 +550,12 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
 
     # the first mechanism page in a lease's order (geofact.ops.compute.MECHANISM_PAGES): the states' accuracies are its
     return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts,
-                               accuracies=True),
+                               "readouts"),
+                    _accuracies(_with_second(params), "exp-readout"),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
                                lambda c: cv_readouts_work(c, held_out, len(params["cv_alphas"]), params["cv_folds"]),
-                               final_only=True),
-                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts,
+                               "readouts-cv", final_only=True),
+                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts, "readouts",
                                    accuracies=True)]
 
 
@@ -547,18 +574,21 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
             + groups_of("exp-interventions", "erosion control trained on", [replace(c, loss_threshold=0.0) for c in retrained],
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
-    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, final_extra=1.0),
-                    *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep)]
+    return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, "interventions",
+                               final_extra=1.0),
+                    *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep,
+                                   "interventions")]
 
 
 def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
-    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer_work)
+    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer_work,
+                           "zero-shot-transfer")
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),
             [zero_shot, *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states",
-                                       transfer_work)])
+                                       transfer_work, "zero-shot-transfer")])
 
 
 def plan_multihop(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
@@ -826,6 +856,11 @@ def format_plan(plans: list[PagePlan], calibration: Calibration, minutes: float 
              *([f"  steps and analyses by their counted work (this checkout's step on fake meta tensors): "
                 f"{calibration.counted.bandwidth / 1e9:.0f} GB/s, {calibration.counted.op_seconds * 1e6:.2f} us/op, "
                 + kernel_rates(calibration.counted) + f"; {calibration.counted.source}"] if counted else []),
+             ("  analyses scaled by the factors refitted to this card's timed states (bench/calibrate_analyses.py): "
+              + ", ".join(f"{name} x{factor:.2f}" for name, factor in sorted(calibration.analysis_factors.items()))
+              if calibration.analysis_factors else
+              "  analyses at the rates fitted to the timed steps, their loading at an assumed host rate: no state "
+              "analysed on this card has been timed (bench/calibrate_analyses.py refits them)"),
              "training is priced at each run's recorded stop where the lease records hold the run, else at its step "
              "budget (an upper bound; d_min trials with an accuracy stop at what they are expected to train); '~' marks "
              "runs that are a guess", ""]
@@ -922,16 +957,26 @@ def plan_errors(records: list[dict], calibration: Calibration, device: str) -> l
     return lines
 
 
-def analysis_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
-    """The plan's price of each analysed state (`STATE_WORK`, `_accuracy`) against the wall seconds its record holds
-    (geofact.analysis.trajectory, since 2026-11-30), for every record made on `device` (a kind, "cuda"): one line per
-    card, analysis, N, R and d (the analysis, and the weights' loading beside `_loaded`'s price; since 2026-12-01 a
-    checkpoint's accuracy is a record of its own, "accuracy", which loads nothing) and one a card; cards apart, as
-    `plan_errors` keeps them. The first state a process analysed of a shape holds its warm-up (`seconds["warm"]`
-    false): left out, and counted."""
-    groups: dict[tuple, list[tuple[dict, TrainConfig, float, float, float, float]]] = {}  # record, config, price,
-    # seconds analysing, seconds loading, loading's price
-    skipped: dict[str, int] = {}
+@dataclass(frozen=True)
+class TimedState:
+    """An analysed state whose record holds its wall seconds (geofact.analysis.trajectory, since 2026-11-30), beside
+    the plan's price of it."""
+
+    device: str  # where it was analysed, as describe_device writes it
+    name: str  # the analysis (STATE_WORK's key)
+    config: TrainConfig
+    price: float  # the plan's seconds for its analysis
+    analysed: float  # the seconds its record holds
+    load_price: float  # the plan's seconds for loading its weights (0 for an accuracy: its analysis loaded them)
+    loaded: float | None  # None: not timed (a benchmark's row times one load a state, `bench_analyses.py`)
+    accuracy: float | None  # a checkpoint's accuracy timed within its analysis's record (until 2026-12-01)
+
+
+def timed_states(records: list[dict], calibration: Calibration, device: str) -> tuple[list[TimedState], dict[str, int]]:
+    """The states of `records` analysed on `device` (a kind, "cuda") priced at `calibration`, and the records left out
+    by why: the first state a process analysed of a shape holds its warm-up (`seconds["warm"]` false), an analysis the
+    plan does not price, a record it cannot read."""
+    states, skipped = [], {}
     for r in records:
         made_on = (r.get("provenance") or {}).get("device", "")
         if not made_on.startswith(device) or not isinstance(r.get("seconds"), dict):
@@ -941,36 +986,75 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
             why = f"not priced ({r.get('analysis')})"
         if why is None:
             try:  # a record of another schema's config or parameters, or without a time, is counted, not read
-                analysed, loaded = float(r["seconds"]["analysis"]), float(r["seconds"]["load"])
-                config = TrainConfig(**r["config"])
-                work, times = STATE_WORK[r["analysis"]]
-                price = Analysis("", r["analysis"], 1, work(config, r["params"]) * (times if r["step"] is None else 1.0))
-                load_price = 0.0 if r["analysis"] == "accuracy" else Analysis("", "", 1, _loaded(config)).seconds(calibration)
-                groups.setdefault((made_on, r["analysis"], config.N, config.R, config.d), []).append(
-                    (r, config, price.seconds(calibration), analysed, loaded, load_price))
+                name, config = r["analysis"], TrainConfig(**r["config"])
+                work, times = STATE_WORK[name]
+                price = Analysis("", name, 1, work(config, r["params"]) * (times if r["step"] is None else 1.0), name=name)
+                load_price = 0.0 if name == "accuracy" else Analysis("", "", 1, _loaded(config)).seconds(calibration)
+                accuracy = r["seconds"].get("accuracy")
+                loaded = r["seconds"]["load"]
+                states.append(TimedState(made_on, name, config, price.seconds(calibration), float(r["seconds"]["analysis"]),
+                                         load_price, None if loaded is None else float(loaded),
+                                         None if accuracy is None else float(accuracy)))
             except (KeyError, TypeError, ValueError) as exc:
                 why = f"unreadable ({type(exc).__name__}: {exc})"
         if why is not None:
             skipped[why] = skipped.get(why, 0) + 1
+    return states, skipped
+
+
+# The fewest timed states of an analysis (or loads) whose total a factor is refitted to: fewer keep the plan's price
+MIN_TIMED_STATES = 3
+
+
+def fit_analysis_factors(states: list[TimedState]) -> dict[str, tuple[float, int]]:
+    """{analysis: (measured / priced seconds, states)} over one card's `states`, and "load" for their loading: what
+    `Calibration.analysis_factors` stores (bench/calibrate_analyses.py). The states must be priced without factors
+    (`timed_states` at the calibration with analysis_factors None), so that a refit does not compound them. An analysis
+    (or the loads) with fewer than MIN_TIMED_STATES states, or no time measured, gets none. A ratio of sums: the
+    large states, which take the plan's minutes, weigh most."""
+    totals: dict[str, list[float]] = {}
+    for st in states:
+        for key, measured, price in ((st.name, st.analysed, st.price), ("load", st.loaded, st.load_price)):
+            if key == "load" and (st.name == "accuracy" or measured is None):
+                continue  # an accuracy's state was loaded by the analysis that asked for it
+            total = totals.setdefault(key, [0.0, 0.0, 0])
+            total[0] += measured
+            total[1] += price
+            total[2] += 1
+    return {key: (measured / priced, n) for key, (measured, priced, n) in totals.items()
+            if n >= MIN_TIMED_STATES and measured > 0 and priced > 0}
+
+
+def analysis_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
+    """The plan's price of each analysed state (`STATE_WORK`, `_accuracy`) against the wall seconds its record holds
+    (`timed_states`), for every record made on `device` (a kind, "cuda"): one line per card, analysis, N, R and d
+    (the analysis, and the weights' loading beside `_loaded`'s price; since 2026-12-01 a checkpoint's accuracy is a
+    record of its own, "accuracy", which loads nothing) and one a card; cards apart, as `plan_errors` keeps them.
+    Warm-ups and unreadable records are left out, and counted."""
+    states, skipped = timed_states(records, calibration, device)
+    groups: dict[tuple, list[TimedState]] = {}
+    for st in states:
+        groups.setdefault((st.device, st.name, st.config.N, st.config.R, st.config.d), []).append(st)
     if not groups:
         return [f"analysis check: no analysis timed on {device} in the records (their seconds are recorded since "
                 f"2026-11-30)" + "".join(f"; {n} {why}" for why, n in skipped.items())]
     lines = [f"analysis check against {calibration.device} (a state's seconds as recorded, the plan's price of it):"]
     errors: dict[str, list[float]] = {}
-    for (card, name, N, R, d), states in sorted(groups.items()):
-        measured = sum(analysed for _, _, _, analysed, _, _ in states)
-        predicted = sum(price for _, _, price, _, _, _ in states)
-        # a checkpoint's accuracy timed within its analysis's record (until 2026-12-01)
-        timed = [(r, c) for r, c, *_ in states if r["seconds"].get("accuracy") is not None]
-        accuracy = sum(r["seconds"]["accuracy"] for r, _ in timed)
-        accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(c)).seconds(calibration) for _, c in timed)
+    for (card, name, N, R, d), group in sorted(groups.items()):
+        measured, predicted = sum(st.analysed for st in group), sum(st.price for st in group)
+        timed = [st for st in group if st.accuracy is not None]
+        accuracy = sum(st.accuracy for st in timed)
+        accuracy_predicted = sum(Analysis("", "accuracy", 1, _accuracy(st.config), name="accuracy").seconds(calibration)
+                                 for st in timed)
         error = predicted / measured - 1 if measured > 0 else None
         if error is not None:
             errors.setdefault(card, []).append(error)
         accuracies = f"; {len(timed)} accuracies {accuracy:.2f} s, {accuracy_predicted:.2f} predicted" if timed else ""
-        loading = "" if name == "accuracy" else (
-            f"; loading the weights {sum(s[4] for s in states):.2f} s, {sum(s[5] for s in states):.2f} predicted")
-        lines.append(f"  {card}: {name} N={N} R={R} d={d}, {len(states)} states: {measured:.2f} s measured, "
+        loads = [st for st in group if st.loaded is not None]
+        loading = "" if name == "accuracy" or not loads else (
+            f"; loading the weights {sum(st.loaded for st in loads):.2f} s, {sum(st.load_price for st in loads):.2f} "
+            f"predicted")
+        lines.append(f"  {card}: {name} N={N} R={R} d={d}, {len(group)} states: {measured:.2f} s measured, "
                      f"{predicted:.2f} predicted ({'no time measured' if error is None else f'{error:+.0%}'})"
                      f"{accuracies}{loading}")
     for card, errs in sorted(errors.items()):

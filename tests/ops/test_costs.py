@@ -111,7 +111,10 @@ def test_the_spike_study_at_the_second_n_is_priced_with_the_second_grid_and_its_
     states = {a.what: a.states for a in readout.analyses if "spike study" in a.what}
     per_run = 40 // 10 + 6
     assert states == {"readouts of the spike study's states (N = 32)": 3 * 2 * per_run,
-                      "readouts of the spike study's states (N = 48)": 3 * 3 * per_run}
+                      "readouts of the spike study's states (N = 48)": 3 * 3 * per_run,
+                      # the first mechanism page computes their accuracies, which the others read
+                      "accuracies of the spike study's states (N = 32)": 3 * 2 * per_run,
+                      "accuracies of the spike study's states (N = 48)": 3 * 3 * per_run}
     params["exp-readout"]["spike_second"] = None
     assert not [g for g in plan_pages(params, H100_SPEC, lambda c: 64)[0].groups if "N = 48" in g.what]
     # the plan adds up every page's analyses (issue 47 bounds them as a whole)
@@ -732,8 +735,42 @@ def test_each_mechanism_page_loads_every_state_and_the_first_computes_the_checkp
     def same(a, b) -> bool:  # field by field, up to the sums' order
         return all(math.isclose(x, y) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
 
-    assert same(readouts, without + checkpoints)  # the readouts' own work, the loads, the accuracies
+    assert same(readouts, without)  # the readouts' own work and the loads
+    accuracies = analyses["checkpoints' accuracies (the pages after read them)"]
+    assert accuracies.page == "exp-readout" and accuracies.name == "accuracy" and accuracies.states == 2 * len(configs)
+    assert same(accuracies.work, checkpoints)  # on exp-readout's plan alone
     sweep = sum((sweep_work(c, 4, 0.25, 1) * 4 for c in configs[1:]), sweep_work(configs[0], 4, 0.25, 1) * 4) + loads
     assert same(sweeps, sweep)  # no accuracy: read from exp-readout's records
     seconds = analyses["rank sweeps"].parts(H100_SPEC)["loading"]
     assert math.isclose(seconds, loads.loads * costs.LOAD_SECONDS + loads.loaded / costs.LOAD_BYTES_PER_SECOND)
+
+
+def test_an_analysis_is_scaled_by_the_factor_refitted_to_the_states_its_card_timed():
+    """`fit_analysis_factors`: per analysis, measured over priced seconds of one card's timed states (and "load" for
+    their loading), at the calibration without factors; the plan then scales that analysis alone."""
+    from geofact.ops.costs import (MIN_TIMED_STATES, STATE_WORK, Analysis, Work, _loaded, fit_analysis_factors,
+                                   timed_states)
+
+    config = TrainConfig(N=64, R=8, d=16, batch_size=64, max_steps=40)
+    params = {"held_out": 0.25, "alpha": 1e-3, "rank_points": 4, "split_seed": 0, "others_per_edit": 1}
+    sweep = Analysis("", "interventions", 1, STATE_WORK["interventions"][0](config, params), name="interventions")
+    load = Analysis("", "", 1, _loaded(config)).seconds(H100_SPEC)
+    base = {"config": config.as_dict(), "params": params, "step": 10, "provenance": {"device": "cuda (NVIDIA H100 80GB HBM3)"}}
+    timed = [{**base, "analysis": "interventions",
+              "seconds": {"analysis": 3 * sweep.seconds(H100_SPEC), "load": 0.5 * load, "warm": True}}] * MIN_TIMED_STATES
+    accuracies = [{**base, "analysis": "accuracy", "params": {}, "seconds": {"analysis": 1.0, "load": 0.0, "warm": True}}] * 2
+    states, skipped = timed_states(timed + accuracies, H100_SPEC, "cuda")
+    assert not skipped and len(states) == MIN_TIMED_STATES + 2
+    factors = fit_analysis_factors(states)
+    # too few accuracies timed to refit them; an accuracy's state was loaded by the analysis that asked
+    assert set(factors) == {"interventions", "load"}
+    assert math.isclose(factors["interventions"][0], 3.0) and factors["interventions"][1] == MIN_TIMED_STATES
+    assert math.isclose(factors["load"][0], 0.5)
+    refitted = dataclasses.replace(H100_SPEC, analysis_factors={k: f for k, (f, _) in factors.items()})
+    assert math.isclose(sweep.seconds(refitted), 3 * sweep.seconds(H100_SPEC))
+    readout = Analysis("", "readouts", 1, Work(bytes=1e9, loads=1.0, loaded=4e6), name="readouts")
+    parts, plain = readout.parts(refitted), readout.parts(H100_SPEC)
+    assert math.isclose(parts["memory"], plain["memory"]) and math.isclose(parts["loading"], 0.5 * plain["loading"])
+    # states priced at a calibration carrying factors would compound them: the refit prices without
+    again = fit_analysis_factors(timed_states(timed, dataclasses.replace(refitted, analysis_factors=None), "cuda")[0])
+    assert math.isclose(again["interventions"][0], 3.0)
