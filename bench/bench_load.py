@@ -9,6 +9,12 @@ Writes each d's weights as the run cache does (geofact.training.sweep.save_resul
 milliseconds of np.load's read (as geofact read until 2026-12-01), of geofact's read, of TrainedModel.load (the read
 and the copy to the device), the ratio np.load / geofact, and geofact's load in GB/s, the rate `geofact plan` prices a
 state's loading at (geofact.ops.costs.LOAD_BYTES_PER_SECOND) until a lease's records time it.
+
+With --overlap K, it also analyses a batch of K states of each d as a page does (geofact.analysis.trajectory), by a
+stand-in analysis that waits --wait-ms on the device the way a GPU's analysis returns its values (a sleep: the
+interpreter is free meanwhile, as in a CUDA synchronisation), twice: each state's weights read when it is analysed
+(`analyse_state` alone), and the next state's read while the one before is analysed (`analyse_states`); it prints
+both wall times and what the reads ahead saved, against the batch's reads.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import numpy as np
 import torch
 
 from geofact.analysis.trained import TrainedModel
+from geofact.analysis.trajectory import Stamp, analyse_state, analyse_states
 from geofact.device import describe_device
 from geofact.store import write_arrays
 from geofact.training.weights_file import read_weights
@@ -61,6 +68,31 @@ def row(folder: Path, N: int, R: int, d: int, device: torch.device, repeats: int
             "ratio": old / new, "load_GB_per_s": size / loaded / 1e6, "device": describe_device(device)}
 
 
+def overlap(folder: Path, N: int, R: int, d: int, device: torch.device, states: int, wait_ms: float) -> dict:
+    """A batch of `states` final states at (N, R, d) (seeds 0, 1, ...) analysed by a stand-in that waits `wait_ms`,
+    with and without the reads ahead (module docstring)."""
+    configs = [TrainConfig(N=N, R=R, d=d, batch_size=min(1024, N * R), seed=seed) for seed in range(states)]
+    for config in configs:
+        write_arrays(folder / f"{config.key()}.npz", {k: v.numpy() for k, v in init_params(config).items()}, compress=False)
+
+    def waits(model: TrainedModel) -> dict:
+        time.sleep(wait_ms / 1e3)
+        return {}
+
+    batch = [(config, None, 1.0) for config in configs]  # the run record's accuracy: no accuracy computed
+    analyse_states(folder, batch, waits, "warm-up", {}, device, desc="warm-up")  # the page cache warmed
+    began = time.perf_counter()
+    stamp = Stamp(waits, device)  # made once for the batch, as analyse_states makes it
+    for config in configs:
+        analyse_state(folder, config, None, waits, "each-when-asked", {}, 1.0, device, stamp)
+    asked = time.perf_counter() - began
+    began = time.perf_counter()
+    analyse_states(folder, batch, waits, "read-ahead", {}, device, desc="read ahead")
+    ahead = time.perf_counter() - began
+    return {"N": N, "R": R, "d": d, "states": states, "wait_ms": wait_ms, "when_asked_s": asked, "read_ahead_s": ahead,
+            "saved_s": asked - ahead, "waits_s": states * wait_ms / 1e3, "device": describe_device(device)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
@@ -68,8 +100,12 @@ def main() -> None:
     parser.add_argument("--R", type=int, default=16)
     parser.add_argument("--d", type=int, nargs="+", default=[32, 128, 256, 512, 768])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--overlap", type=int, default=0, metavar="K", help="also a batch of K states analysed (module docstring)")
+    parser.add_argument("--wait-ms", type=float, default=20.0, help="with --overlap: the stand-in analysis's wait")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.overlap < 0 or args.wait_ms < 0:
+        parser.error(f"--overlap and --wait-ms must be at least 0, got {args.overlap} and {args.wait_ms}")
     for name in ("N", "R", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -83,6 +119,13 @@ def main() -> None:
                   f"d={d:4d} {r['MB']:6.1f} MB  np.load {r['np_load_ms']:6.1f} ms  geofact {r['read_ms']:6.1f} ms "
                   f"({r['ratio']:.1f}x)  TrainedModel.load {r['load_ms']:6.1f} ms = {r['load_GB_per_s']:.2f} GB/s",
                   flush=True)
+            if args.overlap:
+                with tempfile.TemporaryDirectory() as batch_folder:
+                    o = overlap(Path(batch_folder), args.N, args.R, d, device, args.overlap, args.wait_ms)
+                print(json.dumps(o) if args.json else
+                      f"d={d:4d} {o['states']} states, {o['wait_ms']:g} ms waits: each read when asked "
+                      f"{o['when_asked_s']:.3f} s, read ahead {o['read_ahead_s']:.3f} s (saved {o['saved_s']:.3f} s; "
+                      f"the waits alone {o['waits_s']:.3f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ the first analysis of the state and read by the others (until then, each mechani
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +40,7 @@ from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, to_jsonable, write_json
 from geofact.training.grid import CapacityGrid
 from geofact.training.resume import BudgetSpent
-from geofact.training.sweep import provenance, run_sweep
+from geofact.training.sweep import load_weights, provenance, run_sweep
 
 SCHEMA = "geofact.analysis.state/1"
 
@@ -123,11 +124,11 @@ def _cell(config) -> tuple[int, int, int]:
 
 def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[TrainedModel], dict[str, Any]],
                   name: str, params: dict, final_accuracy: float | None = None, device: str | torch.device = "cpu",
-                  stamp: Stamp | None = None) -> dict:
+                  stamp: Stamp | None = None, reader: Prefetch | None = None) -> dict:
     """One state's analysis record (see the module docstring): cached, or computed from the run's weights
     (final when `step` is None, whose accuracy the run record gives as `final_accuracy`) on `device` and cached.
-    `stamp`: the batch's (`Stamp`), made here when not given. Past a time budget's deadline a state not yet cached
-    raises `BudgetSpent` instead."""
+    `stamp`: the batch's (`Stamp`), made here when not given; `reader`: the batch's (`Prefetch`), which may have read
+    the weights already. Past a time budget's deadline a state not yet cached raises `BudgetSpent` instead."""
     stamp = Stamp(analyse, device) if stamp is None else stamp
     path = analysis_path(cache_dir, name, config, step, params, stamp.code)
     record = read_record(path, SCHEMA, config.as_dict())
@@ -137,7 +138,10 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
                               f"{'its stop' if step is None else f'step {step}'}; the states analysed so far are cached")
         shape = (name, config.N, config.R, config.d)
         start = time.perf_counter()
-        model = TrainedModel.load(cache_dir, config, step, device)
+        if reader is None:
+            model = TrainedModel.load(cache_dir, config, step, device)
+        else:
+            model = TrainedModel(config, {k: v.to(stamp.device) for k, v in reader.weights(config, step).items()}, step)
         loaded = time.perf_counter()
         accuracy = final_accuracy if step is None and final_accuracy is not None else \
             _shared_accuracy(cache_dir, model)["accuracy"]
@@ -153,6 +157,54 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
                   "seconds": seconds, "provenance": stamp.origin()}
         write_json(path, record)
     return record
+
+
+class Prefetch:
+    """A batch's states' weights, the next one read from the run cache on a thread while the current one is analysed
+    (`analyse_states`). The read (geofact.training.weights_file) leaves the interpreter to the analysis, and on a GPU
+    the analysis waits on the device: a mechanism page loads 28.6 GB at the paper profile, 0.55 of the H100's planned
+    analysis minutes over the three pages (geofact.ops.costs.LOAD_BYTES_PER_SECOND, priced whole until a lease's
+    records say how much of it this hides). One state ahead: 49 MB at most (N = 4096, d = 768)."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = Path(cache_dir)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="geofact-weights")
+        self._ahead: dict[tuple[str, int | None], Future] = {}
+
+    def read_ahead(self, config, step: int | None) -> None:
+        """Start reading a state's weights (an error, a missing file say, is raised where they are asked for)."""
+        self._ahead.setdefault((config.key(), step), self._pool.submit(load_weights, self.cache_dir, config, step))
+
+    def weights(self, config, step: int | None) -> dict[str, torch.Tensor]:
+        """A state's weights on the host: read ahead, or read now."""
+        future = self._ahead.pop((config.key(), step), None)
+        return load_weights(self.cache_dir, config, step) if future is None else future.result()
+
+    def close(self) -> None:
+        """Drop what was read ahead and not asked for, once the read in flight ends."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._ahead.clear()
+
+
+def analyse_states(cache_dir: Path, states: list[tuple[Any, int | None, float | None]],
+                   analyse: Callable[[TrainedModel], dict[str, Any]], name: str, params: dict,
+                   device: str | torch.device = "cpu", desc: str = "analyses") -> list[dict]:
+    """`analyse_state` of each (config, step, the run record's accuracy) in order, under one `Stamp`, the weights of
+    the next state not yet cached read while the one before is analysed (`Prefetch`)."""
+    stamp = Stamp(analyse, device)
+    uncached = [i for i, (config, step, _) in enumerate(states)
+                if not analysis_path(cache_dir, name, config, step, params, stamp.code).exists()]
+    after = dict(zip(uncached, uncached[1:]))  # an uncached state -> the next one
+    reader = Prefetch(cache_dir)
+    out = []
+    try:
+        for i, (config, step, accuracy) in enumerate(progress(states, desc=desc)):
+            if i in after:
+                reader.read_ahead(*states[after[i]][:2])
+            out.append(analyse_state(cache_dir, config, step, analyse, name, params, accuracy, device, stamp, reader))
+    finally:
+        reader.close()
+    return out
 
 
 def state_accuracy(model: TrainedModel) -> dict[str, float]:
@@ -208,10 +260,9 @@ def analyse_grid(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
     states += [(key, None, records[key]["final_loss"]) for key in keys]
     states.sort(key=lambda state: _cell(configs[state[0]]))
     out: dict[Key, list[Point]] = {key: [] for key in keys}
-    stamp = Stamp(analyse, device)
-    for key, step, loss in progress(states, desc=desc):
-        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"], device,
-                               stamp)
+    analysed = analyse_states(cache_dir, [(configs[key], step, records[key]["accuracy"]) for key, step, _ in states],
+                              analyse, name, params, device, desc)
+    for (key, step, loss), record in zip(states, analysed):
         final = step is None
         out[key].append(Point(records[key]["steps"] if final else step, float(loss), record["accuracy"], final,
                               record["values"]))
@@ -260,10 +311,9 @@ def analyse_readings(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Pa
               if (step := reading_step(records[key], reading)) is not False]
     states.sort(key=lambda state: _cell(configs[state[1]]))
     out: dict[str, dict[Key, dict]] = {reading: {} for reading in READINGS}
-    stamp = Stamp(analyse, device)
-    for reading, key, step in progress(states, desc=desc):
-        record = analyse_state(cache_dir, configs[key], step, analyse, name, params, records[key]["accuracy"], device,
-                               stamp)
+    analysed = analyse_states(cache_dir, [(configs[key], step, records[key]["accuracy"]) for _, key, step in states],
+                              analyse, name, params, device, desc)
+    for (reading, key, _), record in zip(states, analysed):
         out[reading][key] = record["values"]
     return out
 

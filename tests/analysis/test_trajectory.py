@@ -161,3 +161,34 @@ def test_a_reading_names_the_state_a_verdict_reads():
     assert reading_step(unfinite, "best") is False
     with pytest.raises(ValueError, match="reading must be one of"):
         reading_step(stopped, "peak")
+
+
+def test_the_next_uncached_states_weights_are_read_while_one_is_analysed_each_once(tmp_path, monkeypatch):
+    import threading
+
+    from geofact.analysis import trajectory
+
+    records = train_grid(GRID, tmp_path)
+    analyse_grid(GRID, records, tmp_path, norm, "norm", {})  # every state cached under "norm"
+    read = []
+    load = trajectory.load_weights
+
+    def counted(cache_dir, config, step):
+        read.append((config.key(), step, threading.current_thread().name))
+        return load(cache_dir, config, step)
+
+    monkeypatch.setattr(trajectory, "load_weights", counted)
+    assert analyse_grid(GRID, records, tmp_path, norm, "norm", {}) is not None and read == []  # cached: nothing read
+    ahead = analyse_grid(GRID, records, tmp_path, norm, "norm-again", {})
+    assert sorted((k, -1 if s is None else s) for k, s, _ in read) == sorted(
+        (c.key(), -1 if s is None else s) for c in GRID.configs().values() for s in (0, 10, None))  # each state once
+    here = [name for *_, name in read if name == threading.current_thread().name]
+    assert len(here) == 1  # the first state read when asked, every other ahead, on the reader's thread
+    assert all(name.startswith("geofact-weights") for *_, name in read if name not in here)
+    plain = {key: [p.values for p in points] for key, points in analyse_grid(GRID, records, tmp_path, norm, "norm", {}).items()}
+    assert {key: [p.values for p in points] for key, points in ahead.items()} == plain
+    # a state whose weights cannot be read fails where it is analysed, after the states before it are cached
+    next(tmp_path.glob(f"{list(GRID.configs().values())[-1].key()}*.npz")).unlink()
+    with pytest.raises(FileNotFoundError):
+        analyse_grid(GRID, records, tmp_path, norm, "norm-third", {})
+    assert list((tmp_path / "analyses" / "norm-third").glob("*.json"))
