@@ -112,7 +112,7 @@ def rows(N: int, R: int, d: int, steps: int, device: torch.device, repeats: int,
             row = {"analysis": name, "N": N, "R": R, "d": d, "steps": steps, "params": PARAMS.get(name, {}),
                    "state_accuracy": accuracy, "device": describe_device(device), "seconds": seconds}
             if calibration is not None:
-                predicted = Analysis("", name, 1, work).seconds(calibration)
+                predicted = Analysis("", name, 1, work, name=name).seconds(calibration)  # its refitted factor too
                 row.update(predicted_seconds=predicted, error=predicted / seconds - 1, calibration=calibration.device)
             yield row
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.training.config import TrainConfig
-from geofact.ops.calibration import calibration_path, card_of, fit, group_timings, stored_cards
+from geofact.ops.calibration import calibration_path, card_of, fit, group_timings, stored_cards, without_analysis_factors
 from geofact.ops.costs import run_records
 
 
@@ -64,7 +64,7 @@ def main() -> None:
         raise SystemExit(f"no calibration at {path}: run bench/bench_trainer.py --device {args.device} --calibrate on it first"
                          " (or, for a card that trained groups, --peak and --ops-per-step)")
     else:
-        stored = json.loads(path.read_text())
+        stored = without_analysis_factors(json.loads(path.read_text()))  # fitted against the rates refitted here
     bench = stored["bench"]
     groups = group_timings(records, bench["device"])  # the calibrated card's groups alone (an H100's, not an H200's)
     if not groups:

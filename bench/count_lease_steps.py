@@ -89,7 +89,7 @@ def main() -> None:
     if "--worker" in sys.argv:
         return worker()
     from geofact.ops.calibration import (Calibration, calibration_path, fit_counted, load_calibration, stored_cards,
-                                         timed_groups, timed_step)
+                                         timed_groups, timed_step, without_analysis_factors)
     from geofact.ops.costs import kernel_rates, run_records
     from geofact.provenance import git_commit
     from geofact.store import write_json
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
     path = calibration_path(ROOT, args.device, args.card)
-    stored = json.loads(path.read_text())
+    stored = without_analysis_factors(json.loads(path.read_text()))  # fitted against the rates refitted here
     bench = stored["bench"]
     # (what, commit, the stack's run configs, runs timed, seconds a step)
     timed = [(f"N={g.config.N} d={g.config.d} {g.runs:.1f} runs", g.commit, [c.as_dict() for c in g.configs], g.runs, g.seconds)

@@ -40,7 +40,7 @@ from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, to_jsonable, write_json
 from geofact.training.grid import CapacityGrid
 from geofact.training.resume import BudgetSpent
-from geofact.training.sweep import load_weights, provenance, run_sweep
+from geofact.training.sweep import checkpoint_file, load_weights, provenance, run_sweep
 
 SCHEMA = "geofact.analysis.state/1"
 
@@ -219,12 +219,16 @@ def _shared_accuracy(cache_dir: Path, model: TrainedModel) -> dict:
     """The record of `state_accuracy` of a loaded state, cached as an analysis of its own ("accuracy"): each mechanism
     page analyses every state of the grid, and until 2026-12-01 each computed the state's accuracy again (a tenth of
     the analyses' planned minutes, geofact.ops.costs). Its `seconds` are the accuracy's ("analysis"; its weights were
-    loaded by the analysis that asked, "load" 0)."""
+    loaded by the analysis that asked, "load" 0). It is keyed by the weights file it was computed from (size and
+    modification time, `params["weights"]`), so that a run trained again (a lease retrains the recorded runs for
+    their weights) has its accuracy computed again from its own weights."""
     stamp = _ACCURACY_STAMPS.get(model.device)
     if stamp is None:
         stamp = _ACCURACY_STAMPS[model.device] = Stamp(state_accuracy, model.device)
     config, step = model.config, model.step
-    path = analysis_path(cache_dir, "accuracy", config, step, {}, stamp.code)
+    made = (Path(cache_dir) / (f"{config.key()}.npz" if step is None else checkpoint_file(config, step))).stat()
+    params = {"weights": f"{made.st_size}-{made.st_mtime_ns}"}
+    path = analysis_path(cache_dir, "accuracy", config, step, params, stamp.code)
     record = read_record(path, SCHEMA, config.as_dict())
     if record is None:
         shape = ("accuracy", config.N, config.R, config.d)
@@ -232,7 +236,7 @@ def _shared_accuracy(cache_dir: Path, model: TrainedModel) -> dict:
         values = state_accuracy(model)
         seconds = {"load": 0.0, "accuracy": None, "analysis": time.perf_counter() - start, "warm": shape in _SHAPES_TIMED}
         _SHAPES_TIMED.add(shape)
-        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": "accuracy", "params": {}, "code": stamp.code,
+        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": "accuracy", "params": params, "code": stamp.code,
                   "modules": stamp.modules, "step": step, "accuracy": values["accuracy"], "values": values,
                   "seconds": seconds, "provenance": stamp.origin()}
         write_json(path, record)

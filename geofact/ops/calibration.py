@@ -252,6 +252,17 @@ def fit_counted(points: list[tuple[dict, float, str]], fp32_peak: float, precisi
                                + (f"; the matmul rate is the cap ({cap / 1e12:.0f} TFLOP/s, {precision})" if rate >= cap * (1 - 1e-9) else ""))
 
 
+def without_analysis_factors(stored: dict) -> dict:
+    """A card's stored calibration file (bench/calibration/) without the analyses' refitted factors and what
+    bench/calibrate_analyses.py stored beside them: a factor is measured over priced seconds at the rates it was
+    fitted against, so a script that refits the step's rates drops them (printing so) until that script runs again."""
+    if (stored.get("calibration") or {}).get("analysis_factors"):
+        print("the analyses' refitted factors are dropped with the rates they were fitted against: run "
+              "bench/calibrate_analyses.py again")
+    kept = {k: v for k, v in stored.items() if k not in ("analysis_states", "analyses_refitted_at")}
+    return {**kept, "calibration": {**stored["calibration"], "analysis_factors": None}} if "calibration" in stored else kept
+
+
 def card_of(description: str) -> str:
     """The card a calibration belongs to, from `geofact.device.describe_device`'s words: 'cuda (NVIDIA H100 80GB
     HBM3)' -> 'h100', 'cuda (NVIDIA H200)' -> 'h200'; '' where it names none (a CPU). Cards are calibrated apart."""

@@ -419,7 +419,8 @@ def _kept(grid: CapacityGrid, config: TrainConfig) -> int:
 def _accuracies(grids: list[CapacityGrid], page: str) -> Analysis:
     """The accuracy of every kept checkpoint over `grids` (a run record gives its final one), which the first mechanism
     page to analyse a state computes and the others read (geofact.analysis.trajectory's "accuracy" records; until
-    2026-12-01 each page computed it again)."""
+    2026-12-01 each page computed it again): each mechanism page's planner prices them, `plan_pages` keeps them on the
+    first of those it plans."""
     states, work, columns = 0, Work(), {}
     for grid in grids:
         for config in grid.configs().values():
@@ -441,20 +442,18 @@ def _studies(params: dict) -> list[tuple[CapacityGrid, int, int, list[int]]]:
     return [(_grid(params), params["spike_R"], params["spike_d"], list(params["spike_seeds"])), *([second] if second else [])]
 
 
-def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work], name: str,
-                  accuracies: bool = False) -> list[Analysis]:
+def _spike_states(params: dict, page: str, what: str, cost: Callable[[TrainConfig], Work], name: str) -> list[Analysis]:
     """The spike studies' kept states a mechanism page reads (issue 46; geofact.pages.spike_mechanism): the
-    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more, each loaded
-    and, with `accuracies` (the first mechanism page), its accuracy computed, apart (`_accuracies`)."""
+    MECHANISM_RECIPES x seeds, a state every `spike_keep_every` steps and up to five reading points more, each loaded,
+    and their accuracies apart (which `plan_pages` keeps on the first mechanism page, as `_accuracies`)."""
     analyses = []
     for grid, R, d, seeds in _studies(params):
         config = grid.config(R, d, False, 0, max_steps=params["spike_steps"])
         states = len(MECHANISM_RECIPES) * len(seeds) * (params["spike_steps"] // params["spike_keep_every"] + 6)
         analyses.append(Analysis(page, f"{what} (N = {grid.N})", states, (cost(config) + _loaded(config)) * states,
                                  name=name))
-        if accuracies:
-            analyses.append(Analysis(page, f"accuracies of the spike study's states (N = {grid.N})", states,
-                                     _accuracy(config) * states, name="accuracy"))
+        analyses.append(Analysis(page, f"accuracies of the spike study's states (N = {grid.N})", states,
+                                 _accuracy(config) * states, name="accuracy"))
     return analyses
 
 
@@ -548,15 +547,13 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
     def readouts(c: TrainConfig) -> Work:
         return readouts_work(c, held_out)
 
-    # the first mechanism page in a lease's order (geofact.ops.compute.MECHANISM_PAGES): the states' accuracies are its
     return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts,
                                "readouts"),
                     _accuracies(_with_second(params), "exp-readout"),
                     _per_state([grid], "cross-validated readouts", "exp-readout",
                                lambda c: cv_readouts_work(c, held_out, len(params["cv_alphas"]), params["cv_folds"]),
                                "readouts-cv", final_only=True),
-                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts, "readouts",
-                                   accuracies=True)]
+                    *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts, "readouts")]
 
 
 def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
@@ -576,6 +573,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
     # the final state sweeps twice (the embedding target too); the control's few states are left out
     return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, "interventions",
                                final_extra=1.0),
+                    _accuracies(_with_second(params), "exp-interventions"),
                     *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep,
                                    "interventions")]
 
@@ -587,7 +585,8 @@ def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
     zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer_work,
                            "zero-shot-transfer")
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),
-            [zero_shot, *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states",
+            [zero_shot, _accuracies(_with_second(params), "exp-freeze-transfer"),
+             *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states",
                                        transfer_work, "zero-shot-transfer")])
 
 
@@ -712,6 +711,9 @@ class PagePlan:
         return self.training_seconds + self.analysis_seconds
 
 
+ACCURACIES_READ = ("exp-readout", "exp-interventions", "exp-freeze-transfer")  # geofact.ops.compute.MECHANISM_PAGES
+
+
 def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size: Callable[[Any], int],
                recorded: Mapping[str, dict] | None = None, counts: Callable[[list], dict] | None = None) -> list[PagePlan]:
     """Plans of the pages in `parameters` ({page: its parameters at the profile, defaults included}), in
@@ -722,12 +724,16 @@ def plan_pages(parameters: dict[str, dict], calibration: Calibration, group_size
     calibration has counted rates (Group.seconds)."""
     recorded = {} if recorded is None else recorded
     out = []
-    for page in [p for p in LEASE_ORDER if p in parameters] + [p for p in parameters if p not in LEASE_ORDER]:
+    order = [p for p in LEASE_ORDER if p in parameters] + [p for p in parameters if p not in LEASE_ORDER]
+    # the checkpoints' accuracies: computed by the first mechanism page a lease runs, read by those after it
+    first = next((p for p in order if p in ACCURACIES_READ), None)
+    for page in order:
         if page in PLANNERS:
             params = parameters[page]
             if params.get("precision") is not None:
                 check_precision(params["precision"])
             groups, analyses = PLANNERS[page](params, group_size, recorded)
+            analyses = [a for a in analyses if a.name != "accuracy" or page == first]
             left = [g for g in (g.unrecorded(recorded) for g in groups) if g is not None] if page in RECORDS_SUFFICE else None
             if left is not None and any(m in parameters for m in LEASE_ORDER if m not in RECORDS_SUFFICE):
                 for g in (g for g in groups if g.what in WEIGHTS_READ):  # its recorded runs, for their weights
@@ -917,7 +923,7 @@ def column_seconds(plans: list[PagePlan], calibration: Calibration) -> dict[int,
     for p in plans:
         for a in p.analyses:
             for d, work in a.columns:
-                analysed[d] = analysed.get(d, 0.0) + Analysis(a.page, a.what, 0, work).seconds(calibration)
+                analysed[d] = analysed.get(d, 0.0) + replace(a, work=work).seconds(calibration)  # its factor too
     return {d: (again.get(d, 0.0), analysed[d]) for d in sorted(analysed)}
 
 

@@ -3,7 +3,9 @@
 A run's final state and every checkpoint are written as an uncompressed NPZ (`geofact.store.write_arrays`,
 compress=False; sweep.save_result), and each mechanism page loads every state of the capacity grid it analyses: at the
 paper profile 3,024 states, 28.6 GB a page. `read_weights` reads each member of such a file straight into its array,
-one copy from the file and no CRC pass (each member's size checked against its header instead): 0.6 ms against
+one copy from the file and no CRC pass (each member's size checked against its header instead: a flipped byte
+goes unseen, as it would in memory; the files are written atomically and travel in gzip archives, whose CRC checks
+them): 0.6 ms against
 np.load's 1.5 for a state of N = 4096, R = 16 at d = 32 (1.1 MB), 9.7 against 28.3 at d = 768 (49 MB), on a 2-core
 Xeon (bench/bench_load.py, 2026-12-01). A file with a compressed member is read by `geofact.store.read_arrays`.
 """
@@ -29,11 +31,18 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
         members = archive.infolist()
         if any(m.compress_type != zipfile.ZIP_STORED for m in members):
             return read_arrays(path)
-        return {m.filename.removesuffix(".npy"): _stored_array(f, m, path) for m in members}
+        arrays = {}
+        for m in members:
+            array = _stored_array(f, m, path)
+            if array is None:  # a header of another .npy version than numpy's plain ones
+                return read_arrays(path)
+            arrays[m.filename.removesuffix(".npy")] = array
+        return arrays
 
 
-def _stored_array(f: BinaryIO, member: zipfile.ZipInfo, path: Path) -> np.ndarray:
-    """One uncompressed .npy member of an open NPZ, read into a fresh array."""
+def _stored_array(f: BinaryIO, member: zipfile.ZipInfo, path: Path) -> np.ndarray | None:
+    """One uncompressed .npy member of an open NPZ, read into a fresh array; None for a .npy format other than 1.0 and
+    2.0 (3.0's header is UTF-8, which np.load reads)."""
     f.seek(member.header_offset)
     signature, name_length, extra_length = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
     if signature != b"PK\x03\x04":
@@ -41,12 +50,18 @@ def _stored_array(f: BinaryIO, member: zipfile.ZipInfo, path: Path) -> np.ndarra
     start = member.header_offset + _LOCAL_HEADER.size + name_length + extra_length
     f.seek(start)
     version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        return None
     shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                              else np.lib.format.read_array_header_2_0)(f)
     if dtype.hasobject:
         raise ValueError(f"{path}: member {member.filename} holds Python objects; geofact reads plain arrays only")
-    flat = np.empty(math.prod(shape), dtype=dtype)
-    if f.tell() - start + flat.nbytes != member.file_size or f.readinto(flat.view(np.uint8)) != flat.nbytes:
-        raise ValueError(f"{path}: member {member.filename} is not the {flat.nbytes} bytes of data its header "
-                         f"announces (a truncated or damaged file)")
+    count = math.prod(shape)
+    if f.tell() - start + count * dtype.itemsize != member.file_size:  # checked before anything is allocated
+        raise ValueError(f"{path}: member {member.filename} is not the {count * dtype.itemsize} bytes of data its "
+                         f"header announces (a truncated or damaged file)")
+    flat = np.empty(count, dtype=dtype)
+    if f.readinto(flat.view(np.uint8)) != flat.nbytes:
+        raise ValueError(f"{path}: member {member.filename} ends before the {flat.nbytes} bytes of data its header "
+                         f"announces (a truncated file)")
     return flat.reshape(shape, order="F" if fortran else "C")

@@ -192,3 +192,22 @@ def test_the_next_uncached_states_weights_are_read_while_one_is_analysed_each_on
     with pytest.raises(FileNotFoundError):
         analyse_grid(GRID, records, tmp_path, norm, "norm-third", {})
     assert list((tmp_path / "analyses" / "norm-third").glob("*.json"))
+
+
+def test_a_run_trained_again_has_its_checkpoints_accuracy_computed_again_from_its_own_weights(tmp_path, monkeypatch):
+    import os
+
+    from geofact.analysis.trained import TrainedModel
+
+    records = train_grid(GRID, tmp_path)
+    analyse_grid(GRID, records, tmp_path, norm, "norm", {})
+    computed = []
+    accuracy = TrainedModel.accuracy
+    monkeypatch.setattr(TrainedModel, "accuracy", lambda self, *a: computed.append(self.step) or accuracy(self, *a))
+    analyse_grid(GRID, records, tmp_path, norm, "norm-again", {})
+    assert computed == []  # read from the records the first analysis made
+    weights = next(tmp_path.glob("*-step10.npz"))  # written anew, as a lease's training writes a recorded run again
+    made = weights.stat()
+    os.utime(weights, ns=(made.st_atime_ns, made.st_mtime_ns + 10**9))
+    analyse_grid(GRID, records, tmp_path, norm, "norm-third", {})
+    assert computed == [10]  # that state alone

@@ -56,6 +56,8 @@ def test_a_cards_timed_states_and_bench_rows_refit_its_analyses_alone(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     factors = load_calibration(tmp_path, "cuda", "h100").analysis_factors
     assert math.isclose(factors["interventions"], 2.0)
+    again = run(tmp_path, "--card", "h100", "--bench", str(bench))  # a second refit finds the same: nothing compounds
+    assert again.returncode == 0 and load_calibration(tmp_path, "cuda", "h100").analysis_factors == factors
     # the records' loads (0.01 s) and the bench's (2x its price) over their prices, as one ratio of sums
     loads = 2 * 0.01 + 2 * load_price
     priced = 2 * Analysis("", "", 1, _loaded(config)).seconds(plain) + load_price

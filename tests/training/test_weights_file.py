@@ -33,3 +33,16 @@ def test_damaged_or_pickled_arrays_are_refused_with_the_member_named(tmp_path):
     np.savez(pickled, a=np.array([{"x": 1}], dtype=object))
     with pytest.raises(ValueError, match="member a.npy holds Python objects"):
         read_weights(pickled)
+
+
+def test_a_header_announcing_more_than_the_member_holds_is_refused_before_allocating_and_npy_3_goes_to_np_load(tmp_path):
+    path = tmp_path / "w.npz"
+    store.write_arrays(path, {"a": np.arange(10, dtype=np.float32)}, compress=False)
+    huge = tmp_path / "huge.npz"  # 10**12 float32s announced (the header's length kept): a MemoryError if allocated first
+    huge.write_bytes(path.read_bytes().replace(b"'shape': (10,), }           ", b"'shape': (1000000000000,), }", 1))
+    with pytest.raises(ValueError, match="is not the 4000000000000 bytes of data its header announces"):
+        read_weights(huge)
+    utf8 = np.zeros(2, dtype=[("\u00e9\u0394", np.float32)])  # a field name only .npy 3.0's UTF-8 header holds
+    with pytest.warns(UserWarning, match="format 3.0"):  # numpy's own note on writing one
+        store.write_arrays(tmp_path / "u.npz", {"s": utf8}, compress=False)
+    assert read_weights(tmp_path / "u.npz")["s"].dtype.names == ("\u00e9\u0394",)
