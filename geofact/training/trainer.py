@@ -66,13 +66,17 @@ class RunResult:
     past_stop: dict | None = None
     past_weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)  # "best", "last"
     gave_up: bool = False  # stopped as hopeless (TrainConfig.give_up): it fails there
+    # the step that trained it (`step_name`): its precision's step with the backward written out, or autograd; two
+    # ways round differently (bf16's written-out step against autograd under autocast: 3.15236 against 3.15300 after
+    # 2,000 steps of exp-capacity's check cell), so the record names it; "" where not known
+    step: str = ""
 
     def record(self) -> dict:
         """The JSON-able outcome (geofact.training.sweep adds config, timing, weights file and provenance). A run
         with an accuracy stop keeps its checks' accuracies (the evidence of `give_up`, and of when runs cross),
         and whether it was stopped as hopeless where it could be."""
         out = {"steps": self.steps, "final_loss": self.final_loss, "accuracy": self.accuracy,
-               "stopped_early": self.stopped_early, "loss_curve": self.loss_curve}
+               "stopped_early": self.stopped_early, "loss_curve": self.loss_curve, **({"step": self.step} if self.step else {})}
         if self.config.stop_accuracy is not None:
             out["accuracy_curve"] = self.accuracy_curve
         if self.config.give_up is not None:
@@ -566,6 +570,14 @@ def train_group(configs: list[TrainConfig], device: str | torch.device = "cpu", 
     running = [i for i, m in enumerate(group.alive) if not logs[m].stopped]
     finish(group, logs, running, group.update.stack.flat, measure, eval_every is not None)
     seconds = elapsed()
+    step = step_name(group.precision, group.by_hand)
     return [RunResult(c, log.steps, log.last_loss, log.accuracy, log.steps < c.max_steps, log.curve, log.acc_curve,
-                      seconds, log.final, log.kept, log.kept_losses, *past.get(m, (None, {})), gave_up=log.gave_up)
+                      seconds, log.final, log.kept, log.kept_losses, *past.get(m, (None, {})), gave_up=log.gave_up,
+                      step=step)
             for m, (c, log) in enumerate(zip(configs, logs))]
+
+
+def step_name(precision: str, by_hand: bool) -> str:
+    """The step a group trained with, as its runs' records name it: the module whose backward is written out
+    (geofact.training.step, or step_bf16 under bf16), or "autograd" (under autocast for bf16)."""
+    return ("geofact.training.step_bf16" if precision == "bf16" else "geofact.training.step") if by_hand else "autograd"
