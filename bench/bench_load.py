@@ -6,7 +6,7 @@ Run: python bench/bench_load.py [--device cpu] [--N 4096] [--R 16] [--d 32 128 2
 
 Writes each d's weights as the run cache does (geofact.training.sweep.save_result: uncompressed, float32), reads them
 `--repeats` times each way after one read to warm the page cache, and prints per d: the file's megabytes, the median
-milliseconds of np.load's read (as geofact read until 2026-12-01), of geofact's read, of TrainedModel.load (the read
+milliseconds of np.load's read (as geofact read until 2026-11-30), of geofact's read, of TrainedModel.load (the read
 and the copy to the device), the ratio np.load / geofact, and geofact's load in GB/s, the rate `geofact plan` prices a
 state's loading at (geofact.ops.costs.LOAD_BYTES_PER_SECOND) until a lease's records time it.
 
@@ -39,7 +39,7 @@ from geofact.training.model import init_params
 
 
 def np_load(path: Path) -> dict[str, np.ndarray]:
-    """The reader geofact used until 2026-12-01."""
+    """The reader geofact used until 2026-11-30."""
     with np.load(path, allow_pickle=False) as z:
         return {name: z[name] for name in z.files}
 

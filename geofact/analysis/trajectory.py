@@ -17,7 +17,7 @@ weights, which stay on the machine that trained them: `geofact pack`), and a cha
 code computes afresh. A record computed since 2026-11-30 also holds its wall seconds (`seconds`: loading the
 weights, the analysis, and whether the process had analysed a state of that shape before), which `geofact plan
 --check` sets against the plan's price of the same state (geofact.ops.costs.analysis_errors). A checkpoint's accuracy,
-which every analysis of it records, is since 2026-12-01 a record of its own ("accuracy", `state_accuracy`): computed by
+which every analysis of it records, is since 2026-11-30 a record of its own ("accuracy", `state_accuracy`): computed by
 the first analysis of the state and read by the others (until then, each mechanism page computed it again).
 """
 
@@ -217,7 +217,7 @@ _ACCURACY_STAMPS: dict[torch.device, Stamp] = {}
 
 def _shared_accuracy(cache_dir: Path, model: TrainedModel) -> dict:
     """The record of `state_accuracy` of a loaded state, cached as an analysis of its own ("accuracy"): each mechanism
-    page analyses every state of the grid, and until 2026-12-01 each computed the state's accuracy again (a tenth of
+    page analyses every state of the grid, and until 2026-11-30 each computed the state's accuracy again (a tenth of
     the analyses' planned minutes, geofact.ops.costs). Its `seconds` are the accuracy's ("analysis"; its weights were
     loaded by the analysis that asked, "load" 0). It is keyed by the weights file it was computed from (size and
     modification time, `params["weights"]`), so that a run trained again (a lease retrains the recorded runs for

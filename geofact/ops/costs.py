@@ -236,9 +236,9 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
 
 # Loading a state's weights (TrainedModel.load: geofact.training.weights_file, then the copy to the device), which each
 # mechanism page does for every state it analyses, priced at LOAD_SECONDS a state + its bytes at LOAD_BYTES_PER_SECOND:
-# bench/bench_load.py on a 2-core Xeon (2026-12-01) loaded a state of N = 4096, R = 16 in 0.8 ms at d = 32 (1.1 MB) and
+# bench/bench_load.py on a 2-core Xeon (2026-11-30) loaded a state of N = 4096, R = 16 in 0.8 ms at d = 32 (1.1 MB) and
 # 8.5 ms at d = 768 (49 MB), 5.8 GB/s; a CUDA host copies it on to the device from pageable memory, assumed 10 GB/s
-# (bench_load.py --device cuda and the lease's analysis records time it: `analysis_errors`). Until 2026-12-01 not
+# (bench_load.py --device cuda and the lease's analysis records time it: `analysis_errors`). Until 2026-11-30 not
 # priced, and read through np.load at 2.7-4.7x those times: 28.6 GB a mechanism page at the paper profile
 LOAD_SECONDS = 0.5e-3
 LOAD_BYTES_PER_SECOND = 3.7e9
@@ -419,7 +419,7 @@ def _kept(grid: CapacityGrid, config: TrainConfig) -> int:
 def _accuracies(grids: list[CapacityGrid], page: str) -> Analysis:
     """The accuracy of every kept checkpoint over `grids` (a run record gives its final one), which the first mechanism
     page to analyse a state computes and the others read (geofact.analysis.trajectory's "accuracy" records; until
-    2026-12-01 each page computed it again): each mechanism page's planner prices them, `plan_pages` keeps them on the
+    2026-11-30 each page computed it again): each mechanism page's planner prices them, `plan_pages` keeps them on the
     first of those it plans."""
     states, work, columns = 0, Work(), {}
     for grid in grids:
@@ -975,7 +975,7 @@ class TimedState:
     analysed: float  # the seconds its record holds
     load_price: float  # the plan's seconds for loading its weights (0 for an accuracy: its analysis loaded them)
     loaded: float | None  # None: not timed (a benchmark's row times one load a state, `bench_analyses.py`)
-    accuracy: float | None  # a checkpoint's accuracy timed within its analysis's record (until 2026-12-01)
+    accuracy: float | None  # a checkpoint's accuracy timed within its analysis's record (until 2026-11-30)
 
 
 def timed_states(records: list[dict], calibration: Calibration, device: str) -> tuple[list[TimedState], dict[str, int]]:
@@ -1034,7 +1034,7 @@ def fit_analysis_factors(states: list[TimedState]) -> dict[str, tuple[float, int
 def analysis_errors(records: list[dict], calibration: Calibration, device: str) -> list[str]:
     """The plan's price of each analysed state (`STATE_WORK`, `_accuracy`) against the wall seconds its record holds
     (`timed_states`), for every record made on `device` (a kind, "cuda"): one line per card, analysis, N, R and d
-    (the analysis, and the weights' loading beside `_loaded`'s price; since 2026-12-01 a checkpoint's accuracy is a
+    (the analysis, and the weights' loading beside `_loaded`'s price; since 2026-11-30 a checkpoint's accuracy is a
     record of its own, "accuracy", which loads nothing) and one a card; cards apart, as `plan_errors` keeps them.
     Warm-ups and unreadable records are left out, and counted."""
     states, skipped = timed_states(records, calibration, device)

@@ -7,7 +7,7 @@ one copy from the file and no CRC pass (each member's size checked against its h
 goes unseen, as it would in memory; the files are written atomically and travel in gzip archives, whose CRC checks
 them): 0.6 ms against
 np.load's 1.5 for a state of N = 4096, R = 16 at d = 32 (1.1 MB), 9.7 against 28.3 at d = 768 (49 MB), on a 2-core
-Xeon (bench/bench_load.py, 2026-12-01). A file with a compressed member is read by `geofact.store.read_arrays`.
+Xeon (bench/bench_load.py, 2026-11-30). A file with a compressed member is read by `geofact.store.read_arrays`.
 """
 
 from __future__ import annotations

@@ -669,7 +669,7 @@ def test_an_analysed_states_recorded_seconds_are_set_against_the_plans_price_of_
     on_cpu = {**records[0], "provenance": {"device": "cpu (x86_64, 2 threads)"}}
     cold = {**records[0], "seconds": {**records[0]["seconds"], "analysis": 50.0, "warm": False}}  # the process's first
     drifted = {**records[0], "params": {}}  # parameters the plan does not know: counted, not read
-    # a checkpoint's accuracy as its own record (since 2026-12-01), timed as the plan prices it, loading nothing
+    # a checkpoint's accuracy as its own record (since 2026-11-30), timed as the plan prices it, loading nothing
     shared = _analysed(configs[-1], "accuracy", {}, 0, {"load": 0.0, "accuracy": None, "analysis": accuracy, "warm": True})
     lines = [line.strip().replace("-0%", "+0%") for line in
              analysis_errors(records + slower + [untimed, on_cpu, cold, drifted, shared], H100_SPEC, "cuda")]
