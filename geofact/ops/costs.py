@@ -394,6 +394,13 @@ def _with_second(params: dict) -> list[CapacityGrid]:
     return [_grid(params), *ladder_grids(params.get("trajectory_grid"), params.get("precision"))]
 
 
+def _state_cost(name: str, record_params: dict) -> Callable[[TrainConfig], Work]:
+    """A state's work of analysis `name` (STATE_WORK's, as `geofact plan --check` prices its records), its parameters
+    those the page records it under, taken from the page's."""
+    work, _ = STATE_WORK[name]
+    return lambda c: work(c, record_params)
+
+
 def _per_state(grids: list[CapacityGrid], what: str, page: str, cost: Callable[[TrainConfig], Work], name: str,
                final_only: bool = False, final_extra: float = 0.0) -> Analysis:
     """An analysis (records named `name`) of every run's kept states (or its final state alone) over `grids`,
@@ -542,25 +549,19 @@ def plan_readout(params: dict, size: Callable, recorded: Mapping[str, dict]) -> 
         study = [job[0] for job in kept_jobs(grid, R, d, seeds, params["spike_steps"], params["spike_keep_every"])]
         groups += groups_of("exp-readout", f"spike study at N = {grid.N} (its kept recipes)", study, lambda c: len(study),
                             guess=True, stops=False)
-    held_out = params["held_out"]
-
-    def readouts(c: TrainConfig) -> Work:
-        return readouts_work(c, held_out)
-
+    readouts = _state_cost("readouts", {"held_out": params["held_out"]})
+    cv = _state_cost("readouts-cv", {"held_out": params["held_out"], "alphas": params["cv_alphas"],
+                                     "folds": params["cv_folds"]})
     return groups, [_per_state(_with_second(params), "readouts (4 per target and state)", "exp-readout", readouts,
                                "readouts"),
                     _accuracies(_with_second(params), "exp-readout"),
-                    _per_state([grid], "cross-validated readouts", "exp-readout",
-                               lambda c: cv_readouts_work(c, held_out, len(params["cv_alphas"]), params["cv_folds"]),
-                               "readouts-cv", final_only=True),
+                    _per_state([grid], "cross-validated readouts", "exp-readout", cv, "readouts-cv", final_only=True),
                     *_spike_states(params, "exp-readout", "readouts of the spike study's states", readouts, "readouts")]
 
 
 def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     grid = _grid(params)
-
-    def sweep(c: TrainConfig) -> Work:
-        return sweep_work(c, params["rank_points"], params["held_out"], params.get("others_per_edit"))
+    sweep = _state_cost("interventions", {k: params.get(k) for k in ("rank_points", "held_out", "others_per_edit")})
 
     control = params.get("erosion_control")
     groups = []
@@ -572,7 +573,7 @@ def plan_interventions(params: dict, size: Callable, recorded: Mapping[str, dict
                         size, guess=True)
     # the final state sweeps twice (the embedding target too); the control's few states are left out
     return groups, [_per_state(_with_second(params), "rank sweeps", "exp-interventions", sweep, "interventions",
-                               final_extra=1.0),
+                               final_extra=STATE_WORK["interventions"][1] - 1),
                     _accuracies(_with_second(params), "exp-interventions"),
                     *_spike_states(params, "exp-interventions", "rank sweeps of the spike study's states", sweep,
                                    "interventions")]
@@ -582,12 +583,13 @@ def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
     grid = _grid(params)
     retrain = [replace(c, max_steps=params["retrain_steps"], loss_threshold=0.0) for c in grid.configs().values()
                for _ in range(3)]  # control, random, smart
-    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer_work,
+    transfer = _state_cost("zero-shot-transfer", {})
+    zero_shot = _per_state(_with_second(params), "zero-shot transfer", "exp-freeze-transfer", transfer,
                            "zero-shot-transfer")
     return (groups_of("exp-freeze-transfer", "retraining the subject embeddings", retrain, size),
             [zero_shot, _accuracies(_with_second(params), "exp-freeze-transfer"),
              *_spike_states(params, "exp-freeze-transfer", "zero-shot transfer of the spike study's states",
-                                       transfer_work, "zero-shot-transfer")])
+                                       transfer, "zero-shot-transfer")])
 
 
 def plan_multihop(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
