@@ -138,10 +138,10 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
                               f"{'its stop' if step is None else f'step {step}'}; the states analysed so far are cached")
         shape = (name, config.N, config.R, config.d)
         start = time.perf_counter()
-        if reader is None:
-            model = TrainedModel.load(cache_dir, config, step, device)
-        else:
-            model = TrainedModel(config, {k: v.to(stamp.device) for k, v in reader.weights(config, step).items()}, step)
+        weights, read, ahead = (*_timed_read(cache_dir, config, step), False) if reader is None else \
+            reader.weights(config, step)
+        on_host = time.perf_counter()
+        model = TrainedModel(config, {k: v.to(stamp.device) for k, v in weights.items()}, step)  # TrainedModel.load's
         loaded = time.perf_counter()
         accuracy = final_accuracy if step is None and final_accuracy is not None else \
             _shared_accuracy(cache_dir, model)["accuracy"]
@@ -149,8 +149,10 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
         # an analysis returns numbers read back to the host (it must: they are written as JSON), so the device's work
         # is done when it returns
         values = to_jsonable(analyse(model))
-        seconds = {"load": loaded - start, "accuracy": None, "analysis": time.perf_counter() - measured,
-                   "warm": shape in _SHAPES_TIMED}
+        # "load": what the analysing thread spent on the weights; a state read ahead (`Prefetch`) waited for part of
+        # its "read" at most, and its whole loading is the read and the copy to the device
+        seconds = {"load": loaded - start, "read": read, "copy": loaded - on_host, "ahead": ahead, "accuracy": None,
+                   "analysis": time.perf_counter() - measured, "warm": shape in _SHAPES_TIMED}
         _SHAPES_TIMED.add(shape)
         record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
                   "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": values,
@@ -173,17 +175,26 @@ class Prefetch:
 
     def read_ahead(self, config, step: int | None) -> None:
         """Start reading a state's weights (an error, a missing file say, is raised where they are asked for)."""
-        self._ahead.setdefault((config.key(), step), self._pool.submit(load_weights, self.cache_dir, config, step))
+        if (config.key(), step) not in self._ahead:
+            self._ahead[config.key(), step] = self._pool.submit(_timed_read, self.cache_dir, config, step)
 
-    def weights(self, config, step: int | None) -> dict[str, torch.Tensor]:
-        """A state's weights on the host: read ahead, or read now."""
+    def weights(self, config, step: int | None) -> tuple[dict[str, torch.Tensor], float, bool]:
+        """A state's weights on the host, the seconds their read took (on the reader's thread or this one), and whether
+        they were read ahead."""
         future = self._ahead.pop((config.key(), step), None)
-        return load_weights(self.cache_dir, config, step) if future is None else future.result()
+        return (*_timed_read(self.cache_dir, config, step), False) if future is None else (*future.result(), True)
 
     def close(self) -> None:
         """Drop what was read ahead and not asked for, once the read in flight ends."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._ahead.clear()
+
+
+def _timed_read(cache_dir: Path, config, step: int | None) -> tuple[dict[str, torch.Tensor], float]:
+    """A state's weights from the run cache (geofact.training.sweep.load_weights) and the seconds the read took."""
+    start = time.perf_counter()
+    weights = load_weights(cache_dir, config, step)
+    return weights, time.perf_counter() - start
 
 
 def analyse_states(cache_dir: Path, states: list[tuple[Any, int | None, float | None]],
@@ -192,8 +203,11 @@ def analyse_states(cache_dir: Path, states: list[tuple[Any, int | None, float | 
     """`analyse_state` of each (config, step, the run record's accuracy) in order, under one `Stamp`, the weights of
     the next state not yet cached read while the one before is analysed (`Prefetch`)."""
     stamp = Stamp(analyse, device)
-    uncached = [i for i, (config, step, _) in enumerate(states)
-                if not analysis_path(cache_dir, name, config, step, params, stamp.code).exists()]
+    uncached, seen = [], set()  # a state listed twice (two readings at one step) is read once
+    for i, (config, step, _) in enumerate(states):
+        if (config.key(), step) not in seen and not analysis_path(cache_dir, name, config, step, params, stamp.code).exists():
+            uncached.append(i)
+            seen.add((config.key(), step))
     after = dict(zip(uncached, uncached[1:]))  # an uncached state -> the next one
     reader = Prefetch(cache_dir)
     out = []

@@ -239,7 +239,9 @@ def _answered(c: TrainConfig, rows: float, kind: str) -> Work:
 # bench/bench_load.py on a 2-core Xeon (2026-11-30) loaded a state of N = 4096, R = 16 in 0.8 ms at d = 32 (1.1 MB) and
 # 8.5 ms at d = 768 (49 MB), 5.8 GB/s; a CUDA host copies it on to the device from pageable memory, assumed 10 GB/s
 # (bench_load.py --device cuda and the lease's analysis records time it: `analysis_errors`). Until 2026-11-30 not
-# priced, and read through np.load at 2.7-4.7x those times: 28.6 GB a mechanism page at the paper profile
+# priced, and read through np.load at 2.7-4.7x those times: 28.6 GB a mechanism page at the paper profile. Priced whole,
+# the read and the copy, though a page now reads the next state while one is analysed (trajectory.Prefetch): the
+# records time the read and the copy apart, and `analysis_errors` says how much of it the reads ahead hid
 LOAD_SECONDS = 0.5e-3
 LOAD_BYTES_PER_SECOND = 3.7e9
 
@@ -976,8 +978,11 @@ class TimedState:
     price: float  # the plan's seconds for its analysis
     analysed: float  # the seconds its record holds
     load_price: float  # the plan's seconds for loading its weights (0 for an accuracy: its analysis loaded them)
-    loaded: float | None  # None: not timed (a benchmark's row times one load a state, `bench_analyses.py`)
+    # its whole loading, the read and the copy to the device (a state read ahead hid some of it from the analysis:
+    # `hidden`); None: not timed (a benchmark's row times one load a state, `bench_analyses.py`)
+    loaded: float | None
     accuracy: float | None  # a checkpoint's accuracy timed within its analysis's record (until 2026-11-30)
+    hidden: float = 0.0  # of its loading, the seconds the analysing thread did not wait for (read ahead)
 
 
 def timed_states(records: list[dict], calibration: Calibration, device: str) -> tuple[list[TimedState], dict[str, int]]:
@@ -999,15 +1004,24 @@ def timed_states(records: list[dict], calibration: Calibration, device: str) -> 
                 price = Analysis("", name, 1, work(config, r["params"]) * (times if r["step"] is None else 1.0), name=name)
                 load_price = 0.0 if name == "accuracy" else Analysis("", "", 1, _loaded(config)).seconds(calibration)
                 accuracy = r["seconds"].get("accuracy")
-                loaded = r["seconds"]["load"]
+                loaded, hidden = _loading(r["seconds"])
                 states.append(TimedState(made_on, name, config, price.seconds(calibration), float(r["seconds"]["analysis"]),
-                                         load_price, None if loaded is None else float(loaded),
-                                         None if accuracy is None else float(accuracy)))
+                                         load_price, loaded, None if accuracy is None else float(accuracy), hidden))
             except (KeyError, TypeError, ValueError) as exc:
                 why = f"unreadable ({type(exc).__name__}: {exc})"
         if why is not None:
             skipped[why] = skipped.get(why, 0) + 1
     return states, skipped
+
+
+def _loading(seconds: dict) -> tuple[float | None, float]:
+    """A record's whole loading of its state and the part of it read ahead out of the analysis's way: since the
+    reads ahead (geofact.analysis.trajectory.Prefetch) the read and the copy to the device, timed apart; before, the
+    analysing thread's "load", which was all of it."""
+    if seconds.get("read") is None or seconds.get("copy") is None:
+        return (None if seconds["load"] is None else float(seconds["load"])), 0.0
+    whole = float(seconds["read"]) + float(seconds["copy"])
+    return whole, max(0.0, whole - float(seconds["load"])) if seconds.get("ahead") else 0.0
 
 
 # The fewest timed states of an analysis (or loads) whose total a factor is refitted to: fewer keep the plan's price
@@ -1059,9 +1073,11 @@ def analysis_errors(records: list[dict], calibration: Calibration, device: str) 
             errors.setdefault(card, []).append(error)
         accuracies = f"; {len(timed)} accuracies {accuracy:.2f} s, {accuracy_predicted:.2f} predicted" if timed else ""
         loads = [st for st in group if st.loaded is not None]
+        hidden = sum(st.hidden for st in loads)
         loading = "" if name == "accuracy" or not loads else (
-            f"; loading the weights {sum(st.loaded for st in loads):.2f} s, {sum(st.load_price for st in loads):.2f} "
-            f"predicted")
+            f"; loading the weights {sum(st.loaded for st in loads):.2f} s"
+            + (f" ({hidden:.2f} of it read ahead, out of the analysis's way)" if hidden else "")
+            + f", {sum(st.load_price for st in loads):.2f} predicted")
         lines.append(f"  {card}: {name} N={N} R={R} d={d}, {len(group)} states: {measured:.2f} s measured, "
                      f"{predicted:.2f} predicted ({'no time measured' if error is None else f'{error:+.0%}'})"
                      f"{accuracies}{loading}")

@@ -211,3 +211,22 @@ def test_a_run_trained_again_has_its_checkpoints_accuracy_computed_again_from_it
     os.utime(weights, ns=(made.st_atime_ns, made.st_mtime_ns + 10**9))
     analyse_grid(GRID, records, tmp_path, norm, "norm-third", {})
     assert computed == [10]  # that state alone
+
+
+def test_a_batch_records_each_states_read_and_copy_and_reads_a_state_listed_twice_once(tmp_path, monkeypatch):
+    from geofact.analysis import trajectory
+    from geofact.analysis.trajectory import analyse_states
+
+    records = train_grid(GRID, tmp_path)
+    config = GRID.config(1, 8, False, 0)
+    reads = []
+    load = trajectory.load_weights
+    monkeypatch.setattr(trajectory, "load_weights", lambda *a: reads.append(a[2]) or load(*a))
+    accuracy = records["learned", 1, 8, 0]["accuracy"]
+    out = analyse_states(tmp_path, [(config, None, accuracy), (config, 10, None), (config, 10, None), (config, 0, None)],
+                         norm, "twice", {})
+    assert sorted(reads, key=lambda s: -1 if s is None else s) == [None, 0, 10]  # step 10 read once
+    assert out[1] == out[2]  # the second listing read the record the first wrote
+    seconds = [json.loads(p.read_text())["seconds"] for p in (tmp_path / "analyses" / "twice").glob("*.json")]
+    assert sorted(s["ahead"] for s in seconds) == [False, True, True]  # the first state read when asked
+    assert all(s["read"] > 0 and s["copy"] >= 0 and s["load"] >= s["copy"] for s in seconds)

@@ -781,3 +781,23 @@ def test_an_analysis_is_scaled_by_the_factor_refitted_to_the_states_its_card_tim
     # states priced at a calibration carrying the factors already look priced right (1.0): a refit that stored that
     # would lose the factor, which is why bench/calibrate_analyses.py prices them without (its test refits twice)
     assert math.isclose(fit_analysis_factors(timed_states(timed, refitted, "cuda")[0])["interventions"][0], 1.0)
+
+
+def test_a_state_read_ahead_is_checked_by_its_whole_loading_and_says_how_much_was_hidden():
+    """Since the reads ahead (geofact.analysis.trajectory.Prefetch) a record times its read and its copy apart: its
+    whole loading is their sum, whatever the analysing thread waited ("load")."""
+    from geofact.ops.costs import analysis_errors, timed_states
+
+    config = TrainConfig(N=64, R=8, d=16, batch_size=64, max_steps=40)
+    params = {"held_out": 0.25, "alpha": 1e-3, "split_seed": 0}
+    base = {"config": config.as_dict(), "params": params, "step": 10, "analysis": "readouts",
+            "provenance": {"device": "cuda (NVIDIA H100 80GB HBM3)"}}
+    ahead = {**base, "seconds": {"load": 0.001, "read": 0.04, "copy": 0.001, "ahead": True, "analysis": 0.1, "warm": True}}
+    asked = {**base, "step": 20, "seconds": {"load": 0.05, "read": 0.045, "copy": 0.004, "ahead": False, "analysis": 0.1,
+                                              "warm": True}}
+    old = {**base, "step": 30, "seconds": {"load": 0.05, "accuracy": None, "analysis": 0.1, "warm": True}}  # before
+    states, _ = timed_states([ahead, asked, old], H100_SPEC, "cuda")
+    assert [round(st.loaded, 3) for st in states] == [0.041, 0.049, 0.05]
+    assert [round(st.hidden, 3) for st in states] == [0.04, 0.0, 0.0]
+    lines = analysis_errors([ahead, asked, old], H100_SPEC, "cuda")
+    assert any("loading the weights 0.14 s (0.04 of it read ahead, out of the analysis's way)" in line for line in lines)
