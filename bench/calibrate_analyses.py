@@ -25,7 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from geofact.ops.calibration import Calibration, calibration_path, card_of, stored_cards
-from geofact.ops.costs import MIN_TIMED_STATES, STATE_WORK, analysis_records, fit_analysis_factors, timed_states
+from geofact.ops.costs import (MIN_TIMED_STATES, STATE_WORK, analysis_records, analysis_totals, fit_analysis_factors,
+                                timed_states)
 from geofact.provenance import git_commit
 from geofact.store import write_json
 from geofact.training.config import TrainConfig
@@ -72,13 +73,9 @@ def main() -> None:
     states, skipped = timed_states(analysis_records(args.root) + bench_records(rows), plain, args.device)
     states = [st for st in states if card_of(st.device) == args.card]
     factors = fit_analysis_factors(states)
-    for name in sorted({st.name for st in states} | {"load"}):
-        mine = [st for st in states if st.name == name] if name != "load" else \
-            [st for st in states if st.name != "accuracy" and st.loaded is not None]
-        measured = sum(st.loaded if name == "load" else st.analysed for st in mine)
-        priced = sum(st.load_price if name == "load" else st.price for st in mine)
+    for name, (measured, priced, n) in sorted(analysis_totals(states).items()):
         fitted = f"factor {factors[name][0]:.2f}" if name in factors else "not refitted (too few states)"
-        print(f"{name}: {len(mine)} states, {measured:.2f} s measured, {priced:.2f} s priced: {fitted}")
+        print(f"{name}: {n} states, {measured:.2f} s measured, {priced:.2f} s priced: {fitted}")
     for why, n in sorted(skipped.items()):
         print(f"left out: {n} states, {why}")
     if not factors:

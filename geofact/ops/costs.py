@@ -1028,22 +1028,26 @@ def _loading(seconds: dict) -> tuple[float | None, float]:
 MIN_TIMED_STATES = 3
 
 
-def fit_analysis_factors(states: list[TimedState]) -> dict[str, tuple[float, int]]:
-    """{analysis: (measured / priced seconds, states)} over one card's `states`, and "load" for their loading: what
-    `Calibration.analysis_factors` stores (bench/calibrate_analyses.py). The states must be priced without factors
-    (`timed_states` at the calibration with analysis_factors None), so that a refit does not compound them. An analysis
-    (or the loads) with fewer than MIN_TIMED_STATES states, or no time measured, gets none. A ratio of sums: the
-    large states, which take the plan's minutes, weigh most."""
-    totals: dict[str, list[float]] = {}
+def analysis_totals(states: list[TimedState]) -> dict[str, tuple[float, float, int]]:
+    """{analysis: (measured seconds, priced seconds, states)} over `states`, and "load" for their loading (an
+    accuracy's state was loaded by the analysis that asked for it; a load not timed is left out)."""
+    totals: dict[str, tuple[float, float, int]] = {}
     for st in states:
         for key, measured, price in ((st.name, st.analysed, st.price), ("load", st.loaded, st.load_price)):
             if key == "load" and (st.name == "accuracy" or measured is None):
-                continue  # an accuracy's state was loaded by the analysis that asked for it
-            total = totals.setdefault(key, [0.0, 0.0, 0])
-            total[0] += measured
-            total[1] += price
-            total[2] += 1
-    return {key: (measured / priced, n) for key, (measured, priced, n) in totals.items()
+                continue
+            m, p, n = totals.get(key, (0.0, 0.0, 0))
+            totals[key] = (m + measured, p + price, n + 1)
+    return totals
+
+
+def fit_analysis_factors(states: list[TimedState]) -> dict[str, tuple[float, int]]:
+    """{analysis: (measured / priced seconds, states)} over one card's `states` (`analysis_totals`), and "load" for
+    their loading: what `Calibration.analysis_factors` stores (bench/calibrate_analyses.py). The states must be priced
+    without factors (`timed_states` at the calibration with analysis_factors None), so that a refit does not compound
+    them. An analysis (or the loads) with fewer than MIN_TIMED_STATES states, or no time measured, gets none. A ratio
+    of sums: the large states, which take the plan's minutes, weigh most."""
+    return {key: (measured / priced, n) for key, (measured, priced, n) in analysis_totals(states).items()
             if n >= MIN_TIMED_STATES and measured > 0 and priced > 0}
 
 
