@@ -40,7 +40,7 @@ from geofact.settings import past_deadline
 from geofact.store import read_record, record_key, to_jsonable, write_json
 from geofact.training.grid import CapacityGrid
 from geofact.training.resume import BudgetSpent
-from geofact.training.sweep import checkpoint_file, load_weights, provenance, run_sweep
+from geofact.training.sweep import load_weights, provenance, run_sweep, weights_path
 
 SCHEMA = "geofact.analysis.state/1"
 
@@ -154,10 +154,17 @@ def analyse_state(cache_dir: Path, config, step: int | None, analyse: Callable[[
         seconds = {"load": loaded - start, "read": read, "copy": loaded - on_host, "ahead": ahead, "accuracy": None,
                    "analysis": time.perf_counter() - measured, "warm": shape in _SHAPES_TIMED}
         _SHAPES_TIMED.add(shape)
-        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
-                  "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": values,
-                  "seconds": seconds, "provenance": stamp.origin()}
-        write_json(path, record)
+        record = _written(path, stamp, config, name, params, step, accuracy, values, seconds)
+    return record
+
+
+def _written(path: Path, stamp: Stamp, config, name: str, params: dict, step: int | None, accuracy: float,
+             values: Any, seconds: dict) -> dict:
+    """A state's analysis record, written to `path`."""
+    record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": name, "params": params, "code": stamp.code,
+              "modules": stamp.modules, "step": step, "accuracy": accuracy, "values": values, "seconds": seconds,
+              "provenance": stamp.origin()}
+    write_json(path, record)
     return record
 
 
@@ -240,7 +247,7 @@ def _shared_accuracy(cache_dir: Path, model: TrainedModel) -> dict:
     if stamp is None:
         stamp = _ACCURACY_STAMPS[model.device] = Stamp(state_accuracy, model.device)
     config, step = model.config, model.step
-    made = (Path(cache_dir) / (f"{config.key()}.npz" if step is None else checkpoint_file(config, step))).stat()
+    made = weights_path(cache_dir, config, step).stat()
     params = {"weights": f"{made.st_size}-{made.st_mtime_ns}"}
     path = analysis_path(cache_dir, "accuracy", config, step, params, stamp.code)
     record = read_record(path, SCHEMA, config.as_dict())
@@ -250,10 +257,7 @@ def _shared_accuracy(cache_dir: Path, model: TrainedModel) -> dict:
         values = state_accuracy(model)
         seconds = {"load": 0.0, "accuracy": None, "analysis": time.perf_counter() - start, "warm": shape in _SHAPES_TIMED}
         _SHAPES_TIMED.add(shape)
-        record = {"schema": SCHEMA, "config": config.as_dict(), "analysis": "accuracy", "params": params, "code": stamp.code,
-                  "modules": stamp.modules, "step": step, "accuracy": values["accuracy"], "values": values,
-                  "seconds": seconds, "provenance": stamp.origin()}
-        write_json(path, record)
+        record = _written(path, stamp, config, "accuracy", params, step, values["accuracy"], values, seconds)
     return record
 
 

@@ -121,12 +121,16 @@ def written_config(cache_dir: Path, key: str) -> Config | None:
     return config if config is not None and config.key() == key else None
 
 
+def weights_path(cache_dir: Path, config: Config, step: int | None = None) -> Path:
+    """Where a cached run's weights are: final, or at checkpoint `step`."""
+    return Path(cache_dir) / (f"{config.key()}.npz" if step is None else checkpoint_file(config, step))
+
+
 def load_weights(cache_dir: Path, config: Config, step: int | None = None) -> dict[str, torch.Tensor]:
     """The trained weights of a cached run (saved with save_weights=True): final, or at checkpoint `step`."""
-    name = f"{config.key()}.npz" if step is None else checkpoint_file(config, step)
-    path = Path(cache_dir) / name
+    path = weights_path(cache_dir, config, step)
     if not path.exists():
-        refuse_in_records_only(f"the weights {name} of run {config.key()}")
+        refuse_in_records_only(f"the weights {path.name} of run {config.key()}")
     return {k: torch.from_numpy(v) for k, v in read_weights(path).items()}
 
 
