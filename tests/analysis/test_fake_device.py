@@ -130,3 +130,29 @@ def test_a_tensor_left_on_the_cpu_is_caught(fake_model):
     c = fake_model.config
     with pytest.raises(Exception, match="device"):
         fake_model.predict(fake_model.hidden_states()) == torch.zeros(c.R, c.N, dtype=torch.long).to("cpu")
+
+
+def test_a_batch_of_states_read_ahead_is_analysed_on_the_device_reading_only_through_to_host(tmp_path, monkeypatch):
+    """`analyse_grid` as a GPU lease runs it: each state's weights read on the host (the next one on the reader's
+    thread, `trajectory.Prefetch`), moved to the device, its checkpoint's accuracy computed there once."""
+    from geofact.analysis import trajectory
+    from geofact.analysis.trajectory import analyse_grid, train_grid
+    from geofact.training.grid import CapacityGrid
+
+    grid = CapacityGrid(N=16, R_values=[1], d_values=[8], seeds=[0], lr=1e-2, batch_size=16, max_steps=20,
+                        checkpoints=[0, 10])
+    records = train_grid(grid, tmp_path)  # trained on the CPU, as a lease's training leaves its states on disk
+    devices = []
+
+    def analyse(model: TrainedModel) -> dict:
+        devices.append({v.device.type for v in model.weights.values()})
+        return {"d": model.config.d}
+
+    reads = Reads()
+    monkeypatch.setattr(trajectory, "provenance", lambda device: {"device": "meta (fake)"})  # no real device to describe
+    with FakeTensorMode(allow_non_fake_inputs=True), host_reads(reads):
+        points = analyse_grid(grid, records, tmp_path, analyse, "on-meta", {}, device="meta")
+    assert devices == [{"meta"}] * 6  # 2 runs x (2 checkpoints + the stop)
+    assert reads.calls and all(device == "meta" for call in reads.calls for _, device in call)  # the accuracies
+    assert len(list((tmp_path / "analyses" / "accuracy").glob("*.json"))) == 4  # the checkpoints', once each
+    assert all(p.values == {"d": 8} for pts in points.values() for p in pts)
