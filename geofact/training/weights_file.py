@@ -13,6 +13,7 @@ Xeon (bench/bench_load.py, 2026-11-30). A file with a compressed member is read 
 from __future__ import annotations
 
 import math
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -22,6 +23,8 @@ import numpy as np
 
 from geofact.store import read_arrays
 
+_PLAIN_HEADER = re.compile(r"\{'descr': '(?P<descr>[<>|=][a-zA-Z]\d*)', 'fortran_order': (?P<fortran>True|False), "
+                           r"'shape': \((?P<shape>[\d, ]*)\), \}")
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # a zip member's signature, (version .. sizes), name length, extra length
 
 
@@ -42,7 +45,7 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
 
 def _stored_array(f: BinaryIO, member: zipfile.ZipInfo, path: Path) -> np.ndarray | None:
     """One uncompressed .npy member of an open NPZ, read into a fresh array; None for a .npy format other than 1.0 and
-    2.0 (3.0's header is UTF-8, which np.load reads)."""
+    2.0 (3.0's header is UTF-8) or a header other than a plain dtype's (a structured one), which np.load reads."""
     f.seek(member.header_offset)
     signature, name_length, extra_length = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
     if signature != b"PK\x03\x04":
@@ -52,8 +55,16 @@ def _stored_array(f: BinaryIO, member: zipfile.ZipInfo, path: Path) -> np.ndarra
     version = np.lib.format.read_magic(f)
     if version not in ((1, 0), (2, 0)):
         return None
-    shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                             else np.lib.format.read_array_header_2_0)(f)
+    length = struct.unpack("<H" if version == (1, 0) else "<I", f.read(2 if version == (1, 0) else 4))[0]
+    # numpy parses the header with ast.literal_eval, which CPython 3.11 does not allow on two threads at once ("AST
+    # constructor recursion depth mismatch", seen when a batch read the next state ahead, trajectory.Prefetch): the
+    # plain header numpy writes for an array of a plain dtype is read here without it, any other by np.load
+    plain = _PLAIN_HEADER.fullmatch(f.read(length).decode("latin1").rstrip())
+    if plain is None:
+        return None
+    dtype = np.dtype(plain["descr"])
+    fortran = plain["fortran"] == "True"
+    shape = tuple(int(n) for n in plain["shape"].replace(",", " ").split())
     if dtype.hasobject:
         raise ValueError(f"{path}: member {member.filename} holds Python objects; geofact reads plain arrays only")
     count = math.prod(shape)
