@@ -89,15 +89,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofact.analysis.judging import cutoff_table, format_table, grid_state, sufficient_capacity
+from geofact.analysis.trajectory import reading_accuracies
 from geofact.evidence import FAILS, Contrast, Estimate, Range, sensitivity_table, separate, t_interval, universal
 from geofact.pages.display import Markdown, display
 from geofact.pages.heatmap import heatmap_panels
 from geofact.pages.legends import legend
 from geofact.pages.page import Page
 from geofact.pages.plotting import COLORS, PAPER_STYLE, subplots
+from geofact.pages.readings import read_at_points
 from geofact.pages.spikes import cells_markdown, curves_panel, grid_runs, sensitivity_markdown
 from geofact.pages.spikes import numbers as spike_numbers
-from geofact.spikes import SpikeRule, after_stop, find_spikes
+from geofact.spikes import DEFAULT_FACTOR, DEFAULT_FLOOR, SpikeRule, after_stop, find_spikes
 from geofact.intervals import wilson
 from geofact.ops.benchmark import format_rows, peak_fraction, recorded_benchmark
 from geofact.training.grid import REGIMES, CapacityGrid, capacity_threshold
@@ -364,12 +366,17 @@ plt.show()
 
 # %%
 growth_tolerance = 0.25
-pts = [(R, t) for R, t in zip(grid.R_values, robust["learned"]) if t.reached]
 
 
-def growth_at(level: float) -> Estimate:
-    """beta of d_min ~ R^beta on the learned half-crossing thresholds, its interval the union of the slope's
-    Student-t intervals at `level` over every threshold within its interval."""
+def reached(learned: list[Threshold]) -> list[tuple[int, Threshold]]:
+    """(R, threshold) of the learned thresholds reached on the grid."""
+    return [(R, t) for R, t in zip(grid.R_values, learned) if t.reached]
+
+
+def growth_of(learned: list[Threshold], level: float) -> Estimate:
+    """beta of d_min ~ R^beta on the learned half-crossing thresholds (one per R), its interval the union of the
+    slope's Student-t intervals at `level` over every threshold within its interval."""
+    pts = reached(learned)
     if len(pts) < 3:
         return Estimate.missing("beta", "fewer than 3 thresholds", level, n=len(pts))
     central, low, high = box_of([t for _, t in pts])
@@ -377,9 +384,9 @@ def growth_at(level: float) -> Estimate:
                         np.log(low), np.log(high), level, f"Student t on the log-log slope over {len(pts)} values of R")
 
 
-def growth_mean_rule(level: float) -> Estimate:
+def growth_mean_rule(mean_thresholds: list[int | None], level: float) -> Estimate:
     """The same slope on the mean-over-seeds thresholds, with its own interval only (the rule before issue 45)."""
-    mean_pts = [(R, t) for R, t in zip(grid.R_values, thresholds["learned"]) if t]
+    mean_pts = [(R, t) for R, t in zip(grid.R_values, mean_thresholds) if t]
     if len(mean_pts) < 3:
         return Estimate.missing("beta", "fewer than 3 thresholds", level, n=len(mean_pts))
     fit = fit_power(*np.array(mean_pts, dtype=float).T, level=level)
@@ -391,6 +398,8 @@ def growth_ranges(tolerance: float) -> tuple[Range, Range]:
     return Range(1 - tolerance, 1 + tolerance, "linear"), Range(-tolerance, tolerance, "flat")
 
 
+pts = reached(robust["learned"])
+growth_at = lambda level: growth_of(robust["learned"], level)  # noqa: E731 (the sensitivity table's argument)
 growth = growth_at(0.95)
 beta, beta_ci = growth.value, (growth.lo, growth.hi)
 if math.isfinite(beta):
@@ -400,7 +409,7 @@ if math.isfinite(beta):
                      f"Student $t$ over {len(pts)} values of $R$, united over the thresholds' intervals): against flat "
                      f"thresholds the growth is **{separate(growth, *growth_ranges(growth_tolerance))}**."))
     display(Markdown(sensitivity_table(growth_at, growth_ranges, settings=[0.15, 0.25, 0.5], setting_name="tolerance")))
-    knife = growth_mean_rule(0.95)
+    knife = growth_mean_rule(thresholds["learned"], 0.95)
     display(Markdown(f"On the mean-over-seeds thresholds alone the slope is {knife.value:.2f} [{knife.lo:.2f}, {knife.hi:.2f}]: "
                      f"**{separate(knife, *growth_ranges(growth_tolerance))}** against flat thresholds by that rule."
                      if knife.defined else "The mean-over-seeds thresholds give no slope."))
@@ -919,62 +928,76 @@ page.interactive(try_run, defaults=dict(R=4, d=16, frozen=False, N_try=128, step
 # table below shows the per-$R$ thresholds, frozen over learned, at other factors.
 
 # %%
-d_learned, d_frozen = d_min["learned"], d_min["frozen"]
 bound = paper_d_learned if grid.N == paper_N else scaled
 report.number("learned_bound", bound)
-ratios = np.array([f / l if (f and l) else (np.inf if l else np.nan) for l, f in zip(d_learned, d_frozen)])
-frozen_rows = cutoff_table(ratios[:, None], {1.0: np.isfinite(ratios[:, None]) | np.isinf(ratios[:, None])}, [1.0, 1.5, 2.0, 4.0])
-display(Markdown(format_table(frozen_rows, "frozen d_min / learned d_min")))
-report.number("frozen_over_learned", ratios.tolist(), glue=False)
-# exp-capacity-learned is universal ("for all values of R provided d >= 128"): every cell at or above the
-# bound, each cell's accuracy over its seeds against the perfect level. exp-capacity-frozen compares
-# each seed's own thresholds, frozen over learned, in log2 over every (R, seed), against the factor
-# `substantial` (a threshold not reached on the grid counts as twice the largest d: a lower bound).
-above_bound = {f"R={R}, d={d}": acc["learned"][i, j] for i, R in enumerate(grid.R_values) for j, d in enumerate(grid.d_values) if d >= bound}
-facts = {f"R={R}, d={d}": grid.N * R for R in grid.R_values for d in grid.d_values}  # a run's accuracy counts its N x R facts
-learned_tests = universal(above_bound, "learned accuracy at {}", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"),
-                          trials=facts)
-judge_in_regime(report, "exp-capacity-learned", learned_tests or [Contrast(
-        Estimate.missing("learned accuracy", f"no grid d reaches the bound {bound:.0f}"),
-        Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))],
-    measured=(f"learned d_min = {dict(zip(grid.R_values, [t.text() for t in robust['learned']]))} (grid d in {list(grid.d_values)}, N={grid.N}, "
-              f"{len(grid.seeds)} seeds, lr {grid.lr:g}); bound {bound:.0f}"
-              + ("" if grid.N == paper_N else f" = {paper_d_learned} x log N / log {paper_N}")),
-    population={"embeddings": "learned", "cells": "every R, every grid d at or above the paper's bound (scaled to N)",
-                "unit": "cell, each tested (its seeds)"},
-    note=f"perfect taken as accuracy >= {perfect}, by the whole interval of every cell", regime=regime_all)
-beyond = 2 * max(grid.d_values)  # a seed whose threshold is not on the grid
-seed_thresholds = {name: np.array([[t or beyond for t in grid.thresholds(acc[name][..., [k]])] for k in range(len(grid.seeds))])
-                   for name in REGIMES}  # (seed, R)
-seed_boxes = {name: [[seed_box(t, grid.d_values, beyond) for t in robust[name][i].per_seed] for i in range(len(grid.R_values))]
-              for name in REGIMES}  # (R, seed) -> (low, central, high)
-frozen_low = np.array([np.log2(f[0]) - np.log2(l[2]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
-frozen_high = np.array([np.log2(f[2]) - np.log2(l[0]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
-frozen_central = np.array([np.log2(f[1]) - np.log2(l[1]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
-frozen_estimate = box_estimate("log2 of frozen over learned d_min, over (R, seed)", LinearStatistic.mean(len(frozen_central)), frozen_central,
-                               np.minimum(frozen_low, frozen_central), np.maximum(frozen_high, frozen_central), 0.95,
-                               f"Student t over {len(frozen_central)} (R, seed) pairs")
-judge_in_regime(report, "exp-capacity-frozen",
-    Contrast(frozen_estimate,
-             Range(np.log2(substantial), math.inf, f"at least {substantial:g}x higher"), Range(-math.inf, 0.0, "no higher")),
-    measured=(f"frozen / learned d_min per R: " + ", ".join(f"R={R}: {d_frozen[i]} / {d_learned[i]}" for i, R in enumerate(grid.R_values))
-              + f"; per seed: frozen {seed_thresholds['frozen'].tolist()}, learned {seed_thresholds['learned'].tolist()}"),
-    population={"embeddings": "frozen against learned", "points": "each seed's own d_min at every R", "unit": "(R, seed)"},
-    note=(f"substantially taken as >= {substantial:g}x; each seed's threshold anywhere in its rung of the grid; "
-          f"one rung below the grid for a seed at its smallest d; a threshold not reached counts as {beyond} (a lower bound)"),
-    regime=regime_all)
-# The gap is predicted to widen with N (frozen d_min ~ NR against learned ~ R log N: Section 5.2 and its
-# scaling), so frozen thresholds no higher than learned ones at a smaller N than the paper's do not refute
-# the paper's at N = 4096: "does not hold" stands only at the paper's N or above; "holds" stands at any N.
-if report.claims["exp-capacity-frozen"]["verdict"] == FAILS and grid.N < paper_N:
-    mark_not_in_regime(report.claims["exp-capacity-frozen"],
-                       f"N = {grid.N} is below the paper's {paper_N}, and the predicted gap grows with N (NR against R log N)")
-judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(growth_tolerance)),
-    measured=(f"learned d_min (where half the seeds memorise) [interval] = {', '.join(f'R={R}: {t.text()}' for R, t in pts)}; "
-              f"per seed {[list(t.per_seed) for _, t in pts]}; on the mean-over-seeds thresholds {dict(zip(grid.R_values, thresholds['learned']))} "
-              f"the slope alone would be {growth_mean_rule(0.95).value:.2f} [{growth_mean_rule(0.95).lo:.2f}, {growth_mean_rule(0.95).hi:.2f}]"),
-    population={"embeddings": "learned", "points": "d_min(R) at every R of the grid"}, regime=regime_all,
-    note=f"linear taken as |beta - 1| <= {growth_tolerance:g}, flat as |beta| <= {growth_tolerance:g}")
+
+
+def judge_capacity(report, acc: dict[str, np.ndarray]) -> None:
+    """The three verdicts on the grid's thresholds from its accuracies `acc` ({regime: (R, d, seed)}) on `report`:
+    called on the accuracies at the stop rule for the page's report, and again at the other reading points (below).
+    Every threshold is measured anew from `acc`; the regime (which runs met the stop rule, at what headroom) is the
+    stop's at every reading."""
+    robust = {name: [Threshold.of(acc[name][i], grid.d_values, perfect) for i in range(len(grid.R_values))] for name in REGIMES}
+    mean_rule = {name: grid.thresholds(acc[name]) for name in REGIMES}
+    d_learned, d_frozen = [t.value for t in robust["learned"]], [t.value for t in robust["frozen"]]
+    pts = reached(robust["learned"])
+    growth, knife = growth_of(robust["learned"], 0.95), growth_mean_rule(mean_rule["learned"], 0.95)
+    ratios = np.array([f / l if (f and l) else (np.inf if l else np.nan) for l, f in zip(d_learned, d_frozen)])
+    frozen_rows = cutoff_table(ratios[:, None], {1.0: np.isfinite(ratios[:, None]) | np.isinf(ratios[:, None])}, [1.0, 1.5, 2.0, 4.0])
+    display(Markdown(format_table(frozen_rows, "frozen d_min / learned d_min")))
+    report.number("frozen_over_learned", ratios.tolist(), glue=False)
+    # exp-capacity-learned is universal ("for all values of R provided d >= 128"): every cell at or above the
+    # bound, each cell's accuracy over its seeds against the perfect level. exp-capacity-frozen compares
+    # each seed's own thresholds, frozen over learned, in log2 over every (R, seed), against the factor
+    # `substantial` (a threshold not reached on the grid counts as twice the largest d: a lower bound).
+    above_bound = {f"R={R}, d={d}": acc["learned"][i, j] for i, R in enumerate(grid.R_values) for j, d in enumerate(grid.d_values) if d >= bound}
+    facts = {f"R={R}, d={d}": grid.N * R for R in grid.R_values for d in grid.d_values}  # a run's accuracy counts its N x R facts
+    learned_tests = universal(above_bound, "learned accuracy at {}", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"),
+                              trials=facts)
+    judge_in_regime(report, "exp-capacity-learned", learned_tests or [Contrast(
+            Estimate.missing("learned accuracy", f"no grid d reaches the bound {bound:.0f}"),
+            Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"))],
+        measured=(f"learned d_min = {dict(zip(grid.R_values, [t.text() for t in robust['learned']]))} (grid d in {list(grid.d_values)}, N={grid.N}, "
+                  f"{len(grid.seeds)} seeds, lr {grid.lr:g}); bound {bound:.0f}"
+                  + ("" if grid.N == paper_N else f" = {paper_d_learned} x log N / log {paper_N}")),
+        population={"embeddings": "learned", "cells": "every R, every grid d at or above the paper's bound (scaled to N)",
+                    "unit": "cell, each tested (its seeds)"},
+        note=f"perfect taken as accuracy >= {perfect}, by the whole interval of every cell", regime=regime_all)
+    beyond = 2 * max(grid.d_values)  # a seed whose threshold is not on the grid
+    seed_thresholds = {name: np.array([[t or beyond for t in grid.thresholds(acc[name][..., [k]])] for k in range(len(grid.seeds))])
+                       for name in REGIMES}  # (seed, R)
+    seed_boxes = {name: [[seed_box(t, grid.d_values, beyond) for t in robust[name][i].per_seed] for i in range(len(grid.R_values))]
+                  for name in REGIMES}  # (R, seed) -> (low, central, high)
+    frozen_low = np.array([np.log2(f[0]) - np.log2(l[2]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
+    frozen_high = np.array([np.log2(f[2]) - np.log2(l[0]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
+    frozen_central = np.array([np.log2(f[1]) - np.log2(l[1]) for fs, ls in zip(seed_boxes["frozen"], seed_boxes["learned"]) for f, l in zip(fs, ls)])
+    frozen_estimate = box_estimate("log2 of frozen over learned d_min, over (R, seed)", LinearStatistic.mean(len(frozen_central)), frozen_central,
+                                   np.minimum(frozen_low, frozen_central), np.maximum(frozen_high, frozen_central), 0.95,
+                                   f"Student t over {len(frozen_central)} (R, seed) pairs")
+    judge_in_regime(report, "exp-capacity-frozen",
+        Contrast(frozen_estimate,
+                 Range(np.log2(substantial), math.inf, f"at least {substantial:g}x higher"), Range(-math.inf, 0.0, "no higher")),
+        measured=(f"frozen / learned d_min per R: " + ", ".join(f"R={R}: {d_frozen[i]} / {d_learned[i]}" for i, R in enumerate(grid.R_values))
+                  + f"; per seed: frozen {seed_thresholds['frozen'].tolist()}, learned {seed_thresholds['learned'].tolist()}"),
+        population={"embeddings": "frozen against learned", "points": "each seed's own d_min at every R", "unit": "(R, seed)"},
+        note=(f"substantially taken as >= {substantial:g}x; each seed's threshold anywhere in its rung of the grid; "
+              f"one rung below the grid for a seed at its smallest d; a threshold not reached counts as {beyond} (a lower bound)"),
+        regime=regime_all)
+    # The gap is predicted to widen with N (frozen d_min ~ NR against learned ~ R log N: Section 5.2 and its
+    # scaling), so frozen thresholds no higher than learned ones at a smaller N than the paper's do not refute
+    # the paper's at N = 4096: "does not hold" stands only at the paper's N or above; "holds" stands at any N.
+    if report.claims["exp-capacity-frozen"]["verdict"] == FAILS and grid.N < paper_N:
+        mark_not_in_regime(report.claims["exp-capacity-frozen"],
+                           f"N = {grid.N} is below the paper's {paper_N}, and the predicted gap grows with N (NR against R log N)")
+    judge_in_regime(report, "exp-capacity-growth", Contrast(growth, *growth_ranges(growth_tolerance)),
+        measured=(f"learned d_min (where half the seeds memorise) [interval] = {', '.join(f'R={R}: {t.text()}' for R, t in pts)}; "
+                  f"per seed {[list(t.per_seed) for _, t in pts]}; on the mean-over-seeds thresholds {dict(zip(grid.R_values, mean_rule['learned']))} "
+                  f"the slope alone would be {knife.value:.2f} [{knife.lo:.2f}, {knife.hi:.2f}]"),
+        population={"embeddings": "learned", "points": "d_min(R) at every R of the grid"}, regime=regime_all,
+        note=f"linear taken as |beta - 1| <= {growth_tolerance:g}, flat as |beta| <= {growth_tolerance:g}")
+
+
+judge_capacity(report, acc)
 lr_tests = universal({name: np.array([lr_records[name, 1.0, s]["accuracy"] for s in lr_seeds]) for name in REGIMES},
                      "final accuracy at lr 1.0, {} embeddings", Range(perfect, 1.0, "perfect"), Range(0.0, perfect, "below perfect"),
                      trials=grid.N * lr_R)
@@ -1021,4 +1044,26 @@ judge_in_regime(report, "exp-attention-learned",
     note=(f"similar taken as within {attention_factor:g}x on average over seeds (log2); each seed's threshold anywhere in its "
           f"rung of the d tried; a threshold not reached counts as {beyond_att} (a lower bound)"),
     regime=att_regime)
+
+# %% [markdown]
+# ## The verdicts at three reading points
+#
+# Runs spike long after they memorise (the section on loss spikes above), so a run's accuracy, and with it a
+# threshold, depends on where training is read. Where the profile's grid is trained on to the end of its step
+# budget after the stop rule (`read_past_stop`), each run keeps its state at the stop (what the verdicts above
+# read), its best state before any loss spike (the lowest batch loss before the loss first rises
+# {glue:text}`reading_rule_factor:g` times above its running minimum, once that minimum is below
+# {glue:text}`reading_rule_floor:g`: the rule the trainer watches step by step, `geofact.training.trainer`),
+# and its state at the end of the budget. The three verdicts on
+# the thresholds (exp-capacity-learned, -frozen and -growth) are taken again on every run's accuracy at the
+# other two points, each threshold measured anew from them; the regime (which runs met the stop rule) is the
+# stop's. The learning-rate sweep and the learned-attention check train with the stop rule and are read there
+# only. A run's accuracy at a state is computed once and shared with the mechanism pages, which read the same
+# states.
+
+# %%
+report.number("reading_rule_floor", DEFAULT_FLOOR)
+report.number("reading_rule_factor", DEFAULT_FACTOR)
+accuracy_at = reading_accuracies(grid, grid_records, cache, device)
+display(Markdown(read_at_points(report, judge_capacity, {**accuracy_at, "stop": acc})))
 report.save()

@@ -340,6 +340,32 @@ def analyse_readings(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Pa
     return out
 
 
+def no_values(model: TrainedModel) -> dict[str, Any]:
+    """An analysis that computes nothing: each state's record then holds only its accuracy (`reading_accuracies`)."""
+    return {}
+
+
+def reading_accuracies(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
+                       device: str | torch.device = "cpu") -> dict[str, dict[str, np.ndarray] | None]:
+    """{reading: {regime: (R, d, seed)}} of every run's accuracy over its N R facts at each of `READINGS`: at the
+    stop the run record's, elsewhere the state's own (its shared "accuracy" record, which the mechanism pages read
+    too; each state's record under "accuracy-at-readings" says only that it was asked). None for a reading at which
+    some run of the grid has no state (not trained past its stop): a threshold needs every cell, so exp-capacity
+    reads its verdicts there only where the whole grid was."""
+    configs = grid.configs()
+    keys = list(configs)
+    out: dict[str, dict[str, np.ndarray] | None] = {"stop": grid.by_cell({k: records[k]["accuracy"] for k in keys})}
+    for reading in READINGS[1:]:
+        steps = {key: reading_step(records[key], reading) for key in keys}
+        if any(step is False for step in steps.values()):
+            out[reading] = None
+            continue
+        analysed = analyse_states(cache_dir, [(configs[key], steps[key], records[key]["accuracy"]) for key in keys],
+                                  no_values, "accuracy-at-readings", {}, device, f"accuracies at the {reading} states")
+        out[reading] = grid.by_cell({key: record["accuracy"] for key, record in zip(keys, analysed)})
+    return out
+
+
 def reading_values(grid: CapacityGrid, values: dict[Key, dict], metric: str) -> dict[str, np.ndarray]:
     """{regime: (R, d, seed)} of a metric from one reading's values (`analyse_readings`), NaN for the runs
     it does not hold."""

@@ -230,3 +230,25 @@ def test_a_batch_records_each_states_read_and_copy_and_reads_a_state_listed_twic
     seconds = [json.loads(p.read_text())["seconds"] for p in (tmp_path / "analyses" / "twice").glob("*.json")]
     assert sorted(s["ahead"] for s in seconds) == [False, True, True]  # the first state read when asked
     assert all(s["read"] > 0 and s["copy"] >= 0 and s["load"] >= s["copy"] for s in seconds)
+
+
+def test_every_runs_accuracy_is_read_at_each_reading_point_and_not_where_the_grid_was_not_read_past_its_stop(tmp_path):
+    from dataclasses import replace
+
+    from geofact.analysis.trained import TrainedModel
+    from geofact.analysis.trajectory import READINGS, reading_accuracies, reading_step
+
+    past = replace(GRID, read_past_stop=True, max_steps=60)
+    records = train_grid(past, tmp_path)
+    at = reading_accuracies(past, records, tmp_path)
+    assert set(at) == set(READINGS)
+    for key, record in records.items():
+        cell = (0, 0, 0)
+        assert at["stop"][key[0]][cell] == record["accuracy"]
+        for reading in READINGS[1:]:
+            step = reading_step(record, reading)
+            model = TrainedModel.load(tmp_path, past.configs()[key], step)
+            assert at[reading][key[0]][cell] == model.accuracy()  # the state's own accuracy, not the stop's
+    # a grid whose runs stop at the stop rule has no other state: no reading but the stop's
+    plain = reading_accuracies(GRID, train_grid(GRID, tmp_path / "plain"), tmp_path / "plain")
+    assert plain["best"] is None and plain["last"] is None and plain["stop"]["learned"].shape == (1, 1, 1)
