@@ -1051,19 +1051,19 @@ judge_in_regime(report, "exp-attention-learned",
 # Runs spike long after they memorise (the section on loss spikes above), so a run's accuracy, and with it a
 # threshold, depends on where training is read. Where the profile's grid is trained on to the end of its step
 # budget after the stop rule (`read_past_stop`), each run keeps its state at the stop (what the verdicts above
-# read), its best state before any loss spike (the lowest batch loss before the loss first rises
-# {glue:text}`reading_rule_factor:g` times above its running minimum, once that minimum is below
+# read), its best state before any loss spike (the lowest batch loss before the loss is first not finite or
+# rises {glue:text}`reading_rule_factor:g` times above its running minimum, once that minimum is below
 # {glue:text}`reading_rule_floor:g`: the rule the trainer watches step by step, `geofact.training.trainer`),
 # and its state at the end of the budget. The three verdicts on
 # the thresholds (exp-capacity-learned, -frozen and -growth) are taken again on every run's accuracy at the
 # other two points, each threshold measured anew from them; the regime (which runs met the stop rule) is the
-# stop's. The learning-rate sweep and the learned-attention check train with the stop rule and are read there
-# only. A run's accuracy at a state is computed once and shared with the mechanism pages, which read the same
-# states.
+# stop's. A run's accuracy at those points is the one training measured there (over all its $N R$ facts, as at the
+# stop), so this section reads the run records alone. The learning-rate sweep and the learned-attention check
+# train with the stop rule and are read there only.
 
 # %%
 report.number("reading_rule_floor", DEFAULT_FLOOR)
 report.number("reading_rule_factor", DEFAULT_FACTOR)
-accuracy_at = reading_accuracies(grid, grid_records, cache, device)
+accuracy_at = reading_accuracies(grid, grid_records)
 display(Markdown(read_at_points(report, judge_capacity, {**accuracy_at, "stop": acc})))
 report.save()

@@ -340,29 +340,21 @@ def analyse_readings(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Pa
     return out
 
 
-def no_values(model: TrainedModel) -> dict[str, Any]:
-    """An analysis that computes nothing: each state's record then holds only its accuracy (`reading_accuracies`)."""
-    return {}
-
-
-def reading_accuracies(grid: CapacityGrid, records: dict[Key, dict], cache_dir: Path,
-                       device: str | torch.device = "cpu") -> dict[str, dict[str, np.ndarray] | None]:
-    """{reading: {regime: (R, d, seed)}} of every run's accuracy over its N R facts at each of `READINGS`: at the
-    stop the run record's, elsewhere the state's own (its shared "accuracy" record, which the mechanism pages read
-    too; each state's record under "accuracy-at-readings" says only that it was asked). None for a reading at which
-    some run of the grid has no state (not trained past its stop): a threshold needs every cell, so exp-capacity
-    reads its verdicts there only where the whole grid was."""
-    configs = grid.configs()
-    keys = list(configs)
-    out: dict[str, dict[str, np.ndarray] | None] = {"stop": grid.by_cell({k: records[k]["accuracy"] for k in keys})}
+def reading_accuracies(grid: CapacityGrid, records: dict[Key, dict]) -> dict[str, dict[str, np.ndarray] | None]:
+    """{reading: {regime: (R, d, seed)}} of every run's accuracy over its N R facts at each of `READINGS`, from the run
+    records alone: at the stop the record's, at the others what training measured there (`past_stop["accuracy"]`,
+    geofact.training.trainer.past_stop_results: the same count of facts answered by argmax as the stop's). None for
+    a reading at which some run of the grid has no state: not trained past its stop (`reading_step`), its loss never
+    finite (no best state), or its accuracy there not measured. A threshold needs every cell, so exp-capacity reads its
+    verdicts at a point only where the whole grid has it."""
+    out: dict[str, dict[str, np.ndarray] | None] = {"stop": grid.by_cell({k: records[k]["accuracy"] for k in grid.keys()})}
     for reading in READINGS[1:]:
-        steps = {key: reading_step(records[key], reading) for key in keys}
-        if any(step is False for step in steps.values()):
-            out[reading] = None
-            continue
-        analysed = analyse_states(cache_dir, [(configs[key], steps[key], records[key]["accuracy"]) for key in keys],
-                                  no_values, "accuracy-at-readings", {}, device, f"accuracies at the {reading} states")
-        out[reading] = grid.by_cell({key: record["accuracy"] for key, record in zip(keys, analysed)})
+        values = {}
+        for key in grid.keys():
+            record, step = records[key], reading_step(records[key], reading)
+            values[key] = record["accuracy"] if step is None else \
+                None if step is False else record["past_stop"].get("accuracy", {}).get(reading)
+        out[reading] = None if any(v is None for v in values.values()) else grid.by_cell(values)
     return out
 
 
