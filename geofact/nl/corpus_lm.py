@@ -9,6 +9,11 @@ sentences, trained with full-sequence next-token cross-entropy (AdamW, constant 
 Tokenisation is word level (`\\w+` runs and single punctuation marks), or, with `entity_tokens`, one
 token per entity: every subject and every answer string is a single token however many words it has
 (the paper's "influence of tokenization" variant).
+
+Training is time-budgeted like the stacked trainers (geofact.training.resume): the model, AdamW's moments and
+the shuffling generator are written at an epoch boundary every few minutes and at a time budget's deadline,
+where training stops with `BudgetSpent`; the same call again resumes from that epoch and ends with the weights
+an uninterrupted run would have (same device and thread count).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import torch.nn.functional as F
 from geofact.nl.corpus import Corpus, Rendered, render_corpus, template_for_run
 from geofact.nl.cosine_probe import ProbeConfig, probe_and_score, unit_rows
 from geofact.progress import progress
+from geofact.settings import past_deadline
 from geofact.store import (
     keyed,
     read_arrays,
@@ -35,6 +41,7 @@ from geofact.store import (
     write_json,
 )
 from geofact.training.optim import fused_adamw
+from geofact.training.resume import BudgetSpent, GroupCheckpoint, GroupState
 from geofact.training.sweep import provenance
 
 RECORD_SCHEMA = "geofact.nl.corpus_lm/1"
@@ -185,18 +192,51 @@ def next_token_loss(model: OneLayerLM, ids: torch.Tensor, pad: int) -> torch.Ten
     return F.cross_entropy(model.unembed(final), targets[real])
 
 
+def _training_state(model: OneLayerLM, optimiser: torch.optim.Optimizer, generator: torch.Generator
+                    ) -> dict[str, torch.Tensor]:
+    """The tensors a resumed training needs: the weights, AdamW's per-parameter state and the shuffling generator."""
+    tensors = {f"model/{name}": value for name, value in model.state_dict().items()}
+    for index, state in optimiser.state_dict()["state"].items():
+        tensors |= {f"optimiser/{index}/{name}": value for name, value in state.items()}
+    return tensors | {"generator": generator.get_state()}
+
+
+def _restore_training(model: OneLayerLM, optimiser: torch.optim.Optimizer, generator: torch.Generator,
+                      tensors: dict[str, torch.Tensor]) -> None:
+    model.load_state_dict({name[len("model/"):]: value for name, value in tensors.items() if name.startswith("model/")})
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, value in tensors.items():
+        if name.startswith("optimiser/"):
+            index, key = name[len("optimiser/"):].split("/", 1)
+            state.setdefault(int(index), {})[key] = value
+    optimiser.load_state_dict({"state": state, "param_groups": optimiser.state_dict()["param_groups"]})
+    generator.set_state(tensors["generator"])
+
+
 def train_corpus_lm(examples: list[Example], vocab: Vocab, config: CorpusLMConfig,
-                    device: str | torch.device = "cpu") -> tuple[OneLayerLM, dict]:
-    """Full-sequence next-token training; returns the model (on the CPU) and the mean loss per epoch."""
+                    device: str | torch.device = "cpu", checkpoint: GroupCheckpoint | None = None
+                    ) -> tuple[OneLayerLM, dict]:
+    """Full-sequence next-token training; returns the model (on the CPU) and the mean loss per epoch.
+
+    With a `checkpoint`, training starts from the epoch it holds, writes its state at an epoch boundary when
+    due, and past a time budget's deadline writes it and raises `BudgetSpent` (none is started past it)."""
     torch.manual_seed(config.seed)
     max_len = max(len(e.ids) for e in examples)
     model = OneLayerLM(len(vocab), max_len, config.d, config.mlp_ratio).to(device)
     optimiser = fused_adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     pad = vocab.index[PAD]
-    losses = []
+    losses: list[float] = []
+    first, seconds_before = 0, 0.0
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:
+        _restore_training(model, optimiser, generator, saved.tensors)
+        first, losses, seconds_before = saved.step, list(saved.meta["loss"]), saved.seconds
+    elif checkpoint is not None and past_deadline():
+        raise BudgetSpent("time budget spent before the corpus LM's training started")
     started = time.perf_counter()
-    for _ in progress(range(config.epochs), desc="corpus LM epochs", unit="epoch"):
+    for epoch in progress(range(first, config.epochs), desc="corpus LM epochs", unit="epoch",
+                          initial=first, total=config.epochs):
         order = torch.randperm(len(examples), generator=generator).tolist()
         total, count = 0.0, 0
         for start in range(0, len(order), config.batch_size):
@@ -207,7 +247,15 @@ def train_corpus_lm(examples: list[Example], vocab: Vocab, config: CorpusLMConfi
             optimiser.step()
             total, count = total + loss.item(), count + 1
         losses.append(total / count)
-    return model.cpu().eval(), {"loss": losses, "seconds": time.perf_counter() - started,
+        spent = checkpoint is not None and past_deadline()
+        if checkpoint is not None and epoch + 1 < config.epochs and (spent or checkpoint.due()):
+            state = GroupState(step=epoch + 1, alive=[0], tensors=_training_state(model, optimiser, generator),
+                               meta={"loss": losses}, seconds=seconds_before + time.perf_counter() - started)
+            checkpoint.save(state)
+            if spent:
+                raise BudgetSpent(f"time budget spent after epoch {epoch + 1} of {config.epochs} of the corpus LM; "
+                                  f"its state is in {checkpoint.state_path}, and the same call again resumes it")
+    return model.cpu().eval(), {"loss": losses, "seconds": seconds_before + time.perf_counter() - started,
                                 "n_params": sum(p.numel() for p in model.parameters())}
 
 
@@ -270,7 +318,8 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
         model.load_state_dict({k: torch.from_numpy(v) for k, v in read_arrays(weights).items()})
         return model.eval(), vocab, examples, record
     refuse_in_records_only(f"the corpus LM {key} (its weights)")
-    model, log = train_corpus_lm(examples, vocab, config, device)
+    checkpoint = GroupCheckpoint(cache_dir / "groups", [key], content)
+    model, log = train_corpus_lm(examples, vocab, config, device, checkpoint)
     cache_dir.mkdir(parents=True, exist_ok=True)
     write_arrays(weights, {k: v.numpy() for k, v in model.state_dict().items()})
     record = {"schema": RECORD_SCHEMA, "config": config.as_dict(), "corpus_digest": corpus.digest,
@@ -278,6 +327,7 @@ def trained_corpus_lm(corpus: Corpus, config: CorpusLMConfig, cache_dir: Path,
               "n_sentences": len(examples), "max_len": max_len, **log,
               "provenance": provenance(torch.device(device))}
     write_json(record_path, record)
+    checkpoint.clear()
     return model, vocab, examples, record
 
 

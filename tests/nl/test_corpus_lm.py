@@ -104,3 +104,32 @@ def test_the_training_loss_is_the_padded_cross_entropy_computed_at_the_real_posi
     grads = torch.autograd.grad(got, list(model.parameters()))
     for g, e in zip(grads, torch.autograd.grad(expected, list(model.parameters()))):
         torch.testing.assert_close(g, e)
+
+
+def test_training_stopped_by_the_budget_resumes_to_the_weights_of_an_uninterrupted_run(corpus, tmp_path, monkeypatch):
+    from geofact.training.resume import BudgetSpent
+
+    config = SMALL.__class__(**{**SMALL.as_dict(), "epochs": 3})
+    whole, _, _, whole_record = trained_corpus_lm(corpus, config, tmp_path / "whole")
+    checks = iter([False, True])  # not spent at the start, spent at the end of the first epoch (one read each)
+    monkeypatch.setattr(corpus_lm, "past_deadline", lambda: next(checks, True))
+    with pytest.raises(BudgetSpent, match="after epoch 1 of 3"):
+        trained_corpus_lm(corpus, config, tmp_path / "cut")
+    assert not list((tmp_path / "cut").glob("corpus-lm-*.json"))  # no record of a half-trained model
+    assert len(list((tmp_path / "cut" / "groups").glob("*.npz"))) == 1
+    with pytest.raises(BudgetSpent, match="after epoch 2 of 3"):  # resumed, and stopped again at the next boundary
+        trained_corpus_lm(corpus, config, tmp_path / "cut")
+    monkeypatch.setattr(corpus_lm, "past_deadline", lambda: False)
+    resumed, _, _, record = trained_corpus_lm(corpus, config, tmp_path / "cut")
+    assert record["loss"] == whole_record["loss"]
+    for name, value in whole.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[name]), name
+    assert not list((tmp_path / "cut" / "groups").glob("*.npz"))  # the state is gone once the record is written
+
+
+def test_training_does_not_start_past_the_budget(corpus, tmp_path, monkeypatch):
+    from geofact.training.resume import BudgetSpent
+
+    monkeypatch.setattr(corpus_lm, "past_deadline", lambda: True)
+    with pytest.raises(BudgetSpent, match="before the corpus LM's training started"):
+        trained_corpus_lm(corpus, SMALL.__class__(**{**SMALL.as_dict(), "epochs": 1}), tmp_path)
