@@ -248,7 +248,8 @@ judge(report, "exp-nl-lm-memorizes",
 layer_gap = {c: np.array([r["layers"][0]["hits1"] - r["layers"][1]["hits1"] for r in readouts["word"] if r["category"] == c]) for c in categories}
 all_gaps = np.concatenate(list(layer_gap.values()))
 judge(report, "exp-nl-lm-layer0-readout",
-    Contrast(t_interval(all_gaps, "readout Hits@1 at layer 0 minus layer 1, over (category, relation) probes", 0.95, unit="probes"),
+    Contrast(t_interval(all_gaps, "readout Hits@1 at layer 0 minus layer 1, over (category, relation) probes", 0.95,
+                        unit="probes").within(-1.0, 1.0),  # a difference of fractions
              Range(0.0, 1.0, "layer 0 sharper"), Range(-1.0, 0.0, "layer 0 no sharper")),
     measured=(f"mean readout Hits@1 {overall['word'][0]:.3f} at layer 0 vs {overall['word'][1]:.3f} at layer 1 (per category "
               + ", ".join(f"{c} {means['word'][0][c]:.2f}/{means['word'][1][c]:.2f}" for c in categories) + ")"),

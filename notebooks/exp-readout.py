@@ -606,7 +606,7 @@ def judge_readouts(report, readout: dict) -> None:
                                     frozen_cell_trials, 0.95, unit="cells") if s_runs.size
                   else Estimate.missing("mean frozen s_x readout", "no frozen run memorises"))
     h_gap = (readout["h"]["learned"].mean(-1) - readout["h"]["frozen"].mean(-1))[judged]  # (cells,)
-    h_gap_estimate = (t_interval(h_gap, "learned minus frozen h readout over cells with sufficient capacity", 0.95, unit="cells")
+    h_gap_estimate = (t_interval(h_gap, "learned minus frozen h readout over cells with sufficient capacity", 0.95, unit="cells").within(-1.0, 1.0)
                       if h_gap.size else Estimate.missing("learned minus frozen h readout", "no cell has sufficient capacity"))
     chance_range, above_chance = Range(0.0, chance_factor * chance, "at chance"), Range(chance_factor * chance, 1.0, "above chance")
     judge_in_regime(report, "exp-readout-frozen",
@@ -642,7 +642,7 @@ def judge_readouts(report, readout: dict) -> None:
 
     h_estimate = frozen_h_at(0.95)
     h_over_s = (t_interval(memorising_cell_means(readout["h"]["frozen"] - readout["s"]["frozen"]),
-                           "mean h minus s_x readout over cells of memorising frozen runs", 0.95, unit="cells")
+                           "mean h minus s_x readout over cells of memorising frozen runs", 0.95, unit="cells").within(-1.0, 1.0)
                 if h_runs.size else Estimate.missing("mean h minus s_x readout", "no frozen run memorises"))
     display(Markdown(f"**The frozen h readout, against chance**, over the {h_runs.size} frozen runs that memorise (of "
                      f"{frozen_memorised.size}), at other confidence levels and other multiples of $1/N$ taken as chance "

@@ -86,7 +86,7 @@ import torch
 from matplotlib import pyplot as plt
 
 from geofact.device import configure_cpu
-from geofact.evidence import FAILS, Contrast, Estimate, Range, judge, proportion_difference, t_interval, universal
+from geofact.evidence import FAILS, INCONCLUSIVE, Contrast, Estimate, Range, judge, proportion_difference, t_interval, universal
 from geofact.intervals import wilson
 from geofact.nl.corpus import corpus_table, load_corpus, render_corpus
 from geofact.nl.lm import TINY, ModelUnavailable, load_lm
@@ -384,10 +384,10 @@ if pairs:  # with no model run, the tests have nothing to judge
         records, best = scored(c, results[spec][mode][c]), vsum[spec, c]["best_layer"]
         floor = signal_factor * chance_mrr[spec]
         layer0_tests += [
-            Contrast(t_interval([r["layers"][0]["mrr"] for r in records], f"layer-0 MRR, {spec} {c}", 0.95, unit="relations"),
+            Contrast(t_interval([r["layers"][0]["mrr"] for r in records], f"layer-0 MRR, {spec} {c}", 0.95, unit="relations").within(0.0, 1.0),
                      Range(floor, 1.0, "signal"), Range(0.0, floor, f"no more than {signal_factor:g} x chance")),
             Contrast(t_interval([r["layers"][best]["mrr"] - r["layers"][0]["mrr"] for r in records],
-                                f"best-layer minus layer-0 MRR, {spec} {c}", 0.95, unit="relations"),
+                                f"best-layer minus layer-0 MRR, {spec} {c}", 0.95, unit="relations").within(-1.0, 1.0),
                      Range(min_gain, 1.0, "considerably weaker at layer 0"), Range(-1.0, 0.0, "layer 0 as strong"))]
     judge(report, "exp-real-lm-layer0", sorted(layer0_tests, key=lambda t: t.verdict != FAILS),
         measured=stand_in + ("; ".join(f"{spec} {c}: layer-0 MRR {vsum[spec, c]['layer0_mrr']:.3f} vs best {vsum[spec, c]['best_mrr']:.3f} "
@@ -469,10 +469,13 @@ report.number("relations_above_majority", int(sum(a > b for a, b in rel_rows)))
 report.number("n_relations", len(rel_rows))
 if pairs:
     judge(report, "exp-real-lm-above-baselines",
-        universal({f"{spec} {c}": np.array([r["layers"][vsum[spec, c]["best_layer"]]["hits1"] - r["majority"]["hits1"]
-                                            for r in scored(c, results[spec][mode][c])]) for spec, c in pairs},
-                  "probe minus majority Hits@1 at the best layer, {}", Range(baseline_margin, 1.0, "substantially above the baseline"),
-                  Range(-1.0, 0.0, "no better than the baseline"), unit="relations"),
+        sorted([Contrast(t.estimate.within(-1.0, 1.0), t.claim, t.alternative)  # a difference of fractions
+                for t in universal({f"{spec} {c}": np.array([r["layers"][vsum[spec, c]["best_layer"]]["hits1"] - r["majority"]["hits1"]
+                                                             for r in scored(c, results[spec][mode][c])]) for spec, c in pairs},
+                                   "probe minus majority Hits@1 at the best layer, {}",
+                                   Range(baseline_margin, 1.0, "substantially above the baseline"),
+                                   Range(-1.0, 0.0, "no better than the baseline"), unit="relations")],
+               key=lambda t: (t.verdict != FAILS, t.verdict != INCONCLUSIVE)),  # what the verdict rests on first
         measured=stand_in + ("; ".join(f"{spec} {c}: probe Hits@1 {a:.3f} vs majority {b:.3f}" for (spec, c), (a, b) in above.items())
                              + f"; per relation {sum(a > b for a, b in rel_rows)} of {len(rel_rows)} above their majority baseline"),
         population={"models": "the judged models", "categories": "the judged categories", "relations": "scored (first tokens separate the answers)",
@@ -499,10 +502,10 @@ for spec, v in shape.items():
     people_records = results[spec][mode]["people"]
     shape_tests += [
         Contrast(t_interval([r["layers"][v["at"]]["mrr"] - r["layers"][0]["mrr"] for r in people_records],
-                            f"best-layer minus layer-0 MRR, {spec} people", unit="relations"),
+                            f"best-layer minus layer-0 MRR, {spec} people", unit="relations").within(-1.0, 1.0),
                  Range(min_gain, 1.0, "climbs"), Range(-1.0, 0.0, "no climb")),
         Contrast(t_interval([r["layers"][v["at"]]["mrr"] - r["layers"][-1]["mrr"] for r in people_records],
-                            f"best-layer minus last-layer MRR, {spec} people", unit="relations"),
+                            f"best-layer minus last-layer MRR, {spec} people", unit="relations").within(-1.0, 1.0),
                  Range(-1.0, plateau_mrr, "plateaus"), Range(plateau_mrr, 1.0, "falls at the top"))]
 if shape:
     judge(report, "exp-real-lm-perlayer", sorted(shape_tests, key=lambda t: t.verdict != FAILS),
@@ -564,7 +567,7 @@ for spec, c in aggregation:
     a_best, b_best = robustness[spec, c][0]["best_layer"], robustness[spec, c][1]["best_layer"]
     difference = t_interval([r["layers"][a_best]["mrr"] - by_relation[r["config"]["relation"]]["layers"][b_best]["mrr"]
                              for r in results[spec][mode][c] if r["config"]["relation"] in by_relation],
-                            f"best-layer MRR, {mode} minus {other_mode}, {spec} {c}", unit="relations")
+                            f"best-layer MRR, {mode} minus {other_mode}, {spec} {c}", unit="relations").within(-1.0, 1.0)
     aggregation_tests += [Contrast(difference, Range(-comparable_mrr, 1.0, "comparable (not lower)"), Range(-1.0, -comparable_mrr, f"{mode} lower")),
                           Contrast(difference, Range(-1.0, comparable_mrr, "comparable (not higher)"), Range(comparable_mrr, 1.0, f"{mode} higher"))]
 if aggregation:
@@ -594,7 +597,7 @@ if paper_run and category_cells:
     category_tests = []
     for c in category_cells:
         mean_mrr = t_interval([summaries[spec][c]["best_mrr"] for spec in paper_run], f"best-layer MRR on {c}, mean over the paper's models",
-                              unit="models")
+                              unit="models").within(0.0, 1.0)
         text = PAPER_TEXT_BEST_MRR[c]
         category_tests += [Contrast(mean_mrr, Range(text - mrr_tolerance, 1.0, "as the text (not lower)"), Range(0.0, text - mrr_tolerance, "lower")),
                            Contrast(mean_mrr, Range(0.0, text + mrr_tolerance, "as the text (not higher)"), Range(text + mrr_tolerance, 1.0, "higher"))]

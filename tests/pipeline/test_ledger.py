@@ -76,3 +76,25 @@ def test_committed_results_test_the_claims_the_ledger_sets_against_an_alternativ
         reported = json.loads(path.read_text())["claims"]
         problems += [f"{path.parent.name}/{path.stem}: {p}" for p in population_mismatches([c for c in claims if c.notebook == path.stem], reported)]
     assert problems == []
+
+
+def test_committed_intervals_stay_inside_the_range_their_test_spans(repo):
+    """Where a test's claim and alternative together span [0, 1] or [-1, 1] (a fraction, an MRR, a difference of
+    them), its interval lies inside that span: a Student t over a few units passes it (a drop of 0.998
+    [0.993, 1.003] read "inconclusive" against "degrades" up to 1), and the quantity cannot."""
+    import json
+    import math
+
+    spans = {(0.0, 1.0), (-1.0, 1.0)}
+    problems = []
+    for path in sorted((repo.root / "results").rglob("*.json")):
+        if "interactive" in path.parts:
+            continue
+        for claim_id, claim in json.loads(path.read_text())["claims"].items():
+            for test in claim.get("tests") or []:
+                ranges = (test["claim_range"], test["alternative_range"])
+                span = (min(float(r["lo"]) for r in ranges), max(float(r["hi"]) for r in ranges))
+                lo, hi = (float(test["estimate"][end]) for end in ("lo", "hi"))
+                if span in spans and not math.isnan(lo) and not span[0] <= lo <= hi <= span[1]:
+                    problems.append(f"{path.relative_to(repo.root)} {claim_id}: [{lo:.4g}, {hi:.4g}] outside {list(span)}")
+    assert problems == []
