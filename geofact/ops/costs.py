@@ -597,21 +597,31 @@ def plan_transfer(params: dict, size: Callable, recorded: Mapping[str, dict]) ->
 def plan_multihop(params: dict, size: Callable, recorded: Mapping[str, dict]) -> tuple[list[Group], list[Analysis]]:
     p = params
 
-    def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float) -> MultiHopConfig:
+    def config(k: int, R: int, cot: bool, frozen: bool, seed: int, rate: float, steps: int | None = None) -> MultiHopConfig:
         return MultiHopConfig(N=p["N"], R=R, k=k, d=p["d"], cot=cot or k == 1, frozen_embeddings=frozen, lr=rate,
-                              batch_size=p["batch_size"], max_steps=p["max_steps"], check_every=p["check_every"],
+                              batch_size=p["batch_size"], max_steps=steps or p["max_steps"], check_every=p["check_every"],
                               train_queries=p["train_queries"], eval_queries=p["eval_queries"], eval_seen=p["eval_seen"],
                               seed=seed, precision=p.get("precision", "fp32"))
 
     conditions = [(True, True), (True, False), (False, False), (False, True)]
     grid = [config(k, R, cot, frozen, s, p["lr"]) for k in p["k_values"] for R in p["R_values"]
             for cot, frozen in conditions for s in p["seeds"]]
-    lr = [config(p["lr_k"], p["lr_R"], cot, False, p["seeds"][0], rate) for cot in (True, False)
-          for rate in p["lr_values"] if rate != p["lr"]]
+    lr = [config(p["lr_k"], p["lr_R"], cot, False, s, rate) for cot in (True, False)
+          for rate in p["lr_values"] if rate != p["lr"] for s in p["seeds"]]
     demo = MultiHopConfig(N=64, R=2, k=2, d=32, cot=True, lr=p["lr"], batch_size=256, max_steps=200, check_every=50,
                           eval_queries=512, seed=0, precision=p.get("precision", "fp32"))  # the interactive demo's defaults
+    # The verdicts' runs that end short of the stop rule are trained again to judge_steps (none where it is max_steps,
+    # as at the paper profile): which, the page learns from its grid, so every run a verdict reads is the guess
+    judge_steps = p.get("judge_steps")
+    corners = {(p["k_values"][0], p["R_values"][0]), (p["k_values"][-1], p["R_values"][-1])}  # no CoT, learned: the cells judged
+    again = [] if judge_steps is None or judge_steps <= p["max_steps"] else list(dict.fromkeys(
+        [config(k, R, cot, frozen, s, p["lr"], judge_steps) for k in p["k_values"] for R in p["R_values"]
+         for cot, frozen in conditions if cot or frozen or (k, R) in corners for s in p["seeds"]]
+        + [config(p["lr_k"], p["lr_R"], cot, False, s, rate, judge_steps) for cot in (True, False) for rate in p["lr_values"]
+           for s in p["seeds"]]))
     return (groups_of("exp-multihop", "(k, R) grid", list(dict.fromkeys(grid)), size)
             + groups_of("exp-multihop", "learning-rate check", lr, size)
+            + groups_of("exp-multihop", f"the verdicts' runs that end short, again to {judge_steps} steps", again, size, guess=True)
             + groups_of("exp-multihop", "interactive demo", [demo], size), [])
 
 
