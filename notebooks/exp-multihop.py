@@ -117,13 +117,17 @@ page = Page("exp-multihop", cache_dir)
 report = page.report
 paper_N, paper_d = 2048, 256  # Appendix C
 report.scale(f"N = {N}" + ("" if N == paper_N else f" (the paper's {paper_N})") + f", d = {d}" + ("" if d == paper_d else f" (the paper's {paper_d})")
-             + f", k {k_values[0]}-{k_values[-1]}, R {R_values[0]}-{R_values[-1]}, {len(seeds)} seeds, up to {max_steps:,} steps")
+             + f", k {k_values[0]}-{k_values[-1]}, R {R_values[0]}-{R_values[-1]}, {len(seeds)} seeds, up to {max_steps:,} steps"
+             + (f" (the verdicts' runs that end short of the stop rule: {judge_steps:,})" if judge_steps is not None and judge_steps > max_steps else ""))
 cache = page.cache()
 for name, value in [("near_perfect", near_perfect), ("collapse", collapse)]:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must be in (0, 1], got {value}")
-if judge_steps is not None and (isinstance(judge_steps, bool) or not isinstance(judge_steps, int) or judge_steps < max_steps):
-    raise ValueError(f"judge_steps must be None or an integer >= max_steps ({max_steps}), got {judge_steps!r}")
+PAPER_MAX_STEPS = 15000  # Appendix C: every run trains to its stop rule or this many steps
+if judge_steps is not None and (isinstance(judge_steps, bool) or not isinstance(judge_steps, int)
+                                or not max_steps <= judge_steps <= max(max_steps, PAPER_MAX_STEPS)):
+    raise ValueError(f"judge_steps must be None or an integer in [max_steps, the paper's {PAPER_MAX_STEPS:,}] = "
+                     f"[{max_steps}, {max(max_steps, PAPER_MAX_STEPS)}], got {judge_steps!r}")
 if lr not in lr_values:
     raise ValueError(f"lr_values must include the grid's lr ({lr}): the check compares it with the others, got {lr_values}")
 for k, R in curve_cells + [[lr_k, lr_R]]:
@@ -182,10 +186,11 @@ for cot, tag in [(True, "cot"), (False, "nocot")]:
     report.number(f"lr_{tag}_best_acc", lr_acc[cot, lr_best[cot]])
 
 # %% [markdown]
-# At lr = {glue:text}`lr_grid:g` the CoT model ends at accuracy {glue:text}`lr_cot_acc:.3f` (best rate
-# of the check: {glue:text}`lr_cot_best:g`, {glue:text}`lr_cot_best_acc:.3f`) and the no-CoT model at
-# {glue:text}`lr_nocot_acc:.3f` (best {glue:text}`lr_nocot_best:g`, {glue:text}`lr_nocot_best_acc:.3f`).
-# The claims ledger records the comparison (`exp-multihop-lr`); the grid below uses lr = {glue:text}`lr_grid:g`.
+# At the profile's budget, at lr = {glue:text}`lr_grid:g` the CoT model ends at accuracy {glue:text}`lr_cot_acc:.3f`
+# (best rate of the check: {glue:text}`lr_cot_best:g`, {glue:text}`lr_cot_best_acc:.3f`) and the no-CoT model at
+# {glue:text}`lr_nocot_acc:.3f` (best {glue:text}`lr_nocot_best:g`, {glue:text}`lr_nocot_best_acc:.3f`). The
+# verdict (`exp-multihop-lr`) reads these runs at the paper's budget where they end short of the stop rule
+# (the section before the verdicts); the grid below uses lr = {glue:text}`lr_grid:g`.
 #
 # ## The 2 × 2 grid
 #
@@ -376,20 +381,20 @@ page.interactive(try_run, defaults=dict(k=2, R=2, cot=True, frozen=False, N_try=
 # The paper trains every run to its stop rule or to 15,000 steps (Appendix C). A run that ended at this
 # profile's `max_steps` without meeting the stop rule might still learn, so every run a verdict reads that
 # ended so is trained again, from its start, up to `judge_steps` steps (the paper's budget). A run's batches
-# are a function of its seed and step and its learning rate is constant, so its first `max_steps` steps
-# are the same as before and a run that met the stop rule would meet it at the same step. Only the
-# verdicts' runs go on: the learning-rate check's, CoT with learned embeddings in every cell, no CoT with
-# learned embeddings in the first and the last cell, and the frozen cells where the frozen verdict can be
-# judged at all (the lookups must not fit, see the verdict). The figures above show the grid at the
-# profile's budget; the verdicts below read these runs. A run still short of the stop rule at the paper's
-# budget fails there, as in the paper.
+# are a function of its seed and step and its learning rate is constant, so on the same device its first
+# `max_steps` steps repeat the first training's (up to the rounding of the stack it trains in), and a run
+# that met the stop rule would meet it at the same step. The runs that go on are the verdicts': the
+# learning-rate check's, CoT with learned embeddings in every cell, no CoT with learned embeddings in the
+# first and the last cell, and the frozen runs where the frozen verdict can be judged at all (where the
+# frozen single-hop lookups fit, it cannot, see the verdict). A run trained again is read so wherever it
+# appears (a $k = 1$ run serves both the CoT and the no-CoT panels; the check's runs at the grid's rate are
+# the grid's own). The figures above show the grid at the profile's budget. A verdict that still reads a
+# run short of the stop rule below the paper's budget (`judge_steps` below 15,000, or None) is *not in
+# regime*; a run short of it at the paper's budget fails there, as in the paper.
 #
 # Shown in {numref}`fig-multihop-judged`.
 
-# %%
-PAPER_MAX_STEPS = 15000  # Appendix C
-
-
+# %% mystnb={"figure": {"caption": "The runs a verdict reads that ended short of the stop rule at the profile's budget (dotted), trained again to the paper's budget: eval accuracy of the final answer against training step, coloured by the run's condition.", "name": "fig-multihop-judged"}}
 def ended_short(record: dict, budget: int) -> bool:
     """Whether a run ended at a step budget below `budget` without meeting the stop rule."""
     return not record["stopped_early"] and record["steps"] < budget
@@ -397,70 +402,79 @@ def ended_short(record: dict, budget: int) -> bool:
 
 def frozen_single_hop_fits(mean_acc: dict[str, np.ndarray]) -> list[int]:
     """The R > small_R at which frozen single-hop lookups (k = 1, no CoT) reach near-perfect."""
-    if 1 not in k_values:
-        return []
     row = mean_acc["no CoT, frozen"][k_values.index(1)]  # (R,)
     return [R for R, a in zip(R_values, row) if R > small_R and a >= near_perfect]
 
 
-judged_keys = [key for key in grid if key[0] == "CoT, learned"
-               or (key[0] == "no CoT, learned" and (key[1], key[2]) in {(k_values[0], R_values[0]), (k_values[-1], R_values[-1])})]
-if not frozen_single_hop_fits(mean):  # where the lookups fit, the frozen verdict is not in regime whatever the budget
+corners = {(k_values[0], R_values[0]), (k_values[-1], R_values[-1])}
+judged_keys = [key for key in grid if key[0] == "CoT, learned" or (key[0] == "no CoT, learned" and (key[1], key[2]) in corners)]
+if 1 in k_values and not frozen_single_hop_fits(mean):  # otherwise the frozen verdict is not in regime whatever the budget
     judged_keys += [key for key in grid if key[0] in ("CoT, frozen", "no CoT, frozen")]
 short = {("grid", key): grid[key] for key in judged_keys if judge_steps is not None and ended_short(grid_records[key], judge_steps)}
 short |= {("lr", key): lr_configs[key] for key in lr_configs if judge_steps is not None and ended_short(lr_records[key], judge_steps)}
-again = {}  # (which, key) -> the record at judge_steps
+retrained: dict[str, dict] = {}  # config key of the run at max_steps -> its record at judge_steps
 if short:
-    longer = {c.key(): replace(c, max_steps=judge_steps) for c in short.values()}  # k = 1 is one run in two panels
-    trained_again = dict(zip(longer, run_sweep(list(longer.values()), cache, device=device)))
-    again = {where: trained_again[c.key()] for where, c in short.items()}
-judged_records = {**grid_records, **{key: r for (which, key), r in again.items() if which == "grid"}}
-judged_lr = {**lr_records, **{key: r for (which, key), r in again.items() if which == "lr"}}
-distinct_again = list({json.dumps(r["config"], sort_keys=True): r for r in again.values()}.values())
-report.number("judge_steps", judge_steps if judge_steps is not None else max_steps)
-report.number("judged_again", len(distinct_again))
-report.number("judged_again_met_stop", sum(r["stopped_early"] for r in distinct_again))
-report.number("judged_again_seconds", training_seconds(distinct_again))
-if again:
-    lines = ["| run | at the profile's budget | at the paper's budget |", "|---|---|---|"]
-    for (which, key), r in again.items():
-        before = (grid_records if which == "grid" else lr_records)[key]
-        name = (f"{key[0]}, k={key[1]}, R={key[2]}, seed {key[3]}" if which == "grid"
-                else f"lr check, {'CoT' if key[0] else 'no CoT'}, lr {key[1]:g}, seed {key[2]}")
-        after = f"{r['accuracy']:.3f} at step {r['steps']:,}" + (" (stop rule met)" if r["stopped_early"] else " (budget spent)")
-        lines.append(f"| {name} | {before['accuracy']:.3f} at step {before['steps']:,} | {after} |")
-    display(Markdown("\n".join(lines)))
-    fig, axes = subplots(1, 1, width=6.0)
-    ax = axes[0][0]
-    for i, ((which, key), r) in enumerate(again.items()):
-        curve = np.array(r["accuracy_curve"])
-        ax.plot(curve[:, 0], curve[:, 1], color=plt.get_cmap("viridis")(i / max(1, len(again) - 1)), alpha=0.85)
-    ax.axvline(max_steps, color=COLORS["baseline"], linestyle=":", label=f"the profile's budget ({max_steps:,} steps)")
-    ax.set(xlabel="step", ylabel="eval accuracy (final answer)", ylim=(-0.03, 1.03),
-           title=f"the verdicts' runs that ended short, trained to {judge_steps:,} steps")
-    legend(ax)
-    plt.show()
-else:
-    print(f"No run a verdict reads ended short of the stop rule below {judge_steps if judge_steps is not None else max_steps:,} steps: "
-          "the verdicts read the grid as trained.")
+    longer = {c.key(): replace(c, max_steps=judge_steps) for c in short.values()}
+    retrained = dict(zip(longer, run_sweep(list(longer.values()), cache, device=device)))
+judged_records = {key: retrained.get(c.key(), grid_records[key]) for key, c in grid.items()}
+judged_lr = {key: retrained.get(c.key(), lr_records[key]) for key, c in lr_configs.items()}
+read_steps = judge_steps if judge_steps is not None else max_steps  # where a run the verdicts read ends, at most
+report.number("judge_steps", read_steps)
+report.number("judged_again", len(retrained))
+report.number("judged_again_met_stop", sum(r["stopped_early"] for r in retrained.values()))
+report.number("judged_again_seconds", training_seconds(list(retrained.values())))
+rows: dict[str, tuple[str, str, dict, dict]] = {}  # config key -> (name, group, record before, record after), first appearance
+for (which, key), c in short.items():
+    if c.key() not in rows:
+        name, group = ((f"{key[0]}, k={key[1]}, R={key[2]}, seed {key[3]}", key[0]) if which == "grid" else
+                       (f"lr check, {'CoT' if key[0] else 'no CoT'}, lr {key[1]:g}, seed {key[2]}", f"lr check, {'CoT' if key[0] else 'no CoT'}"))
+        rows[c.key()] = (name, group, (grid_records if which == "grid" else lr_records)[key], retrained[c.key()])
+fig, axes = subplots(1, 1, width=6.0)
+ax = axes[0][0]
+groups = list(dict.fromkeys(group for _, group, _, _ in rows.values()))
+for name, group, _, after in rows.values():
+    curve = np.array(after["accuracy_curve"])
+    color = plt.get_cmap("tab10")(groups.index(group) % 10)
+    first = name == next(n for n, g, _, _ in rows.values() if g == group)
+    ax.plot(curve[:, 0], curve[:, 1], color=color, alpha=0.8, label=group if first else None)
+ax.axvline(max_steps, color=COLORS["baseline"], linestyle=":", label=f"the profile's budget ({max_steps:,} steps)")
+if not rows:
+    ax.text(0.5, 0.5, "no run a verdict reads ended short of the stop rule", ha="center", va="center", transform=ax.transAxes)
+ax.set(xlabel="step", ylabel="eval accuracy (final answer)", ylim=(-0.03, 1.03),
+       title=f"the verdicts' runs that ended short, trained again to {read_steps:,} steps")
+legend(ax)
+plt.show()
+
+# %%
+if rows:
+    display(Markdown("\n".join(["| run | at the profile's budget | at the paper's budget |", "|---|---|---|"] + [
+        f"| {name} | {before['accuracy']:.3f} at step {before['steps']:,} | {after['accuracy']:.3f} at step {after['steps']:,} "
+        f"({'stop rule met' if after['stopped_early'] else 'budget spent'}) |" for name, _, before, after in rows.values()])))
 
 # %% [markdown]
 # {glue:text}`judged_again:d` runs were trained again to {glue:text}`judge_steps:,` steps
-# ({glue:text}`judged_again_seconds:.0f` s); {glue:text}`judged_again_met_stop:d` of them met the stop rule
-# there.
+# ({glue:text}`judged_again_seconds:.0f` s of training); {glue:text}`judged_again_met_stop:d` of them met the
+# stop rule there.
 
 # %% [markdown]
 # ## Verdicts
+#
+# Every verdict below reads its runs as the section above leaves them: trained to the stop rule, or to the
+# paper's budget where they ended short of it at the profile's; the largest rises of the no-CoT accuracy
+# along $k$ and $R$, which the no-CoT verdict quotes, are read on the grid at the profile's budget (the
+# heatmap above), where every cell is read at the same step budget.
 
 # %%
+grid_mean = mean  # the grid at the profile's budget, as the figures above show it
 acc = cells("accuracy", judged_records)  # the verdicts read the runs at the paper's budget
 mean = {name: a.mean(-1) for name, a in acc.items()}
 lr_runs = {(cot, rate): np.array([judged_lr[cot, rate, s]["accuracy"] for s in seeds]) for cot in (True, False) for rate in lr_values}
 lr_acc = {key: float(runs.mean()) for key, runs in lr_runs.items()}
 cot_learned = mean["CoT, learned"]
 no_cot = mean["no CoT, learned"]
-rises_k = float(np.diff(no_cot, axis=0).max()) if len(k_values) > 1 else 0.0  # largest rise along k
-rises_R = float(np.diff(no_cot, axis=1).max()) if len(R_values) > 1 else 0.0
+grid_no_cot = grid_mean["no CoT, learned"]  # (k, R), every cell at the profile's budget
+rises_k = float(np.diff(grid_no_cot, axis=0).max()) if len(k_values) > 1 else 0.0  # largest rise along k
+rises_R = float(np.diff(grid_no_cot, axis=1).max()) if len(R_values) > 1 else 0.0
 frozen = np.stack([mean["CoT, frozen"], mean["no CoT, frozen"]])  # (2, k, R)
 alive = np.argwhere(frozen >= collapse)  # (condition, k index, R index) of frozen cells that did not collapse
 alive_cells = sorted({(k_values[i], R_values[j]) for _, i, j in alive})
@@ -497,7 +511,8 @@ judge(report, "exp-multihop-nocot-degrades",
                                 int(eval_size["no CoT, learned"][-1, -1].min()), 0.95, unit="seeds"),
               Range(0.0, near_perfect, "below near-perfect"), Range(near_perfect, 1.0, "near-perfect"))],
     measured=(f"no CoT + learned: {no_cot[0, 0]:.3f} at k={k_values[0]}, R={R_values[0]} down to {no_cot[-1, -1]:.3f} "
-              f"at k={k_values[-1]}, R={R_values[-1]}; largest rise along k {rises_k:+.3f}, along R {rises_R:+.3f}"),
+              f"at k={k_values[-1]}, R={R_values[-1]}; at the profile's {max_steps:,} steps, the largest rise along k {rises_k:+.3f}, "
+              f"along R {rises_R:+.3f}"),
     population={"condition": "no CoT, learned embeddings", "cells": "the first and the last (k, R) of the grid", "unit": "seed (paired)"},
     note="; ".join(filter(None, [f"degrading: a drop of at least {degrade_tolerance} from the first to the last cell, and the last below {near_perfect}", scale_note])),
 )
@@ -525,7 +540,7 @@ gate_on_budget("exp-multihop-nocot-degrades", [judged_records["no CoT, learned",
 # beyond the "very small" R; where they are, every CoT hop is a lookup the frozen model can do, and the
 # verdict is "not in regime".
 single_hop = mean["no CoT, frozen"][k_values.index(1)] if 1 in k_values else None  # (R,): frozen, k = 1
-frozen_lookups_fit = [R for R, a in zip(R_values, single_hop) if R > small_R and a >= near_perfect] if single_hop is not None else []
+frozen_lookups_fit = frozen_single_hop_fits(mean) if single_hop is not None else []
 report.number("frozen_single_hop_fits", frozen_lookups_fit, glue=False)
 hard = [(i, j) for i, k in enumerate(k_values) for j, R in enumerate(R_values) if not (k == 1 and R <= small_R)]
 hard_means = np.array([frozen[c, i, j] for c in range(2) for i, j in hard])  # both conditions, every cell beyond the easiest
@@ -568,9 +583,8 @@ judge(report, "exp-multihop-lr", lr_tests,
     population={"cell": "k = lr_k, R = lr_R, learned embeddings", "conditions": "CoT and no CoT", "unit": "seed (paired)"},
     note=f"holds if lr 0.01 is within {degrade_tolerance} of the best other rate checked, with and without CoT, seed by seed on average",
 )
-if lr_rival and 0.01 in lr_values:
-    gate_on_budget("exp-multihop-lr", [judged_lr[cot, rate, s] for cot in (True, False) for rate in (0.01, lr_rival[cot]) for s in seeds],
-                   "runs compared (lr 0.01 and the best other rate, CoT and not)")
+if lr_rival and 0.01 in lr_values:  # every rate's runs: any of them could be the best other rate
+    gate_on_budget("exp-multihop-lr", list(judged_lr.values()), "runs of the check (every rate, CoT and not)")
 report.save()
 
 # %%

@@ -219,7 +219,7 @@ def train_corpus_lm(examples: list[Example], vocab: Vocab, config: CorpusLMConfi
     """Full-sequence next-token training; returns the model (on the CPU) and the mean loss per epoch.
 
     With a `checkpoint`, training starts from the epoch it holds, writes its state at an epoch boundary when
-    due, and past a time budget's deadline writes it and raises `BudgetSpent` (none is started past it)."""
+    due, and past a time budget's deadline writes it and raises `BudgetSpent`: no epoch starts past the deadline."""
     torch.manual_seed(config.seed)
     max_len = max(len(e.ids) for e in examples)
     model = OneLayerLM(len(vocab), max_len, config.d, config.mlp_ratio).to(device)
@@ -232,8 +232,9 @@ def train_corpus_lm(examples: list[Example], vocab: Vocab, config: CorpusLMConfi
     if saved is not None:
         _restore_training(model, optimiser, generator, saved.tensors)
         first, losses, seconds_before = saved.step, list(saved.meta["loss"]), saved.seconds
-    elif checkpoint is not None and past_deadline():
-        raise BudgetSpent("time budget spent before the corpus LM's training started")
+    if checkpoint is not None and past_deadline():
+        raise BudgetSpent(f"time budget spent before epoch {first + 1} of {config.epochs} of the corpus LM"
+                          + (f"; its state is in {checkpoint.state_path}" if saved is not None else ""))
     started = time.perf_counter()
     for epoch in progress(range(first, config.epochs), desc="corpus LM epochs", unit="epoch",
                           initial=first, total=config.epochs):

@@ -111,12 +111,19 @@ def test_training_stopped_by_the_budget_resumes_to_the_weights_of_an_uninterrupt
 
     config = SMALL.__class__(**{**SMALL.as_dict(), "epochs": 3})
     whole, _, _, whole_record = trained_corpus_lm(corpus, config, tmp_path / "whole")
-    checks = iter([False, True])  # not spent at the start, spent at the end of the first epoch (one read each)
-    monkeypatch.setattr(corpus_lm, "past_deadline", lambda: next(checks, True))
+    def deadline(*spent: bool) -> None:  # the deadline's answers, one read each: at the start, then after each epoch
+        answers = iter(spent)
+        monkeypatch.setattr(corpus_lm, "past_deadline", lambda: next(answers))
+
+    deadline(False, True)
     with pytest.raises(BudgetSpent, match="after epoch 1 of 3"):
         trained_corpus_lm(corpus, config, tmp_path / "cut")
     assert not list((tmp_path / "cut").glob("corpus-lm-*.json"))  # no record of a half-trained model
     assert len(list((tmp_path / "cut" / "groups").glob("*.npz"))) == 1
+    deadline(True)
+    with pytest.raises(BudgetSpent, match="before epoch 2 of 3"):  # past the deadline a resumed call trains nothing
+        trained_corpus_lm(corpus, config, tmp_path / "cut")
+    deadline(False, True)
     with pytest.raises(BudgetSpent, match="after epoch 2 of 3"):  # resumed, and stopped again at the next boundary
         trained_corpus_lm(corpus, config, tmp_path / "cut")
     monkeypatch.setattr(corpus_lm, "past_deadline", lambda: False)
@@ -131,5 +138,5 @@ def test_training_does_not_start_past_the_budget(corpus, tmp_path, monkeypatch):
     from geofact.training.resume import BudgetSpent
 
     monkeypatch.setattr(corpus_lm, "past_deadline", lambda: True)
-    with pytest.raises(BudgetSpent, match="before the corpus LM's training started"):
+    with pytest.raises(BudgetSpent, match="before epoch 1 of 1 of the corpus LM"):
         trained_corpus_lm(corpus, SMALL.__class__(**{**SMALL.as_dict(), "epochs": 1}), tmp_path)
