@@ -242,7 +242,7 @@ def same(a, b) -> bool:
 
 
 THIS_EXECUTION = {"grid_wall_seconds", "wall_seconds"}  # the wall time of the execution itself, not of the training
-TRAINING_SPEED = {"bench", "bench_min_policy_ratio", "bench_max_policy_ratio", "grid_train_seconds", "train_seconds"}
+TRAINING_SPEED = {"bench", "bench_min_policy_ratio", "bench_max_policy_ratio", "grid_train_seconds", "judged_again_seconds", "train_seconds"}
 RECORDED_PAGES = ["exp-capacity", "exp-readout", "exp-interventions", "exp-freeze-transfer", "exp-multihop", "exp-scaling"]
 NODE_HAS = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "pyyaml", "tqdm", "pytest")  # a GPU lease's (transformers aside)
 NODE_LACKS = ("papermill", "jupytext", "nbformat", "ipykernel", "IPython", "myst_nb", "ipywidgets", "submitit")
