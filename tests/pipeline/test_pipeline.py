@@ -80,6 +80,17 @@ def test_every_notebook_runs_at_smoke_and_states_its_provenance(smoke):
     assert "Tested on {ref}`thm-khop-cot <verdict-thm-khop-cot>`" in smoke.claims_page.read_text()
 
 
+def test_corpus_lm_verdicts_an_under_trained_lm_cannot_give_are_not_in_regime(smoke):
+    # at smoke the corpus LMs train 2 epochs (38 steps, the paper ~3,600) and memorise nothing
+    claims = json.loads(smoke.results("smoke", "exp-nl-lm").read_text())["claims"]
+    memorizes = claims["exp-nl-lm-memorizes"]
+    assert memorizes["verdict"] == "not in regime"
+    assert "fewer than the paper's ~3,600" in memorizes["note"] and "the rule alone gives 'does not hold'" in memorizes["note"]
+    for claim in ("exp-nl-lm-layer0-readout", "exp-nl-lm-per-category", "exp-nl-lm-entity-tokens"):
+        assert claims[claim]["verdict"] == "not in regime" and "does not memorise its corpus" in claims[claim]["note"], claim
+    assert claims["exp-nl-lm-size"]["verdict"] == "holds"  # a count, no training
+
+
 def test_check_passes_on_a_fresh_run(smoke):
     assert check(smoke) == []
 
