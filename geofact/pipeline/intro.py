@@ -8,6 +8,7 @@ the pages computed; the prose around them says nothing a result could contradict
 
 from __future__ import annotations
 
+import json
 from geofact.outcomes import FAILS, HOLDS, INCONCLUSIVE, NOT_IN_REGIME, NOT_RUN
 from geofact.pipeline.ledger import GROUPS, Claim, claim_anchor
 from geofact.pipeline.ledger_figure import FIGURE_NAME
@@ -18,6 +19,20 @@ from geofact.pipeline.project import Project
 def _listed(view: LedgerView, claims: list[Claim], profile: str, state: str) -> str:
     named = [f"{{ref}}`{c.id} <{claim_anchor(c.id)}>`" for c in claims if view.verdict(c, profile) == state]
     return ", ".join(named) if named else "none"
+
+
+def _executed_on(project: Project, claims: list[Claim]) -> str:
+    """Which pages the claims' paper-profile verdicts come from and the device each executed on (its provenance): the
+    synthetic experiments need a GPU at that scale, exp-nl-lm's LMs fit a CPU, and a reader should not have to guess."""
+    pages = {}
+    for c in claims:
+        path = project.results("paper", c.notebook)
+        if c.notebook not in pages and path.exists():
+            meta = json.loads(path.read_text())["provenance"]
+            machine = meta.get("machine") or {}
+            where = f"a {machine['cores']}-core CPU" if meta.get("device") == "cpu" and machine.get("cores") else None
+            pages[c.notebook] = where or meta.get("device", "an unrecorded device")
+    return "from " + "; ".join(f"{{doc}}`{name}` executed on {device}" for name, device in pages.items())
 
 
 def render_intro(project: Project, view: LedgerView | None = None) -> str:
@@ -59,9 +74,9 @@ def render_intro(project: Project, view: LedgerView | None = None) -> str:
     experiments = by_group[GROUPS[2]]
     run_at_paper = [c for c in experiments if view.verdict(c, "paper") != NOT_RUN]
     lines += [
-        f"At the paper's scale (the `paper` profile, on a GPU), {len(run_at_paper)} of the {len(experiments)} "
-        "experiment claims have a verdict" + (": " + view.counted(run_at_paper, "paper") + "." if run_at_paper else
-                                              "; the GPU leases so far trained part of the capacity grid "
+        f"At the paper's scale (the `paper` profile), {len(run_at_paper)} of the {len(experiments)} "
+        "experiment claims have a verdict" + (": " + view.counted(run_at_paper, "paper") + f", {_executed_on(project, run_at_paper)}."
+                                              if run_at_paper else "; the GPU leases so far trained part of the capacity grid "
                                               "({doc}`leases`)."),
         "",
         f":::{{figure}} {FIGURE_NAME}",
@@ -89,8 +104,9 @@ def render_intro(project: Project, view: LedgerView | None = None) -> str:
         "## How to run it",
         "",
         "`make book` executes every page at the laptop profile and builds this book; `make test` runs the tests.",
-        "`geofact run PAGE --profile smoke|laptop|paper` executes one page at another scale; the paper's scale",
-        "needs a GPU ({doc}`paper-scale`). In Jupyter (`make lab`) every page's parameters can be changed.",
+        "`geofact run PAGE --profile smoke|laptop|paper` executes one page at another scale; the synthetic",
+        "experiments at the paper's scale need a GPU ({doc}`paper-scale`), the theory pages and exp-nl-lm's LMs fit a",
+        "CPU. In Jupyter (`make lab`) every page's parameters can be changed.",
         "",
     ]
     return "\n".join(lines)
