@@ -41,7 +41,7 @@ max_queries = 4096  # cells with N R^k above this are scored on this many random
 table_N = 1024  # Table 1 is regenerated at these sizes
 table_R = 8
 table_k = 3
-long_k_max = 128  # the k sweep builds k = 1, 2, 4, ..., long_k_max at N = 64, R = 3
+long_k_max = 128  # the k sweep: every power of 2 from 1 up to this, at N 64 and R 3
 long_queries = 256  # random queries scored at each k of that sweep
 seed = 0
 device = "cpu"
@@ -400,7 +400,7 @@ report.number("rotation_scale_max", rotation_rows[-1]["scale"])
 report.number("long_k_max", k_long[-1])
 
 # %% mystnb={"figure": {"caption": "Left: the built embedding dimension of the two chain-of-thought models against the number of hops $k$ ($N = 64$, $R = 3$): the proof's (one-hot positions, $2k+1$ coordinates) and geofact's (two rotation coordinates); dotted, $R\\log_2 N$. Right: what grows instead in geofact's model, its largest query weight (the attention scale $\\tau/(1 - \\cos\\theta)$, $\\tau = 50$), against $k$, with $\\tau (2k+1)^2 \\cdot 2/\\pi^2$ dashed.", "name": "fig-khop-cot-rotation"}}
-fig, axes = subplots(1, 2, width=4.4)
+fig, axes = subplots(2, 1, width=4.4)
 axes[0, 0].plot(k_long, cot_long, "o-", color=COLORS["theory"], label="the proof's (Theorem 4.4)")
 axes[0, 0].plot(k_long, rotation_long, "s-", color=COLORS["measured"], label="geofact's rotation code")
 axes[0, 0].axhline(r_log_n, color=COLORS["baseline"], linestyle=":", label="R log2 N")
