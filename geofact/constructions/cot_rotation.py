@@ -7,13 +7,15 @@ uniform shift: position p >= k reads position p - k (the last prompt token reads
 r_l). A shift is a rotation. With the positions on a half circle, e_p = (cos p theta, sin p theta) and
 theta = pi / (2k + 1), a query that turns its own position back by k theta scores position j by
 scale * cos((p - k - j) theta): every angle lies within (-pi/2, pi/2), so the score is highest at j = p - k,
-by scale * (1 - cos theta) over any other position. Two coordinates carry every position. The proof's
-tau -> infinity becomes scale = tau / (1 - cos theta), which grows like k^2: weights of O(log k) more bits,
-not more dimensions.
+by scale * (1 - cos theta) over any other position (a position m steps away loses by at least 4 m^2 tau / pi^2,
+so the weight the softmax leaks stays about 2 e^-tau whatever k). Two coordinates carry every position. The
+proof's tau -> infinity becomes scale = tau / (1 - cos theta), which grows like k^2: the query weights and the
+position entries need O(log k) more bits, not more dimensions, the usual log-precision regime (a float32 model
+resolves the margin up to k of about a thousand, `max_rotation_k`; float64 to about 10^7).
 
 The proof's MLP gates its neurons by position (the selectors and the erasure at the generation positions
-k + 1..2k, the copy of s_0 at position k), which two coordinates cannot select. Here they read the subject
-flag instead: at position k the current token is the relation r_k (flag 0), and at k + 1..2k an emitted
+k + 1..2k, the copy of s_0 at position k), which two coordinates cannot do for the k generation positions with
+the proof's exact 0 / -2 gates. Here they read the subject flag instead: at position k the current token is the relation r_k (flag 0), and at k + 1..2k an emitted
 subject (flag 1); the head copies everything but the flag and the positions, so the flag stays the current
 token's. At positions below k the outputs are never read (the prompt is given).
 
@@ -37,6 +39,10 @@ from geofact.task import KHopTask
 from geofact.transformer import MLP, AttentionHead, Layer, Transformer
 
 POSITION_CODE = 2  # coordinates of the rotation position code, whatever k
+# A score is about scale = tau / (1 - cos theta) in size and must resolve differences of tau: the dtype's relative
+# rounding times scale must stay below tau / MARGIN_ROUNDING (measured in float32: margin 44 of 50 at k = 1024,
+# the wrong position at k = 4096)
+MARGIN_ROUNDING = 8.0
 
 
 def rotation_layout(N: int, R: int) -> dict[str, slice]:
@@ -49,6 +55,12 @@ def rotation_layout(N: int, R: int) -> dict[str, slice]:
 def rotation_angle(k: int) -> float:
     """theta = pi / (2k + 1): the 2k + 1 positions' pairwise angles all within (-pi/2, pi/2) of the shift."""
     return math.pi / (2 * k + 1)
+
+
+def max_rotation_k(dtype: torch.dtype) -> int:
+    """The largest k whose scores `dtype` resolves to within tau / MARGIN_ROUNDING: eps / (1 - cos theta) <= 1 / 8."""
+    theta_min = math.acos(1 - MARGIN_ROUNDING * torch.finfo(dtype).eps)
+    return int((math.pi / theta_min - 1) // 2)
 
 
 def rotation_positions(blocks: dict[str, slice], k: int, dtype: torch.dtype) -> torch.Tensor:
@@ -115,6 +127,9 @@ def rotation_chain_of_thought(
     right position's score over any other, as there."""
     check_tau(tau)
     N, R, k = task.N, task.R, task.k
+    if k > max_rotation_k(dtype):
+        raise ValueError(f"k = {k} is too long for the rotation code in {dtype}: its scores cannot resolve the margin "
+                         f"tau past k = {max_rotation_k(dtype)}; build it in torch.float64")
     blocks = rotation_layout(N, R)
     embed, _ = neighbourhood_embeddings(task, blocks, dtype)  # its one-hot positions are replaced below
     layer = Layer([shift_head(blocks, k, tau, dtype)], flag_gated_mlp(blocks, R, dtype))

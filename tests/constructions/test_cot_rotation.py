@@ -6,7 +6,13 @@ import torch
 
 from geofact.codes import n_bits
 from geofact.constructions.cot import chain_of_thought
-from geofact.constructions.cot_rotation import rotation_angle, rotation_chain_of_thought, rotation_positions, shift_head
+from geofact.constructions.cot_rotation import (
+    max_rotation_k,
+    rotation_angle,
+    rotation_chain_of_thought,
+    rotation_positions,
+    shift_head,
+)
 from geofact.task import KHopTask, Queries
 
 SIZES = [(2, 1, 1), (3, 2, 2), (5, 3, 3), (7, 2, 4), (16, 4, 2), (100, 5, 3), (1024, 8, 4)]
@@ -70,3 +76,20 @@ def test_rotation_model_needs_a_large_scale():
     assert rotation_chain_of_thought(task, tau=0.01).accuracy(task) < 0.5
     with pytest.raises(ValueError, match="tau"):
         rotation_chain_of_thought(task, tau=0.0)
+
+
+def test_a_dtype_refuses_chains_its_scores_cannot_resolve():
+    """float32 keeps the right position ahead by most of tau up to max_rotation_k and refuses a longer chain."""
+    k = max_rotation_k(torch.float32)
+    assert 500 < k < 5000 and max_rotation_k(torch.float64) > 10**6
+    task = KHopTask(8, 2, k, KHopTask.random(8, 2, 1, seed=0).bijections)
+    blocks = rotation_chain_of_thought(task, dtype=torch.float32).blocks
+    pos = rotation_positions(blocks, k, torch.float32)
+    head = shift_head(blocks, k, 50.0, torch.float32)
+    scores = (pos[k:] @ head.W_Q) @ (pos @ head.W_K).T  # the positions whose outputs are read
+    scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).tril(k).logical_not(), -math.inf)
+    top2 = scores.topk(2, dim=1)
+    assert torch.equal(top2.indices[:, 0], torch.arange(k + 1))  # position p reads p - k
+    assert float((top2.values[:, 0] - top2.values[:, 1]).min()) > 50.0 * (1 - 1 / 4)
+    with pytest.raises(ValueError, match="float64"):
+        rotation_chain_of_thought(KHopTask(8, 2, k + 1, task.bijections), dtype=torch.float32)
