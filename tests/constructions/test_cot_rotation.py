@@ -90,6 +90,8 @@ def test_a_dtype_refuses_chains_its_scores_cannot_resolve():
     scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).tril(k).logical_not(), -math.inf)
     top2 = scores.topk(2, dim=1)
     assert torch.equal(top2.indices[:, 0], torch.arange(k + 1))  # position p reads p - k
-    assert float((top2.values[:, 0] - top2.values[:, 1]).min()) > 50.0 * (1 - 1 / 4)
+    # scores near scale ~ 5e7 are float32 multiples of 4: 44 of the 50 here; another CPU's FMA order moves each score
+    # by an ulp or two, so the test asks for half of tau, not the 37.5 that the design bound MARGIN_ROUNDING gives
+    assert float((top2.values[:, 0] - top2.values[:, 1]).min()) > 50.0 / 2
     with pytest.raises(ValueError, match="float64"):
         rotation_chain_of_thought(KHopTask(8, 2, k + 1, task.bijections), dtype=torch.float32)
