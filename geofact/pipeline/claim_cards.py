@@ -53,7 +53,7 @@ def render_claims(project: Project, view: LedgerView | None = None) -> str:
                     scale = view.scale(c.notebook, p)
                     at = f" At {plain_markdown(scale)}:" if scale else ""
                     lines.append(f"- {p}: {badge(e['verdict'])}.{at} {plain_markdown(e['measured'])}.{note}")
-                    if (s := view.stable.get(p, {}).get(c.id)) is not None and s.state != NOT_COMPARED:
+                    if (s := view.stable.get(p, {}).get(c.id)) is not None and (s.state != NOT_COMPARED or s.to_change is not None):
                         lines.append(f"- {p}, {s.text()}.")
                     if read := readings_text(e):
                         mark = f"{reading_badge()} " if e.get("reading_sensitive") else ""

@@ -22,6 +22,14 @@ differ, and *not compared* where either is missing or the two ran different code
 parameters other than its run cache). The status page and each page's closing section show it
 (`geofact status` writes both), and `geofact check` fails where they are out of date.
 
+**How far the estimates moved, and how far they would have to.** Where a claim is a test against an alternative
+(geofact.evidence: an estimate's interval against the claim's range), `measured_shift` is how far the perturbation
+moved its estimate, in half-widths of the book's interval (the largest over the claim's tests), and for a verdict
+not compared `shift_to_change` is the least shift of its interval, in the same unit, that changes one of its tests'
+verdicts (a lower bound on what changes the claim's). The status page sets the second against the first: a
+verdict that no perturbed run has tested, whose interval would have to move many times further than any compared
+estimate moved, is not shown fragile, but it is not called stable either.
+
 **Another machine.** `moved_since` compares each results file of the working tree with the version
 a commit (HEAD by default) holds: after `make book` on another CPU, `geofact check` lists every verdict
 that moved and the CPU of each side (`geofact.pipeline.machine`).
@@ -30,6 +38,7 @@ that moved and the CPU of each side (`geofact.pipeline.machine`).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,13 +94,95 @@ class Stability:
     verdict: str | None  # the book's
     perturbed: str | None  # under the perturbation
     why: str = ""  # for NOT_COMPARED
+    shift: float | None = None  # compared: how far the estimate moved, in half-widths of its interval (`measured_shift`)
+    to_change: float | None = None  # not compared: the least shift that changes a test's verdict (`shift_to_change`)
+    parts_moved: tuple[str, ...] = ()  # compared: "before -> after" of each of its tests whose verdict moved
+    parts: int = 0  # compared: its tests both runs report
 
     def text(self) -> str:
         if self.state == STABLE:
-            return f"stable under the rounding perturbation ({self.verdict} in both)"
+            parts = (f"; {len(self.parts_moved)} of its {self.parts} parts moved ({', '.join(self.parts_moved)})"
+                     if self.parts_moved else "")
+            moved = (f"; its estimate{'s' if self.parts > 1 else ''} moved {'up to ' if self.parts > 1 else ''}"
+                     f"{self.shift:.2g} half-widths of {'their intervals' if self.parts > 1 else 'its interval'}"
+                     if self.shift is not None else "")
+            return f"stable under the rounding perturbation ({self.verdict} in both{parts}{moved})"
         if self.state == FRAGILE:
             return f"**fragile**: {self.perturbed} under the rounding perturbation"
-        return f"not compared under the rounding perturbation ({self.why})"
+        needs = (f"; its interval would have to move at least {self.to_change:.2g} half-widths to change the verdict"
+                 if self.to_change is not None else "")
+        return f"not compared under the rounding perturbation ({self.why}){needs}"
+
+
+def _number(value: Any) -> float:
+    """A number of a results file: geofact.store.to_jsonable writes NaN and the infinities as strings."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _interval(test: dict | None) -> tuple[float, float, float] | None:
+    """(lo, value, hi) of a test's estimate (geofact.evidence.judge) where its interval is finite and has a width."""
+    e = (test or {}).get("estimate") or {}
+    lo, value, hi = (_number(e.get(k)) for k in ("lo", "value", "hi"))
+    return (lo, value, hi) if all(map(math.isfinite, (lo, value, hi))) and hi > lo else None
+
+
+def _boundary_shift(lo: float, hi: float, claim: tuple[float, float], alternative: tuple[float, float]) -> float | None:
+    """The least distance the interval [lo, hi] must move to change `geofact.evidence.separate`'s verdict across the
+    end of the claim's range that faces the alternative's: off that end where the interval lies on the claim's side
+    (holds) or on the alternative's (does not hold), wholly to one side where it straddles it (inconclusive). The
+    claim's far end is left aside: it is mostly where the quantity ends (an accuracy's 1). None where the two
+    ranges do not face each other across one end."""
+    if alternative[1] <= claim[0]:  # the alternative below: the claim's side is above its lower end
+        edge, low, high = claim[0], lo, hi
+    elif alternative[0] >= claim[1]:  # above: mirror it
+        edge, low, high = -claim[1], -hi, -lo
+    else:
+        return None
+    if low >= edge:
+        return low - edge
+    if high < edge:
+        return edge - high
+    return min(edge - low, high - edge)
+
+
+def shift_to_change(entry: dict | None) -> float | None:
+    """The least shift of any of a claim's test intervals, in half-widths of that interval, that changes the test's
+    verdict (`_boundary_shift`); None where the claim is no such test (a theory page's check, an exact count) or was
+    not judged so (not in regime, not run: what decides it is not an interval)."""
+    if (entry or {}).get("verdict") not in ("holds", "does not hold", "inconclusive"):
+        return None
+    shifts = []
+    for test in entry.get("tests") or []:
+        interval = _interval(test)
+        ranges = [tuple(_number((test.get(key) or {}).get(end, default)) for end, default in (("lo", "-inf"), ("hi", "inf")))
+                  for key in ("claim_range", "alternative_range")]
+        if interval is not None and not any(math.isnan(x) for r in ranges for x in r):
+            lo, _, hi = interval
+            if (shift := _boundary_shift(lo, hi, *ranges)) is not None:
+                shifts.append(shift / ((hi - lo) / 2))
+    return min(shifts) if shifts else None
+
+
+def measured_shift(reference: dict | None, perturbed: dict | None) -> float | None:
+    """How far the perturbation moved a claim's estimates: the largest |change of a test's value| in half-widths of
+    the book's interval, over the tests both runs report (None where neither has such a test)."""
+    ours, theirs = (reference or {}).get("tests") or [], (perturbed or {}).get("tests") or []
+    shifts = []
+    for test, other in zip(ours, theirs):  # judge records a claim's tests in a fixed order
+        interval, value = _interval(test), _number((other.get("estimate") or {}).get("value"))
+        if interval is not None and math.isfinite(value):
+            lo, ours_value, hi = interval
+            shifts.append(abs(value - ours_value) / ((hi - lo) / 2))
+    return max(shifts) if shifts else None
+
+
+def largest_shift(by_profile: dict[str, dict[str, Stability]]) -> tuple[float, str, str] | None:
+    """(shift, claim, profile) of the compared estimate the perturbation moved furthest, over every profile."""
+    moved = [(s.shift, claim, p) for p, claims in by_profile.items() for claim, s in claims.items() if s.shift is not None]
+    return max(moved) if moved else None
 
 
 def _comparable(reference: dict, perturbed: dict) -> str:
@@ -130,9 +221,12 @@ def compare(reference: dict[str, Any], perturbed: dict[str, Any] | None) -> dict
         verdict, moved = entry.get("verdict"), (other or {}).get("verdict")
         if why or other is None or NOT_RUN in (verdict, moved):
             reason = why or ("not reported by the perturbed run" if other is None else "not run in one of them")
-            out[claim] = Stability(claim, NOT_COMPARED, verdict, moved, reason)
+            out[claim] = Stability(claim, NOT_COMPARED, verdict, moved, reason, to_change=shift_to_change(entry))
         else:
-            out[claim] = Stability(claim, STABLE if verdict == moved else FRAGILE, verdict, moved)
+            pairs = [(a.get("verdict"), b.get("verdict")) for a, b in zip(entry.get("tests") or [], other.get("tests") or [])]
+            out[claim] = Stability(claim, STABLE if verdict == moved else FRAGILE, verdict, moved,
+                                   shift=measured_shift(entry, other), parts=len(pairs),
+                                   parts_moved=tuple(f"{a} -> {b}" for a, b in pairs if a != b))
     return out
 
 

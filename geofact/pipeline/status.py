@@ -20,7 +20,7 @@ from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, Ledger
                                          READINGS_SHOWN, fragile_badge, reading_badge)
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.project import Project
-from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE
+from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE, largest_shift
 
 
 def _cell(text: str) -> str:
@@ -53,7 +53,10 @@ the data cannot tell the claim from its alternative (the verdict then says about
 runs would). An accuracy's interval stays inside [0, 1] (`geofact.evidence.fraction_interval`).
 A verdict is marked **fragile** where the same page, executed again with the matmul kernels summing in
 another order (`geofact run --rounding`, `geofact.pipeline.stability`: what another CPU does, with the recipe
-unchanged), reached another verdict: such a verdict is not a finding about the paper.
+unchanged), reached another verdict: such a verdict is not a finding about the paper. Beside the counts, how far
+the perturbation moved the compared estimates, in half-widths of each interval, and the stable verdicts one of whose
+parts moved; for a verdict no perturbed run has tested, the least shift of its interval that would change it,
+to set against what the perturbation moved elsewhere (it is not called stable for that).
 A verdict on trained weights is marked **moves with where training is read** where the same runs, read at
 their best state before any loss spike or at the end of the step budget instead of at the paper's stop rule
 (`geofact.pages.readings`), give another verdict: training spikes long after memorising, and the paper's
@@ -89,7 +92,8 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
         states = [s.state for s in view.stable.get(p, {}).values()]
         if states:
             lines += ["", f"At {p}, {len(states)} verdicts rest on trained models: {states.count(FRAGILE)} fragile and "
-                      f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."]
+                      f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."
+                      + _shifts(view, p)]
         read = [c for c in view.claims if (view.entry(c, p) or {}).get("readings")]
         if read:
             moved = sum(view.reading_sensitive(c, p) for c in read)
@@ -127,6 +131,37 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
             )
     lines += [":::", ""]
     return "\n".join(lines)
+
+
+def _shifts(view: LedgerView, profile: str) -> str:
+    """How far the rounding perturbation moved the compared verdicts' estimates at `profile`, the stable verdicts
+    one of whose parts moved, and how far the intervals of those not compared would have to move to change
+    (geofact.pipeline.stability: in half-widths of each interval)."""
+    stable = view.stable.get(profile, {})
+    out = []
+    if (largest := largest_shift({profile: stable})) is not None:
+        out.append(f"The perturbation moved their estimates by at most {largest[0]:.2g} half-widths of their intervals "
+                   f"({largest[1]}).")
+    parts = [c for c, s in stable.items() if s.state == STABLE and s.parts_moved]
+    if parts:
+        out.append(f"Stable, with a part's verdict moved: {', '.join(parts)}.")
+    needed = sorted(((s.to_change, c) for c, s in stable.items() if s.state == NOT_COMPARED and s.to_change is not None),
+                    reverse=True)
+    if needed:
+        notebook = {c.id: c.notebook for c in view.claims}
+        line = ("Not compared, the least shift of their intervals that changes a verdict: "
+                + ", ".join(f"{c} {shift:.2g}" for shift, c in needed) + " half-widths")
+        elsewhere = {p: s for p, s in view.stable.items() if p != profile}
+        if (overall := largest_shift(elsewhere)) is not None:
+            line += (f"; at {overall[2]} the perturbation moved a compared estimate by up to {overall[0]:.2g} "
+                     f"({overall[1]})")
+            pages = {notebook.get(c) for _, c in needed}
+            same = largest_shift({p: {c: s for c, s in claims.items() if notebook.get(c) in pages}
+                                  for p, claims in elsewhere.items()})
+            if same is not None and same[1] != overall[1]:
+                line += f", on the same page{'s' if len(pages) > 1 else ''} by up to {same[0]:.2g} ({same[1]})"
+        out.append(line + ".")
+    return "".join(" " + sentence for sentence in out)
 
 
 def _scales(view: LedgerView, members: list[Claim], profiles: list[str]) -> list[str]:

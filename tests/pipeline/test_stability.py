@@ -133,3 +133,70 @@ def test_a_verdict_that_moves_with_where_training_is_read_is_marked(repo, tmp_pa
     cards = render_claims(project)
     assert f"- laptop, read elsewhere along training: {reading_badge()} best state before any spike: the same" in cards
     assert "end of the budget: inconclusive, 0.5" in cards and "end of the budget: not read" in cards
+
+
+def judged(verdict: str, tests: list[tuple[float, float, float, str]], claim=(0.9, 1.0), alternative=(0.0, 0.9)) -> dict:
+    """A claim entry as geofact.evidence.judge writes it: one test per (lo, value, hi, verdict), ranges as JSON."""
+    as_json = lambda r: {"lo": r[0], "hi": "inf" if r[1] == float("inf") else r[1], "label": ""}  # noqa: E731
+    return {"verdict": verdict, "measured": "m", "note": "",
+            "tests": [{"estimate": {"lo": lo, "value": v, "hi": hi}, "verdict": tv, "claim_range": as_json(claim),
+                       "alternative_range": as_json(alternative)} for lo, v, hi, tv in tests]}
+
+
+def test_how_far_an_interval_must_move_to_change_its_verdict():
+    # holds: [0.95, 0.99] above the claim's lower end 0.9, 0.05 away, half-width 0.02 -> 2.5 (its far end 1 is the
+    # accuracy's own bound, not a place the verdict changes)
+    assert st.shift_to_change(judged("holds", [(0.95, 0.97, 0.99, "holds")])) == pytest.approx(2.5)
+    # does not hold: [0.5, 0.7] must rise 0.2 to meet the claim's range, half-width 0.1 -> 2
+    assert st.shift_to_change(judged("does not hold", [(0.5, 0.6, 0.7, "does not hold")])) == pytest.approx(2.0)
+    # inconclusive across 0.9: 0.02 down to miss it, or 0.08 up to lie in it -> 0.02 / 0.05
+    assert st.shift_to_change(judged("inconclusive", [(0.88, 0.93, 0.98, "inconclusive")])) == pytest.approx(0.4)
+    # an alternative above the claim's range: mirrored (claim "not above 105%" [0, 7.665], alternative above it)
+    assert st.shift_to_change(judged("holds", [(7.0, 7.2, 7.4, "holds")], claim=(0.0, 7.665),
+                                     alternative=(7.665, float("inf")))) == pytest.approx((7.665 - 7.4) / 0.2)
+    # several tests: the least; an exact count (no width), a theory page's check and a verdict not in regime: none
+    assert st.shift_to_change(judged("holds", [(0.95, 0.97, 0.99, "holds"), (0.91, 0.92, 0.93, "holds")])) == pytest.approx(1.0)
+    assert st.shift_to_change(judged("holds", [(7.3, 7.3, 7.3, "holds")])) is None
+    assert st.shift_to_change({"verdict": "holds", "measured": "m"}) is None
+    assert st.shift_to_change(judged("not in regime", [(0.95, 0.97, 0.99, "holds")])) is None
+
+
+def test_a_stable_verdict_says_how_far_its_estimates_moved_and_which_parts_moved():
+    book = results({})
+    book["claims"] = {"a": judged("does not hold", [(0.5, 0.6, 0.7, "does not hold"), (0.2, 0.3, 0.4, "does not hold")])}
+    other = perturbed({})
+    other["claims"] = {"a": judged("does not hold", [(0.5, 0.65, 0.8, "does not hold"), (0.0, 0.5, 1.0, "inconclusive")])}
+    (a,) = st.compare(book, other).values()
+    assert a.state == st.STABLE and a.shift == pytest.approx(2.0)  # the second test's value 0.3 -> 0.5, half-width 0.1
+    assert a.parts_moved == ("does not hold -> inconclusive",) and a.parts == 2
+    assert "1 of its 2 parts moved (does not hold -> inconclusive)" in a.text() and "up to 2 half-widths" in a.text()
+    (alone,) = st.compare(book, None).values()
+    assert alone.state == st.NOT_COMPARED and alone.to_change == pytest.approx(2.0)
+    assert "would have to move at least 2 half-widths" in alone.text()
+    assert st.largest_shift({"laptop": {"a": a}, "paper": {"a": alone}}) == (pytest.approx(2.0), "a", "laptop")
+
+
+def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbation_moved(repo, tmp_path):
+    for name in ["claims.yaml", "_toc.yml"]:
+        shutil.copy(repo.root / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    project = Project(tmp_path)
+    claim = next(c for c in load_ledger(project.ledger_path) if c.notebook == "exp-nl-lm")
+    entry = judged("holds", [(0.95, 0.97, 0.99, "holds")])
+    for profile, moved_to in (("laptop", 0.98), ("paper", None)):
+        book = results({})
+        book["claims"] = {claim.id: entry}
+        project.results(profile, claim.notebook).parent.mkdir(parents=True)
+        project.results(profile, claim.notebook).write_text(json.dumps(book))
+        if moved_to is not None:
+            other = perturbed({})
+            other["claims"] = {claim.id: judged("holds", [(0.96, moved_to, 1.0, "holds")])}
+            path = st.rounding_results(project, profile, claim.notebook)
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps(other))
+    page = render_status(project)
+    assert f"moved their estimates by at most 0.5 half-widths of their intervals ({claim.id})" in page
+    assert (f"Not compared, the least shift of their intervals that changes a verdict: {claim.id} 2.5 half-widths; "
+            f"at laptop the perturbation moved a compared estimate by up to 0.5 ({claim.id})") in page
+    assert f"- paper, not compared under the rounding perturbation (no perturbed run); its interval would have to move " \
+           f"at least 2.5 half-widths to change the verdict." in render_claims(project)
