@@ -29,6 +29,15 @@ def perturbed(verdicts: dict[str, str], **provenance) -> dict:
     return results(verdicts, rounding=ROUNDING, **provenance)
 
 
+def ledger_project(repo, tmp_path, notebook: str):
+    """A project in tmp_path with the repository's ledger and no results, and the first claim of `notebook`."""
+    for name in ["claims.yaml", "_toc.yml"]:
+        shutil.copy(repo.root / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    project = Project(tmp_path)
+    return project, next(c for c in load_ledger(project.ledger_path) if c.notebook == notebook)
+
+
 def test_compare_finds_a_flip_and_refuses_runs_of_other_code():
     book = results({"a": "holds", "b": "does not hold", "c": "not run"})
     same = st.compare(book, perturbed({"a": "holds", "b": "does not hold", "c": "not run"}, parameters={"seed": 0, "cache_dir": "/x"}))
@@ -66,11 +75,7 @@ def test_the_machine_is_described_for_provenance():
 
 
 def test_the_status_page_marks_a_fragile_verdict(repo, tmp_path):
-    for name in ["claims.yaml", "_toc.yml"]:
-        shutil.copy(repo.root / name, tmp_path / name)
-    (tmp_path / "notebooks").mkdir()
-    project = Project(tmp_path)
-    claim = next(c for c in load_ledger(project.ledger_path) if c.notebook == "exp-capacity")
+    project, claim = ledger_project(repo, tmp_path, "exp-capacity")
     book = project.results("laptop", claim.notebook)
     book.parent.mkdir(parents=True)
     book.write_text(json.dumps(results({claim.id: "holds"})))
@@ -177,11 +182,7 @@ def test_a_stable_verdict_says_how_far_its_estimates_moved_and_which_parts_moved
 
 
 def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbation_moved(repo, tmp_path):
-    for name in ["claims.yaml", "_toc.yml"]:
-        shutil.copy(repo.root / name, tmp_path / name)
-    (tmp_path / "notebooks").mkdir()
-    project = Project(tmp_path)
-    claim = next(c for c in load_ledger(project.ledger_path) if c.notebook == "exp-nl-lm")
+    project, claim = ledger_project(repo, tmp_path, "exp-nl-lm")
     entry = judged("holds", [(0.95, 0.97, 0.99, "holds")])
     for profile, moved_to in (("laptop", 0.98), ("paper", None)):
         book = results({})
