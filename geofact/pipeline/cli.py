@@ -44,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
                        help="a submitit parameter for --executor (repeatable), e.g. slurm_partition=gpu, timeout_min=120")
     p_run.add_argument("--rounding", choices=sorted(PERTURBATIONS), default=None,
-                       help="execute the pages under a perturbation of the matmul kernels' rounding (same recipe), into "
+                       help="execute the pages under a perturbation of the matmul kernels' rounding (same recipe; "
+                            "mkl-compatible: MKL's compatible code path on this CPU; another-cpu: this CPU's native kernels, "
+                            "where the book's results ran on another kind of CPU), into "
                             "results/rounding/<profile>/ and a run cache of their own; `geofact status` then marks "
                             "each verdict that moved fragile (geofact.pipeline.stability)")
     p_run.add_argument("--records-only", action="store_true",

@@ -106,7 +106,8 @@ def _provenance_markdown(meta: dict[str, Any]) -> str:
     if meta.get("machine"):
         rows.append(("CPU and matmul kernels", machine_line(meta["machine"])))
     if meta.get("rounding"):
-        rows.append(("rounding perturbation", f"`{meta['rounding']['perturbation']}` ({meta['rounding']['environ']})"))
+        native = "the native kernels of a CPU other than the book run's"
+        rows.append(("rounding perturbation", f"`{meta['rounding']['perturbation']}` ({meta['rounding']['environ'] or native})"))
     env = meta["environment"]
     rows += [("torch", f"{env['torch']} (python {env['python']}, numpy {env['numpy']})"),
              ("results", f"`results/{'rounding/' if meta.get('rounding') else ''}{meta['profile']}/{meta['notebook']}.json`")]

@@ -52,7 +52,7 @@ from tqdm import tqdm
 from geofact.pipeline.execute import PageInterrupted, RunRecord, run_notebook, scoped_environ
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import RunSettings
-from geofact.pipeline.stability import check_effective, perturbation_environ
+from geofact.pipeline.stability import ANOTHER_CPU, check_another_cpu, check_effective, perturbation_environ
 from geofact.pipeline.status import write_status_page
 from geofact.pipeline.units import plan_units
 from geofact.pipeline.verdicts import NotebookError
@@ -245,6 +245,8 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
         if device.split(":")[0] != "cpu":  # MKL's setting changes no kernel of an accelerator: every verdict would stay
             raise ValueError(f"rounding perturbs the CPU's matmul kernels; device must be 'cpu' with it, got {device!r}")
         check_effective(rounding)  # before any page: a perturbation this BLAS ignores would call every verdict stable
+        if rounding == ANOTHER_CPU:
+            check_another_cpu(project, profile, names)
         inherited |= perturbation_environ(rounding)
     if budget is not None:
         inherited[DEADLINE_ENV] = str(time.time() + budget)

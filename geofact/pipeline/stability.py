@@ -14,7 +14,12 @@ the executed pages go to `.geofact/rounding/<perturbation>/book/` (not the book)
 `results/rounding/<profile>/<page>.json`, which are committed. Before any page runs, a probe GEMM is
 computed with and without the perturbation in fresh interpreters: where the two agree bit for bit (a BLAS
 without that setting: OpenBLAS, Apple's Accelerate) the command refuses to run instead of reporting
-every verdict stable. On this project's 2-core AMD EPYC VMs the compatible path trains about 1.6x slower.
+every verdict stable. On this project's 2-core AMD EPYC VMs the compatible path trains about 1.6x slower
+(the one-layer LM of exp-nl-lm at the paper's width about 3x: 19-23 optimiser steps a minute). `--rounding
+another-cpu` is the other perturbation: the pages executed with the native kernels of a CPU other than the one
+the book's run had (its model, kernel path or BLAS differ; refused where they do not), what a reader's machine
+does, at native speed; where every number of the page comes out the same, the two CPUs rounded alike and its
+verdicts are *not compared*.
 
 **The comparison.** Each claim's verdict in `results/<profile>/<page>.json` (the book's) against the same
 claim in the perturbed results of the same page: *stable* where the two agree, *fragile* where they
@@ -45,13 +50,17 @@ from pathlib import Path
 from typing import Any
 
 from geofact.outcomes import NOT_RUN
-from geofact.pipeline.machine import gemm_digest, machine_line
+from geofact.pipeline.machine import describe_machine, gemm_digest, machine_line
 from geofact.pipeline.project import Project
 
+ANOTHER_CPU = "another-cpu"
 PERTURBATIONS: dict[str, dict[str, str]] = {
     # MKL's compatible code path (Intel oneMKL, "Conditional Numerical Reproducibility"): honoured on AMD and
     # Intel CPUs alike, where the other MKL_CBWR branches fall back to the native kernels on non-Intel CPUs.
     "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
+    # the native kernels of a CPU other than the one the book's run had (`check_another_cpu`): what a reader's
+    # machine does. It runs at native speed where the compatible path is several times slower on a large page.
+    ANOTHER_CPU: {},
 }
 ROUNDING_DIR = "rounding"  # results/rounding/<profile>/, .geofact/rounding/<perturbation>/
 STABLE, FRAGILE, NOT_COMPARED = "stable", "fragile", "not compared"
@@ -66,11 +75,34 @@ def perturbation_environ(name: str) -> dict[str, str]:
 
 
 def check_effective(name: str) -> None:
-    """Refuse a perturbation that changes no bit of a float32 GEMM on this machine."""
+    """Refuse a perturbation that changes no bit of a float32 GEMM on this machine (`another-cpu` changes nothing on
+    it: `check_another_cpu` asks whether the book's runs had another CPU)."""
     extra = perturbation_environ(name)
+    if name == ANOTHER_CPU:
+        return
     if gemm_digest(extra) == gemm_digest({}):
         raise ValueError(f"rounding {name!r} ({extra}) changes no bit of a float32 GEMM on this machine (its BLAS "
                          "ignores the setting), so it cannot test the verdicts: run it where torch uses MKL")
+
+
+def _same_cpu(a: dict | None, b: dict | None) -> bool:
+    """Whether two provenance records of a machine name one CPU with one kernel path and BLAS."""
+    keys = ("cpu", "kernel_path", "blas")
+    return bool(a) and bool(b) and all(a.get(k) == b.get(k) for k in keys)
+
+
+def check_another_cpu(project: Project, profile: str, notebooks: list[str]) -> None:
+    """Refuse `--rounding another-cpu` for a page whose book results are missing or ran on this machine's kind of CPU."""
+    here = describe_machine({})
+    for name in notebooks:
+        path = project.results(profile, name)
+        if not path.exists():
+            raise ValueError(f"rounding {ANOTHER_CPU!r} compares with the book's results of {name} at {profile}, and "
+                             f"{path.relative_to(project.root)} does not exist: execute it there first")
+        theirs = json.loads(path.read_text()).get("provenance", {}).get("machine")
+        if not theirs or _same_cpu(theirs, here):
+            raise ValueError(f"rounding {ANOTHER_CPU!r} needs a CPU other than the one {name}'s results at {profile} ran on "
+                             f"({machine_line(theirs) or 'not recorded'}); this machine: {machine_line(here)}")
 
 
 def rounding_cache(project: Project, name: str) -> Path:
@@ -194,6 +226,11 @@ def _comparable(reference: dict, perturbed: dict) -> str:
         return "the two runs are not the book's and a perturbed one"
     if any(k in (a.get("machine") or {}).get("kernel_env", {}) for k in b["rounding"].get("environ", {})):
         return "the book's run was itself executed under the perturbation's setting"
+    if b["rounding"].get("perturbation") == ANOTHER_CPU:
+        if not a.get("machine") or _same_cpu(a.get("machine"), b.get("machine")):
+            return "the two runs had one kind of CPU"
+        if reference.get("numbers") and reference.get("numbers") == perturbed.get("numbers"):
+            return "the two CPUs rounded alike: every number of the page is the same, so the comparison tests nothing"
     for key, what in (("device", "device"), ("precision_arg", "precision policy")):
         if a.get(key) != b.get(key):
             return f"the perturbed run had another {what}"

@@ -201,3 +201,31 @@ def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbatio
             f"at laptop the perturbation moved a compared estimate by up to 0.5 ({claim.id})") in page
     assert f"- paper, not compared under the rounding perturbation (no perturbed run); its interval would have to move " \
            f"at least 2.5 half-widths to change the verdict." in render_claims(project)
+
+
+INTEL = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "kernel_path": "AVX512", "blas": "MKL", "kernel_env": {}}
+AMD = {**INTEL, "cpu": "AMD EPYC"}
+
+
+def test_another_cpu_compares_the_native_runs_of_two_kinds_of_cpu(tmp_path, monkeypatch):
+    another = {"perturbation": st.ANOTHER_CPU, "environ": {}}
+    book = {**results({"a": "holds"}, machine=INTEL), "numbers": {"x": 0.97}}
+    moved = {**results({"a": "inconclusive"}, machine=AMD, rounding=another), "numbers": {"x": 0.91}}
+    assert st.compare(book, moved)["a"].state == st.FRAGILE
+    same_cpu = {**moved, "provenance": {**moved["provenance"], "machine": INTEL}}
+    assert "one kind of CPU" in st.compare(book, same_cpu)["a"].why
+    alike = {**results({"a": "holds"}, machine=AMD, rounding=another), "numbers": {"x": 0.97}}
+    assert st.compare(book, alike)["a"].state == st.NOT_COMPARED and "rounded alike" in st.compare(book, alike)["a"].why
+    st.check_effective(st.ANOTHER_CPU)  # no GEMM of this machine changes: the check is against the book's CPU
+
+    project = Project(tmp_path)
+    monkeypatch.setattr(st, "describe_machine", lambda environ=None: dict(INTEL))
+    with pytest.raises(ValueError, match="does not exist: execute it there first"):
+        st.check_another_cpu(project, "paper", ["exp-nl-lm"])
+    path = project.results("paper", "exp-nl-lm")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(book))
+    with pytest.raises(ValueError, match="needs a CPU other than the one exp-nl-lm's results at paper ran on"):
+        st.check_another_cpu(project, "paper", ["exp-nl-lm"])
+    monkeypatch.setattr(st, "describe_machine", lambda environ=None: dict(AMD))
+    st.check_another_cpu(project, "paper", ["exp-nl-lm"])
