@@ -29,11 +29,12 @@ parameters other than its run cache). The status page and each page's closing se
 
 **How far the estimates moved, and how far they would have to.** Where a claim is a test against an alternative
 (geofact.evidence: an estimate's interval against the claim's range), `measured_shift` is how far the perturbation
-moved its estimate, in half-widths of the book's interval (the largest over the claim's tests), and for a verdict
-not compared `shift_to_change` is the least shift of its interval, in the same unit, that changes one of its tests'
-verdicts (a lower bound on what changes the claim's). The status page sets the second against the first: a
-verdict that no perturbed run has tested, whose interval would have to move many times further than any compared
-estimate moved, is not shown fragile, but it is not called stable either.
+moved its estimates, in half-widths of the book's intervals (the largest over the claim's tests, paired by what they
+measure: `paired_tests`), with the largest factor by which an interval's width changed, and which tests' verdicts
+moved. For a verdict not compared, `shift_to_change` is the least shift of one of its tests' intervals, in the same
+unit, that changes that test's verdict: a lower bound on what changes the claim's. The status page sets the
+second against the first (measured at another profile, on that profile's runs and intervals): a verdict no
+perturbed run has tested is not shown fragile, nor called stable.
 
 **Another machine.** `moved_since` compares each results file of the working tree with the version
 a commit (HEAD by default) holds: after `make book` on another CPU, `geofact check` lists every verdict
@@ -127,21 +128,32 @@ class Stability:
     perturbed: str | None  # under the perturbation
     why: str = ""  # for NOT_COMPARED
     shift: float | None = None  # compared: how far the estimate moved, in half-widths of its interval (`measured_shift`)
+    widening: float | None = None  # compared: the largest factor by which one of its intervals' widths changed
     to_change: float | None = None  # not compared: the least shift that changes a test's verdict (`shift_to_change`)
     parts_moved: tuple[str, ...] = ()  # compared: "before -> after" of each of its tests whose verdict moved
-    parts: int = 0  # compared: its tests both runs report
+    parts: int = 0  # compared: its tests both runs judged
+    unpaired: int = 0  # compared: its tests judged in one run only (cells the other did not judge)
 
     def text(self) -> str:
         if self.state == STABLE:
-            parts = (f"; {len(self.parts_moved)} of its {self.parts} parts moved ({', '.join(self.parts_moved)})"
-                     if self.parts_moved else "")
-            moved = (f"; its estimate{'s' if self.parts > 1 else ''} moved {'up to ' if self.parts > 1 else ''}"
-                     f"{self.shift:.2g} half-widths of {'their intervals' if self.parts > 1 else 'its interval'}"
-                     if self.shift is not None else "")
-            return f"stable under the rounding perturbation ({self.verdict} in both{parts}{moved})"
+            out = f"stable under the rounding perturbation: {self.verdict} in both"
+            if self.parts_moved:
+                out += (f"; parts whose verdict changed, {len(self.parts_moved)} of {self.parts}: "
+                        + ", ".join(self.parts_moved))
+            if self.unpaired:
+                out += f"; {self.unpaired} part{'s' if self.unpaired > 1 else ''} judged in one of the runs only"
+            if self.shift is not None:
+                what = "its estimates" if self.parts > 1 else "its estimate"
+                out += (f"; {what} did not move (under 0.01 half-widths of {'their intervals' if self.parts > 1 else 'its interval'})"
+                        if self.shift < 0.01 else
+                        f"; {what} moved {'up to ' if self.parts > 1 else ''}{self.shift:.2g} half-widths of "
+                        f"{'their intervals' if self.parts > 1 else 'its interval'}")
+                if self.widening is not None and self.widening >= 1.5:
+                    out += f", and {'an interval' if self.parts > 1 else 'its interval'}'s width changed {self.widening:.2g}-fold"
+            return out
         if self.state == FRAGILE:
             return f"**fragile**: {self.perturbed} under the rounding perturbation"
-        needs = (f"; its interval would have to move at least {self.to_change:.2g} half-widths to change the verdict"
+        needs = (f"; its interval would have to move at least {self.to_change:.2g} half-widths to change a part's verdict"
                  if self.to_change is not None else "")
         return f"not compared under the rounding perturbation ({self.why}){needs}"
 
@@ -161,54 +173,85 @@ def _interval(test: dict | None) -> tuple[float, float, float] | None:
     return (lo, value, hi) if all(map(math.isfinite, (lo, value, hi))) and hi > lo else None
 
 
-def _boundary_shift(lo: float, hi: float, claim: tuple[float, float], alternative: tuple[float, float]) -> float | None:
-    """The least distance the interval [lo, hi] must move to change `geofact.evidence.separate`'s verdict across the
-    end of the claim's range that faces the alternative's: off that end where the interval lies on the claim's side
-    (holds) or on the alternative's (does not hold), wholly to one side where it straddles it (inconclusive). The
-    claim's far end is left aside: it is mostly where the quantity ends (an accuracy's 1). None where the two
-    ranges do not face each other across one end."""
-    if alternative[1] <= claim[0]:  # the alternative below: the claim's side is above its lower end
-        edge, low, high = claim[0], lo, hi
-    elif alternative[0] >= claim[1]:  # above: mirror it
-        edge, low, high = -claim[1], -hi, -lo
-    else:
-        return None
-    if low >= edge:
-        return low - edge
-    if high < edge:
-        return edge - high
-    return min(edge - low, high - edge)
+JUDGED = ("holds", "does not hold", "inconclusive")  # verdicts an interval decides (not in regime, not run: others)
+
+
+def _ranges(test: dict) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """(claim's range, alternative's range) of a test as (lo, hi) pairs; None where one is unreadable."""
+    ranges = tuple(tuple(_number((test.get(key) or {}).get(end, default)) for end, default in (("lo", "-inf"), ("hi", "inf")))
+                   for key in ("claim_range", "alternative_range"))
+    return None if any(math.isnan(x) for r in ranges for x in r) else ranges
+
+
+def _least_shift(lo: float, hi: float, claim_lo: float, claim_hi: float) -> float:
+    """The least distance the interval [lo, hi] must move, keeping its width, to change `geofact.evidence.separate`'s
+    verdict against the claim's range [claim_lo, claim_hi]: out of the range where it lies inside (holds), onto it
+    where it misses it (does not hold), wholly off or wholly into it where it overlaps an end (inconclusive). Both
+    ends count, so at an end the quantity cannot pass (an accuracy's 1) the shift is smaller than what would move
+    the verdict: a lower bound."""
+    if hi < claim_lo or lo > claim_hi:  # does not hold
+        return claim_lo - hi if hi < claim_lo else lo - claim_hi
+    if claim_lo <= lo and hi <= claim_hi:  # holds
+        return min(lo - claim_lo, claim_hi - hi)
+    off = min(hi - claim_lo, claim_hi - lo)  # past the nearer end, so that it misses the range
+    into = max(claim_lo - lo, hi - claim_hi) if hi - lo <= claim_hi - claim_lo else math.inf
+    return min(off, into)
 
 
 def shift_to_change(entry: dict | None) -> float | None:
-    """The least shift of any of a claim's test intervals, in half-widths of that interval, that changes the test's
-    verdict (`_boundary_shift`); None where the claim is no such test (a theory page's check, an exact count) or was
-    not judged so (not in regime, not run: what decides it is not an interval)."""
-    if (entry or {}).get("verdict") not in ("holds", "does not hold", "inconclusive"):
+    """The least shift of any of a claim's test intervals, in half-widths of that interval, that changes that test's
+    verdict (`_least_shift`): a lower bound on what changes the claim's, its tests' conjunction. None where the claim
+    is no such test (a theory page's check, an exact count) or was not judged so (not in regime, not run: what
+    decides it is not an interval)."""
+    if (entry or {}).get("verdict") not in JUDGED:
         return None
     shifts = []
     for test in entry.get("tests") or []:
-        interval = _interval(test)
-        ranges = [tuple(_number((test.get(key) or {}).get(end, default)) for end, default in (("lo", "-inf"), ("hi", "inf")))
-                  for key in ("claim_range", "alternative_range")]
-        if interval is not None and not any(math.isnan(x) for r in ranges for x in r):
+        interval, ranges = _interval(test), _ranges(test)
+        if interval is not None and ranges is not None:
             lo, _, hi = interval
-            if (shift := _boundary_shift(lo, hi, *ranges)) is not None:
-                shifts.append(shift / ((hi - lo) / 2))
+            shifts.append(_least_shift(lo, hi, *ranges[0]) / ((hi - lo) / 2))
     return min(shifts) if shifts else None
 
 
-def measured_shift(reference: dict | None, perturbed: dict | None) -> float | None:
-    """How far the perturbation moved a claim's estimates: the largest |change of a test's value| in half-widths of
-    the book's interval, over the tests both runs report (None where neither has such a test)."""
-    ours, theirs = (reference or {}).get("tests") or [], (perturbed or {}).get("tests") or []
-    shifts = []
-    for test, other in zip(ours, theirs):  # judge records a claim's tests in a fixed order
-        interval, value = _interval(test), _number((other.get("estimate") or {}).get("value"))
-        if interval is not None and math.isfinite(value):
-            lo, ours_value, hi = interval
-            shifts.append(abs(value - ours_value) / ((hi - lo) / 2))
-    return max(shifts) if shifts else None
+def _key(test: dict) -> tuple:
+    """What names a test apart from its outcome: its quantity and both ranges (`evidence.universal` sorts a claim's
+    tests by their verdicts, so their order is not the same in two runs)."""
+    return ((test.get("estimate") or {}).get("quantity"), json.dumps(test.get("claim_range"), sort_keys=True),
+            json.dumps(test.get("alternative_range"), sort_keys=True))
+
+
+def paired_tests(reference: dict | None, perturbed: dict | None) -> tuple[list[tuple[dict, dict]], int]:
+    """(the tests of a claim in two runs paired by `_key`, in the first run's order; how many of either run's tests
+    have no partner: a cell judged in one run only)."""
+    theirs: dict[tuple, list[dict]] = {}
+    for test in (perturbed or {}).get("tests") or []:
+        theirs.setdefault(_key(test), []).append(test)
+    pairs, alone = [], 0
+    for test in (reference or {}).get("tests") or []:
+        partners = theirs.get(_key(test))
+        if partners:
+            pairs.append((test, partners.pop(0)))
+        else:
+            alone += 1
+    return pairs, alone + sum(len(rest) for rest in theirs.values())
+
+
+def measured_shift(reference: dict | None, perturbed: dict | None) -> tuple[float, float] | None:
+    """How far the perturbation moved a claim's estimates, over the tests both runs judged (`paired_tests`): (the
+    largest |change of a test's value| in half-widths of the book's interval, the largest factor by which a test's
+    interval widened or narrowed). None where the claim was not judged by intervals in both runs (not in regime,
+    not run) or has no test with an interval."""
+    if (reference or {}).get("verdict") not in JUDGED or (perturbed or {}).get("verdict") not in JUDGED:
+        return None
+    shifts, widths = [], []
+    for ours, theirs in paired_tests(reference, perturbed)[0]:
+        a, b = _interval(ours), _interval(theirs)
+        if a is not None and b is not None:
+            shifts.append(abs(b[1] - a[1]) / ((a[2] - a[0]) / 2))
+            ratio = (b[2] - b[0]) / (a[2] - a[0])
+            widths.append(max(ratio, 1 / ratio))
+    return (max(shifts), max(widths)) if shifts else None
 
 
 def largest_shift(by_profile: dict[str, dict[str, Stability]]) -> tuple[float, str, str] | None:
@@ -260,10 +303,13 @@ def compare(reference: dict[str, Any], perturbed: dict[str, Any] | None) -> dict
             reason = why or ("not reported by the perturbed run" if other is None else "not run in one of them")
             out[claim] = Stability(claim, NOT_COMPARED, verdict, moved, reason, to_change=shift_to_change(entry))
         else:
-            pairs = [(a.get("verdict"), b.get("verdict")) for a, b in zip(entry.get("tests") or [], other.get("tests") or [])]
+            pairs, unpaired = paired_tests(entry, other)
+            shift = measured_shift(entry, other)
             out[claim] = Stability(claim, STABLE if verdict == moved else FRAGILE, verdict, moved,
-                                   shift=measured_shift(entry, other), parts=len(pairs),
-                                   parts_moved=tuple(f"{a} -> {b}" for a, b in pairs if a != b))
+                                   shift=shift[0] if shift else None, widening=shift[1] if shift else None,
+                                   parts=len(pairs), unpaired=unpaired,
+                                   parts_moved=tuple(f"{a.get('verdict')} -> {b.get('verdict')}" for a, b in pairs
+                                                     if a.get("verdict") != b.get("verdict")))
     return out
 
 

@@ -141,20 +141,19 @@ def _shifts(view: LedgerView, profile: str) -> str:
     out = []
     if (largest := largest_shift({profile: stable})) is not None:
         out.append(f"The perturbation moved their estimates by at most {largest[0]:.2g} half-widths of their intervals "
-                   f"({largest[1]}).")
+                   f"({largest[1]}; a shift of the value, while an interval's width can change too).")
     parts = [c for c, s in stable.items() if s.state == STABLE and s.parts_moved]
     if parts:
         out.append(f"Stable, with a part's verdict moved: {', '.join(parts)}.")
-    needed = sorted(((s.to_change, c) for c, s in stable.items() if s.state == NOT_COMPARED and s.to_change is not None),
-                    reverse=True)
+    needed = sorted((s.to_change, c) for c, s in stable.items() if s.state == NOT_COMPARED and s.to_change is not None)
     if needed:
         notebook = {c.id: c.notebook for c in view.claims}
-        line = ("Not compared, the least shift of their intervals that changes a verdict: "
-                + ", ".join(f"{c} {shift:.2g}" for shift, c in needed) + " half-widths")
+        line = ("Not compared, the least shift of an interval that changes a part's verdict: "
+                + ", ".join(f"{c} {shift:.2g} half-widths" for shift, c in needed))
         elsewhere = {p: s for p, s in view.stable.items() if p != profile}
         if (overall := largest_shift(elsewhere)) is not None:
-            line += (f"; at {overall[2]} the perturbation moved a compared estimate by up to {overall[0]:.2g} "
-                     f"({overall[1]})")
+            line += (f"; at {overall[2]}, on its own runs and intervals, the perturbation moved a compared estimate by up "
+                     f"to {overall[0]:.2g} ({overall[1]})")
             pages = {notebook.get(c) for _, c in needed}
             same = largest_shift({p: {c: s for c, s in claims.items() if notebook.get(c) in pages}
                                   for p, claims in elsewhere.items()})

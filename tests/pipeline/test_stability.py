@@ -91,7 +91,7 @@ def test_the_status_page_marks_a_fragile_verdict(repo, tmp_path):
     assert f"- laptop, **fragile**: inconclusive under the rounding perturbation." in render_claims(project)
     path.write_text(json.dumps(perturbed({claim.id: "holds"})))
     assert FRAGILE_BADGE not in render_status(project)
-    assert "- laptop, stable under the rounding perturbation (holds in both)." in render_claims(project)
+    assert "- laptop, stable under the rounding perturbation: holds in both." in render_claims(project)
 
 
 def test_moved_since_lists_the_verdicts_a_re_execution_changed(tmp_path):
@@ -149,9 +149,10 @@ def judged(verdict: str, tests: list[tuple[float, float, float, str]], claim=(0.
 
 
 def test_how_far_an_interval_must_move_to_change_its_verdict():
-    # holds: [0.95, 0.99] above the claim's lower end 0.9, 0.05 away, half-width 0.02 -> 2.5 (its far end 1 is the
-    # accuracy's own bound, not a place the verdict changes)
-    assert st.shift_to_change(judged("holds", [(0.95, 0.97, 0.99, "holds")])) == pytest.approx(2.5)
+    # holds: [0.95, 0.99] inside [0.9, 1], 0.01 from its upper end, half-width 0.02 -> 0.5 (an accuracy cannot pass 1:
+    # a lower bound)
+    assert st.shift_to_change(judged("holds", [(0.95, 0.97, 0.99, "holds")])) == pytest.approx(0.5)
+    assert st.shift_to_change(judged("holds", [(0.905, 0.925, 0.945, "holds")])) == pytest.approx(0.25)
     # does not hold: [0.5, 0.7] must rise 0.2 to meet the claim's range, half-width 0.1 -> 2
     assert st.shift_to_change(judged("does not hold", [(0.5, 0.6, 0.7, "does not hold")])) == pytest.approx(2.0)
     # inconclusive across 0.9: 0.02 down to miss it, or 0.08 up to lie in it -> 0.02 / 0.05
@@ -159,8 +160,11 @@ def test_how_far_an_interval_must_move_to_change_its_verdict():
     # an alternative above the claim's range: mirrored (claim "not above 105%" [0, 7.665], alternative above it)
     assert st.shift_to_change(judged("holds", [(7.0, 7.2, 7.4, "holds")], claim=(0.0, 7.665),
                                      alternative=(7.665, float("inf")))) == pytest.approx((7.665 - 7.4) / 0.2)
+    # does not hold beyond the claim's far end: [1.4, 1.6] is 0.15 above [0.75, 1.25] -> 1.5
+    assert st.shift_to_change(judged("does not hold", [(1.4, 1.5, 1.6, "does not hold")], claim=(0.75, 1.25),
+                                     alternative=(0.0, 0.75))) == pytest.approx(1.5)
     # several tests: the least; an exact count (no width), a theory page's check and a verdict not in regime: none
-    assert st.shift_to_change(judged("holds", [(0.95, 0.97, 0.99, "holds"), (0.91, 0.92, 0.93, "holds")])) == pytest.approx(1.0)
+    assert st.shift_to_change(judged("holds", [(0.93, 0.95, 0.97, "holds"), (0.91, 0.92, 0.93, "holds")])) == pytest.approx(1.0)
     assert st.shift_to_change(judged("holds", [(7.3, 7.3, 7.3, "holds")])) is None
     assert st.shift_to_change({"verdict": "holds", "measured": "m"}) is None
     assert st.shift_to_change(judged("not in regime", [(0.95, 0.97, 0.99, "holds")])) is None
@@ -173,12 +177,26 @@ def test_a_stable_verdict_says_how_far_its_estimates_moved_and_which_parts_moved
     other["claims"] = {"a": judged("does not hold", [(0.5, 0.65, 0.8, "does not hold"), (0.0, 0.5, 1.0, "inconclusive")])}
     (a,) = st.compare(book, other).values()
     assert a.state == st.STABLE and a.shift == pytest.approx(2.0)  # the second test's value 0.3 -> 0.5, half-width 0.1
-    assert a.parts_moved == ("does not hold -> inconclusive",) and a.parts == 2
-    assert "1 of its 2 parts moved (does not hold -> inconclusive)" in a.text() and "up to 2 half-widths" in a.text()
+    assert a.widening == pytest.approx(5.0)  # its interval 0.2 -> 1.0 wide
+    assert a.parts_moved == ("does not hold -> inconclusive",) and a.parts == 2 and a.unpaired == 0
+    assert "parts whose verdict changed, 1 of 2: does not hold -> inconclusive" in a.text()
+    assert "up to 2 half-widths" in a.text() and "width changed 5-fold" in a.text()
+    # tests are paired by what they measure: evidence.universal sorts them by verdict, so their order can differ
+    for entry, values in ((book["claims"]["a"], (0.6, 0.3)), (other["claims"]["a"], (0.6, 0.31))):
+        for test, cell in zip(entry["tests"], ("cell 1", "cell 2")):
+            test["estimate"]["quantity"] = cell
+    other["claims"]["a"]["tests"].reverse()
+    other["claims"]["a"]["tests"][0]["estimate"].update(lo=0.2, value=0.31, hi=0.4)
+    other["claims"]["a"]["tests"][0]["verdict"] = "does not hold"
+    (a,) = st.compare(book, other).values()
+    assert a.shift == pytest.approx(0.5) and a.parts_moved == () and "did not move" not in a.text()  # cell 1: 0.6 -> 0.65
+    other["claims"]["a"]["tests"].pop()
+    (a,) = st.compare(book, other).values()
+    assert a.unpaired == 1 and "1 part judged in one of the runs only" in a.text() and a.shift == pytest.approx(0.1)
     (alone,) = st.compare(book, None).values()
     assert alone.state == st.NOT_COMPARED and alone.to_change == pytest.approx(2.0)
-    assert "would have to move at least 2 half-widths" in alone.text()
-    assert st.largest_shift({"laptop": {"a": a}, "paper": {"a": alone}}) == (pytest.approx(2.0), "a", "laptop")
+    assert "would have to move at least 2 half-widths to change a part's verdict" in alone.text()
+    assert st.largest_shift({"laptop": {"a": a}, "paper": {"a": alone}}) == (pytest.approx(0.1), "a", "laptop")
 
 
 def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbation_moved(repo, tmp_path):
@@ -196,11 +214,11 @@ def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbatio
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps(other))
     page = render_status(project)
-    assert f"moved their estimates by at most 0.5 half-widths of their intervals ({claim.id})" in page
-    assert (f"Not compared, the least shift of their intervals that changes a verdict: {claim.id} 2.5 half-widths; "
-            f"at laptop the perturbation moved a compared estimate by up to 0.5 ({claim.id})") in page
+    assert f"moved their estimates by at most 0.5 half-widths of their intervals ({claim.id}; a shift of the value" in page
+    assert (f"Not compared, the least shift of an interval that changes a part's verdict: {claim.id} 0.5 half-widths; "
+            f"at laptop, on its own runs and intervals, the perturbation moved a compared estimate by up to 0.5 ({claim.id})") in page
     assert f"- paper, not compared under the rounding perturbation (no perturbed run); its interval would have to move " \
-           f"at least 2.5 half-widths to change the verdict." in render_claims(project)
+           f"at least 0.5 half-widths to change a part's verdict." in render_claims(project)
 
 
 INTEL = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "kernel_path": "AVX512", "blas": "MKL", "kernel_env": {}}
