@@ -245,7 +245,10 @@ def run(project: Project, names: list[str] | None, profile: str, device: str, jo
         if device.split(":")[0] != "cpu":  # MKL's setting changes no kernel of an accelerator: every verdict would stay
             raise ValueError(f"rounding perturbs the CPU's matmul kernels; device must be 'cpu' with it, got {device!r}")
         check_effective(rounding)  # before any page: a perturbation this BLAS ignores would call every verdict stable
-        if rounding == ANOTHER_CPU:
+        if rounding == ANOTHER_CPU:  # the runs must train here: a run's record does not say which CPU trained it
+            if records_only or executor is not None:
+                raise ValueError(f"rounding {ANOTHER_CPU!r} trains the pages' runs on this machine's CPU; "
+                                 "--records-only and --executor would take them from elsewhere")
             check_another_cpu(project, profile, names)
         inherited |= perturbation_environ(rounding)
     if budget is not None:

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from geofact.outcomes import NOT_RUN
-from geofact.pipeline.machine import describe_machine, gemm_digest, machine_line
+from geofact.pipeline.machine import KERNEL_PATH_ENVS, describe_machine, gemm_digest, machine_line
 from geofact.pipeline.project import Project
 
 ANOTHER_CPU = "another-cpu"
@@ -93,7 +94,11 @@ def _same_cpu(a: dict | None, b: dict | None) -> bool:
 
 
 def check_another_cpu(project: Project, profile: str, notebooks: list[str]) -> None:
-    """Refuse `--rounding another-cpu` for a page whose book results are missing or ran on this machine's kind of CPU."""
+    """Refuse `--rounding another-cpu` for a page whose book results are missing or ran on this machine's kind of CPU,
+    and where this shell sets the kernels' code path (then the CPU does not choose them)."""
+    if set_here := sorted(k for k in KERNEL_PATH_ENVS if os.environ.get(k)):
+        raise ValueError(f"rounding {ANOTHER_CPU!r} compares the kernels two CPUs choose, and this shell sets "
+                         f"{', '.join(set_here)}: unset it")
     here = describe_machine({})
     for name in notebooks:
         path = project.results(profile, name)
@@ -133,10 +138,14 @@ class Stability:
     parts_moved: tuple[str, ...] = ()  # compared: "before -> after" of each of its tests whose verdict moved
     parts: int = 0  # compared: its tests both runs judged
     unpaired: int = 0  # compared: its tests judged in one run only (cells the other did not judge)
+    perturbation: str | None = None  # the perturbed run's (PERTURBATIONS), where there is one
+
+    def _under(self) -> str:
+        return "natively on another kind of CPU" if self.perturbation == ANOTHER_CPU else "under the rounding perturbation"
 
     def text(self) -> str:
         if self.state == STABLE:
-            out = f"stable under the rounding perturbation: {self.verdict} in both"
+            out = f"stable {self._under()}: {self.verdict} in both"
             if self.parts_moved:
                 out += (f"; parts whose verdict changed, {len(self.parts_moved)} of {self.parts}: "
                         + ", ".join(self.parts_moved))
@@ -152,7 +161,7 @@ class Stability:
                     out += f", and {'an interval' if self.parts > 1 else 'its interval'}'s width changed {self.widening:.2g}-fold"
             return out
         if self.state == FRAGILE:
-            return f"**fragile**: {self.perturbed} under the rounding perturbation"
+            return f"**fragile**: {self.perturbed} {self._under()}"
         needs = (f"; its interval would have to move at least {self.to_change:.2g} half-widths to change a part's verdict"
                  if self.to_change is not None else "")
         return f"not compared under the rounding perturbation ({self.why}){needs}"
@@ -260,20 +269,33 @@ def largest_shift(by_profile: dict[str, dict[str, Stability]]) -> tuple[float, s
     return max(moved) if moved else None
 
 
+def _estimates(results: dict) -> dict:
+    """Every estimate a page's claims were judged by (claim -> its tests' (lo, value, hi)): the trained numbers a
+    verdict reads, without the timings and settings a page also records."""
+    return {claim: [tuple(str((t.get("estimate") or {}).get(k)) for k in ("lo", "value", "hi")) for t in entry.get("tests") or []]
+            for claim, entry in results.get("claims", {}).items() if entry.get("tests")}
+
+
 def _comparable(reference: dict, perturbed: dict) -> str:
     """'' where the perturbed run is the book's run with the rounding perturbed and nothing else: the same
     notebook, parameters (the run cache aside), code, device, precision policy and library versions, the
-    book's run on the native kernels and the other under a perturbation; else why not."""
+    book's run on the native kernels and the other under a perturbation (for `another-cpu`: the two on CPUs of
+    different kinds, neither with its kernels set by the environment, and some estimate of the page different);
+    else why not."""
     a, b = reference.get("provenance", {}), perturbed.get("provenance", {})
     if not b.get("rounding") or a.get("rounding"):
         return "the two runs are not the book's and a perturbed one"
     if any(k in (a.get("machine") or {}).get("kernel_env", {}) for k in b["rounding"].get("environ", {})):
         return "the book's run was itself executed under the perturbation's setting"
     if b["rounding"].get("perturbation") == ANOTHER_CPU:
-        if not a.get("machine") or _same_cpu(a.get("machine"), b.get("machine")):
+        if not a.get("machine"):
+            return "the book's run does not record its CPU"
+        if _same_cpu(a.get("machine"), b.get("machine")):
             return "the two runs had one kind of CPU"
-        if reference.get("numbers") and reference.get("numbers") == perturbed.get("numbers"):
-            return "the two CPUs rounded alike: every number of the page is the same, so the comparison tests nothing"
+        if (a["machine"].get("kernel_env") or (b.get("machine") or {}).get("kernel_env")):
+            return "a run's kernels were set by the environment, not chosen by its CPU"
+        if _estimates(reference) and _estimates(reference) == _estimates(perturbed):
+            return "the two CPUs rounded alike: every estimate of the page is the same, so the comparison tests nothing"
     for key, what in (("device", "device"), ("precision_arg", "precision policy")):
         if a.get(key) != b.get(key):
             return f"the perturbed run had another {what}"
@@ -295,19 +317,21 @@ def compare(reference: dict[str, Any], perturbed: dict[str, Any] | None) -> dict
     """{claim: Stability} for every claim of `reference` (a page's results) against `perturbed` (the same
     page's results under the perturbation, or None)."""
     why = "no perturbed run" if perturbed is None else _comparable(reference, perturbed)
+    kind = ((perturbed or {}).get("provenance", {}).get("rounding") or {}).get("perturbation")
     out = {}
     for claim, entry in reference.get("claims", {}).items():
         other = (perturbed or {}).get("claims", {}).get(claim)
         verdict, moved = entry.get("verdict"), (other or {}).get("verdict")
         if why or other is None or NOT_RUN in (verdict, moved):
             reason = why or ("not reported by the perturbed run" if other is None else "not run in one of them")
-            out[claim] = Stability(claim, NOT_COMPARED, verdict, moved, reason, to_change=shift_to_change(entry))
+            out[claim] = Stability(claim, NOT_COMPARED, verdict, moved, reason, to_change=shift_to_change(entry),
+                                   perturbation=kind)
         else:
             pairs, unpaired = paired_tests(entry, other)
             shift = measured_shift(entry, other)
             out[claim] = Stability(claim, STABLE if verdict == moved else FRAGILE, verdict, moved,
                                    shift=shift[0] if shift else None, widening=shift[1] if shift else None,
-                                   parts=len(pairs), unpaired=unpaired,
+                                   parts=len(pairs), unpaired=unpaired, perturbation=kind,
                                    parts_moved=tuple(f"{a.get('verdict')} -> {b.get('verdict')}" for a, b in pairs
                                                      if a.get("verdict") != b.get("verdict")))
     return out

@@ -40,6 +40,13 @@ def test_jobs_must_be_a_positive_integer(repo, jobs):
         run(repo, ["thm-khop-cot"], "smoke", "cpu", jobs=jobs)
 
 
+@pytest.mark.parametrize("elsewhere", [dict(records_only=True), dict(executor="local")])
+def test_another_cpu_trains_its_runs_here(repo, elsewhere):
+    # a run's record does not say which CPU trained it: records or another machine's jobs would not test this CPU
+    with pytest.raises(ValueError, match="--records-only and --executor would take them from elsewhere"):
+        run(repo, ["exp-nl-lm"], "paper", "cpu", rounding="another-cpu", **elsewhere)
+
+
 def test_finishing_a_page_drops_progress_widgets_and_keeps_every_other_output():
     cell = nbformat.v4.new_code_cell("x = 1")
     widget = nbformat.v4.new_output("display_data", data={WIDGET_MIME: {"model_id": "0"}, "text/plain": "0%|   | 0/10"})

@@ -227,12 +227,17 @@ AMD = {**INTEL, "cpu": "AMD EPYC"}
 
 def test_another_cpu_compares_the_native_runs_of_two_kinds_of_cpu(tmp_path, monkeypatch):
     another = {"perturbation": st.ANOTHER_CPU, "environ": {}}
-    book = {**results({"a": "holds"}, machine=INTEL), "numbers": {"x": 0.97}}
-    moved = {**results({"a": "inconclusive"}, machine=AMD, rounding=another), "numbers": {"x": 0.91}}
-    assert st.compare(book, moved)["a"].state == st.FRAGILE
+    book = results({}, machine=INTEL)
+    book["claims"] = {"a": judged("holds", [(0.95, 0.97, 0.99, "holds")])}
+    moved = results({}, machine=AMD, rounding=another)
+    moved["claims"] = {"a": judged("inconclusive", [(0.85, 0.91, 0.97, "inconclusive")])}
+    (a,) = st.compare(book, moved).values()
+    assert a.state == st.FRAGILE and a.text() == "**fragile**: inconclusive natively on another kind of CPU"
     same_cpu = {**moved, "provenance": {**moved["provenance"], "machine": INTEL}}
     assert "one kind of CPU" in st.compare(book, same_cpu)["a"].why
-    alike = {**results({"a": "holds"}, machine=AMD, rounding=another), "numbers": {"x": 0.97}}
+    forced = {**moved, "provenance": {**moved["provenance"], "machine": {**AMD, "kernel_env": {"MKL_CBWR": "AVX2"}}}}
+    assert "set by the environment" in st.compare(book, forced)["a"].why
+    alike = {**moved, "claims": book["claims"], "numbers": {"seconds": 12.0}}  # timings differ, estimates do not
     assert st.compare(book, alike)["a"].state == st.NOT_COMPARED and "rounded alike" in st.compare(book, alike)["a"].why
     st.check_effective(st.ANOTHER_CPU)  # no GEMM of this machine changes: the check is against the book's CPU
 
@@ -247,3 +252,6 @@ def test_another_cpu_compares_the_native_runs_of_two_kinds_of_cpu(tmp_path, monk
         st.check_another_cpu(project, "paper", ["exp-nl-lm"])
     monkeypatch.setattr(st, "describe_machine", lambda environ=None: dict(AMD))
     st.check_another_cpu(project, "paper", ["exp-nl-lm"])
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    with pytest.raises(ValueError, match="this shell sets MKL_CBWR: unset it"):
+        st.check_another_cpu(project, "paper", ["exp-nl-lm"])
