@@ -48,14 +48,25 @@ def vector_extensions() -> list[str]:
 
 
 TORCH_PROBE = r"""
-import json, re, sys
+import hashlib, json, re, sys
 import torch
 from geofact.device import describe_device
 config = torch.__config__.show()
 mkl = re.search(r"(Intel\(R\)[^\n]*Math Kernel Library Version [\d.]+)", config)
 info = re.search(r"BLAS_INFO=(\w+)", config)
+g = torch.Generator().manual_seed(0)
+x, y = torch.randn(64, 96, 200, generator=g), torch.randn(64, 200, 384, generator=g)
+rows, table = torch.randn(128, 4096, generator=g), torch.randn(4096, 96, generator=g)
+digest, threads = hashlib.sha256(), torch.get_num_threads()
+for n in (1, threads):  # a sweep's workers train on one thread, a page's own runs on every core
+    torch.set_num_threads(n)
+    for o in (torch.bmm(x, y), rows @ table, rows.sum(), rows.logsumexp(-1),
+              torch.nn.functional.layer_norm(rows, (4096,)), torch.nn.functional.gelu(rows).sum(0)):
+        digest.update(o.numpy().tobytes())
+digest = digest.hexdigest()[:16]
 print(json.dumps({"kernel_path": torch.backends.cpu.get_cpu_capability(),
                   "blas": mkl.group(1) if mkl else info.group(1) if info else "unknown",
+                  "rounding_digest": digest,
                   "device": describe_device(sys.argv[1])}))
 """
 
@@ -64,7 +75,7 @@ print(json.dumps({"kernel_path": torch.backends.cpu.get_cpu_capability(),
 def _probe(device: str, kernel_env: tuple[tuple[str, str], ...]) -> dict[str, str]:
     """What only torch can say, asked of a fresh interpreter (the kernels' own, under `kernel_env`), so that the
     publisher never imports torch: the kernel path torch dispatches to (`get_cpu_capability`), the BLAS it
-    was built with (its build configuration's MKL version, or its BLAS_INFO), and `device` as
+    was built with (its build configuration's MKL version, or its BLAS_INFO), `rounding_digest`, and `device` as
     `geofact.device.describe_device` names it, an error for a device this machine lacks."""
     base = {k: v for k, v in os.environ.items() if k not in KERNEL_PATH_ENVS}
     done = subprocess.run([sys.executable, "-c", TORCH_PROBE, device], env={**base, **dict(kernel_env)},
@@ -76,15 +87,16 @@ def _probe(device: str, kernel_env: tuple[tuple[str, str], ...]) -> dict[str, st
 
 
 def torch_facts(device: str = "cpu", environ: dict[str, str] | None = None) -> dict[str, str]:
-    """{kernel_path, blas, device} for `device` under `environ`'s kernel-path settings (default: this
+    """{kernel_path, blas, rounding_digest, device} for `device` under `environ`'s kernel-path settings (default: this
     process's), from the torch the kernels run (`_probe`)."""
     environ = dict(os.environ if environ is None else environ)
     return _probe(str(device), tuple(sorted((k, environ[k]) for k in KERNEL_PATH_ENVS if environ.get(k))))
 
 
 def describe_machine(environ: dict[str, str] | None = None) -> dict[str, object]:
-    """{cpu, cores, vector_extensions, kernel_path, blas, kernel_env}: the machine a page's numbers come from.
-    `environ` (default: this process's) is the environment its kernel ran under."""
+    """{cpu, cores, vector_extensions, kernel_path, blas, kernel_env, rounding_digest}: the machine a page's numbers
+    come from. `environ` (default: this process's) is the environment its kernel ran under; the digest
+    (`rounding_digest`) says whether two machines round alike, which their names cannot."""
     environ = dict(os.environ if environ is None else environ)
     facts = torch_facts("cpu", environ)
     return {
@@ -94,6 +106,7 @@ def describe_machine(environ: dict[str, str] | None = None) -> dict[str, object]
         "kernel_path": facts["kernel_path"],
         "blas": facts["blas"],
         "kernel_env": {k: environ[k] for k in KERNEL_PATH_ENVS if environ.get(k)},
+        "rounding_digest": facts["rounding_digest"],
     }
 
 
@@ -106,21 +119,11 @@ def machine_line(machine: dict | None) -> str:
             f"{machine['blas']}{'; ' + env if env else ''})")
 
 
-GEMM_PROBE = """
-import hashlib, torch
-g = torch.Generator().manual_seed(0)
-a, b = torch.randn(64, 96, 200, generator=g), torch.randn(64, 200, 384, generator=g)
-print(hashlib.sha256(torch.bmm(a, b).numpy().tobytes()).hexdigest())
-"""
-
-
-def gemm_digest(extra_env: dict[str, str]) -> str:
-    """sha256 of a batched float32 matmul (the shape of a training step's) in a fresh interpreter under
-    `extra_env` and no other kernel-path setting: BLAS reads its code-path settings once, when it loads, so
-    it must be a new process."""
-    base = {k: v for k, v in os.environ.items() if k not in KERNEL_PATH_ENVS}  # the native path, whatever this shell set
-    done = subprocess.run([sys.executable, "-c", GEMM_PROBE], env={**base, **extra_env}, capture_output=True,
-                          text=True, check=False, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"the GEMM probe failed under {extra_env}: {done.stderr.strip()[-500:]}")
-    return done.stdout.strip()
+def rounding_digest(extra_env: dict[str, str]) -> str:
+    """16 hex digits of sha256 over float32 results in the shapes of a training step (a batched matmul, a matmul
+    summing over 4,096, and the reductions, log-sum-exp, layer norm and GELU of ATen's vectorised kernels), on one
+    thread and on all (a reduction's partial sums follow the thread count), computed in a fresh interpreter under
+    `extra_env` and no other kernel-path setting: BLAS reads its code-path settings
+    once, when it loads, so it must be a new process. Two machines whose digests are equal rounded these alike; two
+    whose digests differ round a trained run otherwise."""
+    return _probe("cpu", tuple(sorted(extra_env.items())))["rounding_digest"]

@@ -18,8 +18,10 @@ every verdict stable. On this project's 2-core AMD EPYC VMs the compatible path 
 (the one-layer LM of exp-nl-lm at the paper's width about 3x: 19-23 optimiser steps a minute). `--rounding
 another-cpu` is the other perturbation: the pages executed with the native kernels of a CPU other than the one
 the book's run had (its model, kernel path or BLAS differ; refused where they do not), what a reader's machine
-does, at native speed; where every number of the page comes out the same, the two CPUs rounded alike and its
-verdicts are *not compared*.
+does, at native speed. Each run records its machine's rounding digest (`geofact.pipeline.machine.rounding_digest`:
+a step's matmuls and reductions, bit for bit); where the two digests are equal the CPUs round alike and the
+verdicts are *not compared*, and where a run predates the digest, a stable verdict says that the two CPUs' rounding
+otherwise is not shown.
 
 **The comparison.** Each claim's verdict in `results/<profile>/<page>.json` (the book's) against the same
 claim in the perturbed results of the same page: *stable* where the two agree, *fragile* where they
@@ -52,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from geofact.outcomes import NOT_RUN
-from geofact.pipeline.machine import KERNEL_PATH_ENVS, describe_machine, gemm_digest, machine_line
+from geofact.pipeline.machine import KERNEL_PATH_ENVS, describe_machine, rounding_digest, machine_line
 from geofact.pipeline.project import Project
 
 ANOTHER_CPU = "another-cpu"
@@ -82,7 +84,7 @@ def check_effective(name: str) -> None:
     extra = perturbation_environ(name)
     if name == ANOTHER_CPU:
         return
-    if gemm_digest(extra) == gemm_digest({}):
+    if rounding_digest(extra) == rounding_digest({}):
         raise ValueError(f"rounding {name!r} ({extra}) changes no bit of a float32 GEMM on this machine (its BLAS "
                          "ignores the setting), so it cannot test the verdicts: run it where torch uses MKL")
 
@@ -93,9 +95,16 @@ def _same_cpu(a: dict | None, b: dict | None) -> bool:
     return bool(a) and bool(b) and all(a.get(k) == b.get(k) for k in keys)
 
 
+def _round_alike(a: dict | None, b: dict | None) -> bool | None:
+    """Whether two machines round a step alike by their rounding digests (`geofact.pipeline.machine.rounding_digest`);
+    None where either record has none (results executed before the digest was recorded)."""
+    digests = [(m or {}).get("rounding_digest") for m in (a, b)]
+    return None if None in digests else digests[0] == digests[1]
+
+
 def check_another_cpu(project: Project, profile: str, notebooks: list[str]) -> None:
-    """Refuse `--rounding another-cpu` for a page whose book results are missing or ran on this machine's kind of CPU,
-    and where this shell sets the kernels' code path (then the CPU does not choose them)."""
+    """Refuse `--rounding another-cpu` for a page whose book results are missing or ran on this machine's kind of CPU
+    or on one that rounds as this one does (`_round_alike`), and where this shell sets the kernels' code path (then the CPU does not choose them)."""
     if set_here := sorted(k for k in KERNEL_PATH_ENVS if os.environ.get(k)):
         raise ValueError(f"rounding {ANOTHER_CPU!r} compares the kernels two CPUs choose, and this shell sets "
                          f"{', '.join(set_here)}: unset it")
@@ -106,9 +115,10 @@ def check_another_cpu(project: Project, profile: str, notebooks: list[str]) -> N
             raise ValueError(f"rounding {ANOTHER_CPU!r} compares with the book's results of {name} at {profile}, and "
                              f"{path.relative_to(project.root)} does not exist: execute it there first")
         theirs = json.loads(path.read_text()).get("provenance", {}).get("machine")
-        if not theirs or _same_cpu(theirs, here):
+        if not theirs or _same_cpu(theirs, here) or _round_alike(theirs, here):
             raise ValueError(f"rounding {ANOTHER_CPU!r} needs a CPU other than the one {name}'s results at {profile} ran on "
-                             f"({machine_line(theirs) or 'not recorded'}); this machine: {machine_line(here)}")
+                             f"({machine_line(theirs) or 'not recorded'}), one that rounds otherwise; this machine: "
+                             f"{machine_line(here)}")
 
 
 def rounding_cache(project: Project, name: str) -> Path:
@@ -139,6 +149,7 @@ class Stability:
     parts: int = 0  # compared: its tests both runs judged
     unpaired: int = 0  # compared: its tests judged in one run only (cells the other did not judge)
     perturbation: str | None = None  # the perturbed run's (PERTURBATIONS), where there is one
+    unshown: bool = False  # compared natively on two CPUs that do not both record how they round (`_round_alike`)
 
     def _under(self) -> str:
         return "natively on another kind of CPU" if self.perturbation == ANOTHER_CPU else "under the rounding perturbation"
@@ -159,6 +170,8 @@ class Stability:
                         f"{'their intervals' if self.parts > 1 else 'its interval'}")
                 if self.widening is not None and self.widening >= 1.5:
                     out += f", and {'an interval' if self.parts > 1 else 'its interval'}'s width changed {self.widening:.2g}-fold"
+            if self.unshown:
+                out += " (a run records no rounding digest: that the two CPUs round otherwise is not shown)"
             return out
         if self.state == FRAGILE:
             return f"**fragile**: {self.perturbed} {self._under()}"
@@ -269,18 +282,11 @@ def largest_shift(by_profile: dict[str, dict[str, Stability]]) -> tuple[float, s
     return max(moved) if moved else None
 
 
-def _estimates(results: dict) -> dict:
-    """Every estimate a page's claims were judged by (claim -> its tests' (lo, value, hi)): the trained numbers a
-    verdict reads, without the timings and settings a page also records."""
-    return {claim: [tuple(str((t.get("estimate") or {}).get(k)) for k in ("lo", "value", "hi")) for t in entry.get("tests") or []]
-            for claim, entry in results.get("claims", {}).items() if entry.get("tests")}
-
-
 def _comparable(reference: dict, perturbed: dict) -> str:
     """'' where the perturbed run is the book's run with the rounding perturbed and nothing else: the same
     notebook, parameters (the run cache aside), code, device, precision policy and library versions, the
     book's run on the native kernels and the other under a perturbation (for `another-cpu`: the two on CPUs of
-    different kinds, neither with its kernels set by the environment, and some estimate of the page different);
+    different kinds, neither with its kernels set by the environment, and rounding otherwise where both say);
     else why not."""
     a, b = reference.get("provenance", {}), perturbed.get("provenance", {})
     if not b.get("rounding") or a.get("rounding"):
@@ -294,8 +300,9 @@ def _comparable(reference: dict, perturbed: dict) -> str:
             return "the two runs had one kind of CPU"
         if (a["machine"].get("kernel_env") or (b.get("machine") or {}).get("kernel_env")):
             return "a run's kernels were set by the environment, not chosen by its CPU"
-        if _estimates(reference) and _estimates(reference) == _estimates(perturbed):
-            return "the two CPUs rounded alike: every estimate of the page is the same, so the comparison tests nothing"
+        if _round_alike(a["machine"], b.get("machine")):
+            return ("the two CPUs round alike (the same rounding digest of a step's matmuls and reductions), so the "
+                    "comparison tests nothing")
     for key, what in (("device", "device"), ("precision_arg", "precision policy")):
         if a.get(key) != b.get(key):
             return f"the perturbed run had another {what}"
@@ -318,6 +325,8 @@ def compare(reference: dict[str, Any], perturbed: dict[str, Any] | None) -> dict
     page's results under the perturbation, or None)."""
     why = "no perturbed run" if perturbed is None else _comparable(reference, perturbed)
     kind = ((perturbed or {}).get("provenance", {}).get("rounding") or {}).get("perturbation")
+    unshown = kind == ANOTHER_CPU and _round_alike(*((r or {}).get("provenance", {}).get("machine")
+                                                    for r in (reference, perturbed))) is None
     out = {}
     for claim, entry in reference.get("claims", {}).items():
         other = (perturbed or {}).get("claims", {}).get(claim)
@@ -331,7 +340,7 @@ def compare(reference: dict[str, Any], perturbed: dict[str, Any] | None) -> dict
             shift = measured_shift(entry, other)
             out[claim] = Stability(claim, STABLE if verdict == moved else FRAGILE, verdict, moved,
                                    shift=shift[0] if shift else None, widening=shift[1] if shift else None,
-                                   parts=len(pairs), unpaired=unpaired, perturbation=kind,
+                                   parts=len(pairs), unpaired=unpaired, perturbation=kind, unshown=unshown,
                                    parts_moved=tuple(f"{a.get('verdict')} -> {b.get('verdict')}" for a, b in pairs
                                                      if a.get("verdict") != b.get("verdict")))
     return out

@@ -91,8 +91,12 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
     for p in profiles:
         states = [s.state for s in view.stable.get(p, {}).values()]
         if states:
+            kinds = sorted({s.perturbation for s in view.stable[p].values() if s.state != NOT_COMPARED and s.perturbation})
+            under = (" or ".join(f"`{k}`" for k in kinds) if kinds else "the rounding perturbation")
+            if any(s.unshown for s in view.stable[p].values()):
+                under += " (a run records no rounding digest: that the two CPUs round otherwise is not shown)"
             lines += ["", f"At {p}, {len(states)} verdicts rest on trained models: {states.count(FRAGILE)} fragile and "
-                      f"{states.count(STABLE)} stable under the rounding perturbation, {states.count(NOT_COMPARED)} not compared."
+                      f"{states.count(STABLE)} stable under {under}, {states.count(NOT_COMPARED)} not compared."
                       + _shifts(view, p)]
         read = [c for c in view.claims if (view.entry(c, p) or {}).get("readings")]
         if read:
@@ -140,7 +144,9 @@ def _shifts(view: LedgerView, profile: str) -> str:
     stable = view.stable.get(profile, {})
     out = []
     if (largest := largest_shift({profile: stable})) is not None:
-        out.append(f"The perturbation moved their estimates by at most {largest[0]:.2g} half-widths of their intervals "
+        out.append("The perturbation moved none of their estimates (under 0.01 half-widths of their intervals)."
+                   if largest[0] < 0.01 else
+                   f"The perturbation moved their estimates by at most {largest[0]:.2g} half-widths of their intervals "
                    f"({largest[1]}; a shift of the value, while an interval's width can change too).")
     parts = [c for c, s in stable.items() if s.state == STABLE and s.parts_moved]
     if parts:

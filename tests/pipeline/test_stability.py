@@ -4,11 +4,12 @@ import subprocess
 
 import pytest
 
+from geofact.pipeline import machine as machine_module
 from geofact.pipeline import stability as st
 from geofact.pipeline.claim_cards import render_claims
 from geofact.pipeline.ledger import claim_anchor, load_ledger
 from geofact.pipeline.ledger_view import FRAGILE_BADGE, badge
-from geofact.pipeline.machine import describe_machine, machine_line
+from geofact.pipeline.machine import describe_machine, machine_line, rounding_digest
 from geofact.pipeline.project import Project
 from geofact.pipeline.status import render_status
 
@@ -71,6 +72,10 @@ def test_a_perturbation_must_exist_and_change_the_rounding(monkeypatch):
 def test_the_machine_is_described_for_provenance():
     machine = describe_machine({"MKL_CBWR": "COMPATIBLE", "HOME": "/root"})
     assert machine["cpu"] and machine["kernel_path"] and machine["kernel_env"] == {"MKL_CBWR": "COMPATIBLE"}
+    # MKL's compatible path sums a matmul in another order: the digest tells the two apart, and repeats
+    assert len(machine["rounding_digest"]) == 16 and machine["rounding_digest"] != describe_machine({})["rounding_digest"]
+    machine_module._probe.cache_clear()  # asked of a new interpreter again: the digest is the machine's, not the run's
+    assert rounding_digest({"MKL_CBWR": "COMPATIBLE"}) == machine["rounding_digest"]
     assert "MKL_CBWR=COMPATIBLE" in machine_line(machine) and machine_line(None) == ""
 
 
@@ -237,8 +242,15 @@ def test_another_cpu_compares_the_native_runs_of_two_kinds_of_cpu(tmp_path, monk
     assert "one kind of CPU" in st.compare(book, same_cpu)["a"].why
     forced = {**moved, "provenance": {**moved["provenance"], "machine": {**AMD, "kernel_env": {"MKL_CBWR": "AVX2"}}}}
     assert "set by the environment" in st.compare(book, forced)["a"].why
-    alike = {**moved, "claims": book["claims"], "numbers": {"seconds": 12.0}}  # timings differ, estimates do not
-    assert st.compare(book, alike)["a"].state == st.NOT_COMPARED and "rounded alike" in st.compare(book, alike)["a"].why
+    same = {**moved, "claims": book["claims"]}  # trained otherwise, estimated alike: the verdict is stable
+    (a,) = st.compare(book, same).values()
+    assert a.state == st.STABLE and a.shift == 0 and "that the two CPUs round otherwise is not shown" in a.text()
+    with_digests = lambda results, digest: {**results, "provenance": {  # noqa: E731
+        **results["provenance"], "machine": {**results["provenance"]["machine"], "rounding_digest": digest}}}
+    shown = st.compare(with_digests(book, "0" * 16), with_digests(same, "1" * 16))["a"]
+    assert shown.state == st.STABLE and "not shown" not in shown.text()
+    alike = st.compare(with_digests(book, "0" * 16), with_digests(moved, "0" * 16))["a"]
+    assert alike.state == st.NOT_COMPARED and "round alike" in alike.why
     st.check_effective(st.ANOTHER_CPU)  # no GEMM of this machine changes: the check is against the book's CPU
 
     project = Project(tmp_path)
@@ -251,6 +263,12 @@ def test_another_cpu_compares_the_native_runs_of_two_kinds_of_cpu(tmp_path, monk
     with pytest.raises(ValueError, match="needs a CPU other than the one exp-nl-lm's results at paper ran on"):
         st.check_another_cpu(project, "paper", ["exp-nl-lm"])
     monkeypatch.setattr(st, "describe_machine", lambda environ=None: dict(AMD))
+    st.check_another_cpu(project, "paper", ["exp-nl-lm"])
+    path.write_text(json.dumps(with_digests(book, "0" * 16)))
+    monkeypatch.setattr(st, "describe_machine", lambda environ=None: {**AMD, "rounding_digest": "0" * 16})
+    with pytest.raises(ValueError, match="one that rounds otherwise"):
+        st.check_another_cpu(project, "paper", ["exp-nl-lm"])
+    monkeypatch.setattr(st, "describe_machine", lambda environ=None: {**AMD, "rounding_digest": "1" * 16})
     st.check_another_cpu(project, "paper", ["exp-nl-lm"])
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
     with pytest.raises(ValueError, match="this shell sets MKL_CBWR: unset it"):
