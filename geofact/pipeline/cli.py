@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="execute the pages under a perturbation of the matmul kernels' rounding (same recipe; "
                             "mkl-compatible: MKL's compatible code path on this CPU; another-cpu: this CPU's native kernels, "
                             "where the book's results ran on another kind of CPU), into "
-                            "results/rounding/<profile>/ and a run cache of their own; `geofact status` then marks "
+                            "results/rounding/<profile>/<perturbation>/ and a run cache of their own; `geofact status` then marks "
                             "each verdict that moved fragile (geofact.pipeline.stability)")
     p_run.add_argument("--records-only", action="store_true",
                        help="execute pages from the cached records alone (after `geofact unpack`): nothing trains and "

@@ -27,7 +27,8 @@ from geofact.pipeline.script import UNFINISHED_ERRORS, RunSettings
 from geofact.pipeline.units import page_cost
 from geofact.pipeline.verdicts import NotebookError, check_claims, verdicts_markdown
 from geofact.pipeline.machine import describe_machine, machine_line
-from geofact.pipeline.stability import compare, perturbation_environ, rounding_page, rounding_results, trains
+from geofact.pipeline.stability import (combined, perturbation_environ, perturbed_results, rounding_page,
+                                        rounding_results, trains)
 from geofact.provenance import environment, git_commit, module_hashes, sha256_file
 
 # papermill reads a parameters cell's comments as help text and warns ("Unable to parse line 8 ...") on every
@@ -109,8 +110,9 @@ def _provenance_markdown(meta: dict[str, Any]) -> str:
         native = "the native kernels of a CPU other than the book run's"
         rows.append(("rounding perturbation", f"`{meta['rounding']['perturbation']}` ({meta['rounding']['environ'] or native})"))
     env = meta["environment"]
+    where = f"rounding/{meta['profile']}/{meta['rounding']['perturbation']}/" if meta.get("rounding") else f"{meta['profile']}/"
     rows += [("torch", f"{env['torch']} (python {env['python']}, numpy {env['numpy']})"),
-             ("results", f"`results/{'rounding/' if meta.get('rounding') else ''}{meta['profile']}/{meta['notebook']}.json`")]
+             ("results", f"`results/{where}{meta['notebook']}.json`")]
     return (
         ":::{admonition} Provenance\n:class: note\n\n"
         f"Executed by `geofact run --profile {meta['profile']}` on {meta['executed_at']}, "
@@ -228,15 +230,15 @@ def run_notebook(project: Project, name: str, settings: RunSettings) -> RunRecor
     check_claims(name, claims, report["claims"])
     stable = None
     if settings.rounding is None and trains(meta):  # the perturbed run, where there is one, tests these verdicts
-        perturbed = rounding_results(project, profile, name)
-        stable = compare({**report, "provenance": meta}, json.loads(perturbed.read_text()) if perturbed.exists() else None)
+        stable = combined({**report, "provenance": meta}, perturbed_results(project, profile, name))
     out.cells.append(nbformat.v4.new_markdown_cell(verdicts_markdown(name, profile, claims, report["claims"], stable)))
     out.metadata["geofact"] = meta
 
     if settings.rounding is None:
         page, results = project.page(name), project.results(profile, name)
     else:  # not the book's: the perturbed run is compared with it (geofact.pipeline.stability)
-        page, results = rounding_page(project, settings.rounding, name), rounding_results(project, profile, name)
+        page, results = (rounding_page(project, settings.rounding, name),
+                         rounding_results(project, profile, name, settings.rounding))
     page.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(out, page)
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,8 @@ every float32 GEMM of training then sums in another order than the machine's nat
 AVX-512), exactly what another CPU does, while the recipe (seeds, batches, data, stop rule, the model's
 code) is untouched. The runs train into a cache of their own (`.geofact/rounding/<perturbation>/runs`),
 the executed pages go to `.geofact/rounding/<perturbation>/book/` (not the book) and their results to
-`results/rounding/<profile>/<page>.json`, which are committed. Before any page runs, a probe GEMM is
+`results/rounding/<profile>/<perturbation>/<page>.json`, which are committed (one file a perturbation: a run under
+one never replaces another's). Before any page runs, a probe GEMM is
 computed with and without the perturbation in fresh interpreters: where the two agree bit for bit (a BLAS
 without that setting: OpenBLAS, Apple's Accelerate) the command refuses to run instead of reporting
 every verdict stable. On this project's 2-core AMD EPYC VMs the compatible path trains about 1.6x slower
@@ -24,9 +25,10 @@ verdicts are *not compared*, and where a run predates the digest, a stable verdi
 otherwise is not shown.
 
 **The comparison.** Each claim's verdict in `results/<profile>/<page>.json` (the book's) against the same
-claim in the perturbed results of the same page: *stable* where the two agree, *fragile* where they
-differ, and *not compared* where either is missing or the two ran different code (the page's notebook or
-parameters other than its run cache). The status page and each page's closing section show it
+claim in the perturbed results of the same page, under each perturbation that has them: *stable* where the two
+agree, *fragile* where they differ, and *not compared* where either is missing or the two ran different code (the
+page's notebook or parameters other than its run cache). A verdict is fragile where any perturbation moves it,
+stable where one at least compared it and none moved it, and its text names each (`combined`). The status page and each page's closing section show it
 (`geofact status` writes both), and `geofact check` fails where they are out of date.
 
 **How far the estimates moved, and how far they would have to.** Where a claim is a test against an alternative
@@ -49,7 +51,7 @@ import json
 import math
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,7 @@ PERTURBATIONS: dict[str, dict[str, str]] = {
     # machine does. It runs at native speed where the compatible path is several times slower on a large page.
     ANOTHER_CPU: {},
 }
-ROUNDING_DIR = "rounding"  # results/rounding/<profile>/, .geofact/rounding/<perturbation>/
+ROUNDING_DIR = "rounding"  # results/rounding/<profile>/<perturbation>/, .geofact/rounding/<perturbation>/
 STABLE, FRAGILE, NOT_COMPARED = "stable", "fragile", "not compared"
 RUN_CACHE_PARAMETER = "cache_dir"  # the one parameter a perturbed page runs with differently
 
@@ -129,8 +131,14 @@ def rounding_page(project: Project, name: str, notebook: str) -> Path:
     return project.root / ".geofact" / ROUNDING_DIR / name / "book" / f"{notebook}.ipynb"
 
 
-def rounding_results(project: Project, profile: str, notebook: str) -> Path:
-    return project.results_dir / ROUNDING_DIR / profile / f"{notebook}.json"
+def rounding_results(project: Project, profile: str, notebook: str, perturbation: str) -> Path:
+    return project.results_dir / ROUNDING_DIR / profile / perturbation / f"{notebook}.json"
+
+
+def perturbed_results(project: Project, profile: str, notebook: str) -> list[dict]:
+    """A page's results under each perturbation that has them (PERTURBATIONS' order)."""
+    paths = [rounding_results(project, profile, notebook, name) for name in PERTURBATIONS]
+    return [json.loads(path.read_text()) for path in paths if path.exists()]
 
 
 @dataclass(frozen=True)
@@ -150,11 +158,20 @@ class Stability:
     unpaired: int = 0  # compared: its tests judged in one run only (cells the other did not judge)
     perturbation: str | None = None  # the perturbed run's (PERTURBATIONS), where there is one
     unshown: bool = False  # compared natively on two CPUs that do not both record how they round (`_round_alike`)
+    others: tuple["Stability", ...] = ()  # the same claim compared under the other perturbations (`combined`)
+
+    @property
+    def each(self) -> tuple["Stability", ...]:
+        """This comparison and those under the other perturbations."""
+        return (self, *self.others)
 
     def _under(self) -> str:
         return "natively on another kind of CPU" if self.perturbation == ANOTHER_CPU else "under the rounding perturbation"
 
     def text(self) -> str:
+        return "; and ".join(s._own_text() for s in self.each)
+
+    def _own_text(self) -> str:
         if self.state == STABLE:
             out = f"stable {self._under()}: {self.verdict} in both"
             if self.parts_moved:
@@ -346,14 +363,33 @@ def compare(reference: dict[str, Any], perturbed: dict[str, Any] | None) -> dict
     return out
 
 
-def _read(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
+def combined(reference: dict[str, Any], perturbed: list[dict[str, Any]]) -> dict[str, Stability]:
+    """{claim: Stability} of `reference` against each of `perturbed` (a page's results under each perturbation that
+    has them): fragile where any moves the verdict, stable where one at least compared it and none moved it, else not
+    compared; the comparison shown first is a fragile one, else the one whose estimates moved furthest, the
+    other compared ones beside it (`Stability.others`)."""
+    if not perturbed:
+        return compare(reference, None)
+    each = [compare(reference, p) for p in perturbed]
+    out = {}
+    for claim in each[0]:
+        ways = [s[claim] for s in each]
+        compared = [s for s in ways if s.state != NOT_COMPARED]
+        if not compared:
+            why = "; ".join(dict.fromkeys(f"{s.perturbation}: {s.why}" if len(ways) > 1 else s.why for s in ways))
+            out[claim] = replace(ways[0], why=why)
+            continue
+        first = max(compared, key=lambda s: (s.state == FRAGILE, -1.0 if s.shift is None else s.shift))
+        out[claim] = replace(first, others=tuple(s for s in compared if s is not first))
+    return out
 
 
 def page_stability(project: Project, profile: str, notebook: str) -> dict[str, Stability]:
     """The claims of one page's committed results against its perturbed results ({} without results)."""
-    reference = _read(project.results(profile, notebook))
-    return compare(reference, _read(rounding_results(project, profile, notebook))) if reference else {}
+    path = project.results(profile, notebook)
+    if not path.exists():
+        return {}
+    return combined(json.loads(path.read_text()), perturbed_results(project, profile, notebook))
 
 
 def trains(results: dict) -> bool:
@@ -397,7 +433,7 @@ def _at_commit(root: Path, rev: str, rel: str) -> dict | None:
 def moved_since(project: Project, rev: str = "HEAD") -> list[Moved]:
     """Every claim verdict of the working tree's results (book and perturbed) that differs from `rev`'s."""
     out = []
-    for path in sorted([*project.results_dir.glob("*/*.json"), *project.results_dir.glob(f"{ROUNDING_DIR}/*/*.json")]):
+    for path in sorted([*project.results_dir.glob("*/*.json"), *project.results_dir.glob(f"{ROUNDING_DIR}/*/*/*.json")]):
         rel = str(path.relative_to(project.root))
         now, before = json.loads(path.read_text()), _at_commit(project.root, rev, rel)
         if before is None or path.parent.name == "interactive":

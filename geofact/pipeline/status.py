@@ -91,9 +91,10 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
     for p in profiles:
         states = [s.state for s in view.stable.get(p, {}).values()]
         if states:
-            kinds = sorted({s.perturbation for s in view.stable[p].values() if s.state != NOT_COMPARED and s.perturbation})
+            kinds = sorted({k.perturbation for s in view.stable[p].values() for k in s.each
+                            if k.state != NOT_COMPARED and k.perturbation})
             under = (" or ".join(f"`{k}`" for k in kinds) if kinds else "the rounding perturbation")
-            if any(s.unshown for s in view.stable[p].values()):
+            if any(k.unshown for s in view.stable[p].values() for k in s.each):
                 under += " (a run records no rounding digest: that the two CPUs round otherwise is not shown)"
             lines += ["", f"At {p}, {len(states)} verdicts rest on trained models: {states.count(FRAGILE)} fragile and "
                       f"{states.count(STABLE)} stable under {under}, {states.count(NOT_COMPARED)} not compared."
@@ -148,7 +149,7 @@ def _shifts(view: LedgerView, profile: str) -> str:
                    if largest[0] < 0.01 else
                    f"The perturbation moved their estimates by at most {largest[0]:.2g} half-widths of their intervals "
                    f"({largest[1]}; a shift of the value, while an interval's width can change too).")
-    parts = [c for c, s in stable.items() if s.state == STABLE and s.parts_moved]
+    parts = [c for c, s in stable.items() if s.state == STABLE and any(k.parts_moved for k in s.each)]
     if parts:
         out.append(f"Stable, with a part's verdict moved: {', '.join(parts)}.")
     needed = sorted((s.to_change, c) for c, s in stable.items() if s.state == NOT_COMPARED and s.to_change is not None)

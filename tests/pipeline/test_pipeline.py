@@ -104,7 +104,7 @@ def test_a_rounding_run_tests_the_verdicts_and_a_planted_flip_is_marked_fragile(
     assert done.returncode == 0, done.stderr
     after = nbformat.read(mutable.page(page), as_version=4)  # the book's page is not the perturbed run's ...
     assert after.metadata["geofact"] == before.metadata["geofact"] and after.cells[:-1] == before.cells[:-1]
-    perturbed = mutable.results_dir / "rounding" / "smoke" / f"{page}.json"
+    perturbed = mutable.results_dir / "rounding" / "smoke" / "mkl-compatible" / f"{page}.json"
     data = json.loads(perturbed.read_text())
     prov = data["provenance"]
     assert prov["rounding"] == {"perturbation": "mkl-compatible", "environ": {"MKL_CBWR": "COMPATIBLE"}}
@@ -128,6 +128,10 @@ def test_a_rounding_run_tests_the_verdicts_and_a_planted_flip_is_marked_fragile(
     closing = nbformat.read(mutable.page(page), as_version=4).cells[-1].source
     assert f"**`{claim}`**" in closing and "**fragile**: " + data["claims"][claim]["verdict"] in closing
     assert f"{FRAGILE_BADGE} (under rounding: {data['claims'][claim]['verdict']})" in mutable.status_page.read_text()
+    old_layout = perturbed.parent.parent / perturbed.name  # before each perturbation had a folder of its own
+    perturbed.rename(old_layout)
+    assert f"results/rounding/smoke/{page}.json: perturbed results go under results/rounding/<profile>/<perturbation>/ " \
+           f"(git mv it to results/rounding/smoke/mkl-compatible/{page}.json)" in check(mutable)
 
 
 def test_check_catches_a_planted_error_output(mutable):

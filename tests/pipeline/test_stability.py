@@ -86,11 +86,11 @@ def test_the_status_page_marks_a_fragile_verdict(repo, tmp_path):
     book.write_text(json.dumps(results({claim.id: "holds"})))
     page = render_status(project)
     assert "At laptop, 1 verdicts rest on trained models: 0 fragile and 0 stable under the rounding perturbation, 1 not compared" in page
-    path = st.rounding_results(project, "laptop", claim.notebook)
+    path = st.rounding_results(project, "laptop", claim.notebook, "mkl-compatible")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(perturbed({claim.id: "inconclusive"})))
     page = render_status(project)
-    assert "1 fragile and 0 stable" in page and f"{FRAGILE_BADGE} (under rounding: inconclusive)" in page
+    assert "1 fragile and 0 stable under `mkl-compatible`" in page and f"{FRAGILE_BADGE} (under rounding: inconclusive)" in page
     row = next(line for line in page.splitlines() if f"<{claim_anchor(claim.id)}>" in line)
     assert f"{badge('holds')} {FRAGILE_BADGE}" in row  # the book's verdict, then the mark that the rounding moved it
     assert f"- laptop, **fragile**: inconclusive under the rounding perturbation." in render_claims(project)
@@ -215,7 +215,7 @@ def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbatio
         if moved_to is not None:
             other = perturbed({})
             other["claims"] = {claim.id: judged("holds", [(0.96, moved_to, 1.0, "holds")])}
-            path = st.rounding_results(project, profile, claim.notebook)
+            path = st.rounding_results(project, profile, claim.notebook, "mkl-compatible")
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps(other))
     page = render_status(project)
@@ -273,3 +273,35 @@ def test_another_cpu_compares_the_native_runs_of_two_kinds_of_cpu(tmp_path, monk
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
     with pytest.raises(ValueError, match="this shell sets MKL_CBWR: unset it"):
         st.check_another_cpu(project, "paper", ["exp-nl-lm"])
+
+
+def test_each_perturbation_keeps_its_results_and_either_can_make_a_verdict_fragile(repo, tmp_path):
+    project, claim = ledger_project(repo, tmp_path, "exp-nl-lm")
+    book = results({}, machine={**INTEL, "rounding_digest": "0" * 16})
+    book["claims"] = {claim.id: judged("holds", [(0.95, 0.97, 0.99, "holds")])}
+    project.results("laptop", claim.notebook).parent.mkdir(parents=True)
+    project.results("laptop", claim.notebook).write_text(json.dumps(book))
+    mkl = st.rounding_results(project, "laptop", claim.notebook, "mkl-compatible")
+    other = st.rounding_results(project, "laptop", claim.notebook, st.ANOTHER_CPU)
+    assert mkl != other  # a run under one perturbation never replaces the other's
+    mkl.parent.mkdir(parents=True)
+    other.parent.mkdir(parents=True)
+    stable = perturbed({}, machine={**INTEL, "rounding_digest": "2" * 16})
+    stable["claims"] = {claim.id: judged("holds", [(0.955, 0.975, 0.995, "holds")])}
+    mkl.write_text(json.dumps(stable))
+    moved = results({}, machine={**AMD, "rounding_digest": "1" * 16}, rounding={"perturbation": st.ANOTHER_CPU, "environ": {}})
+    moved["claims"] = {claim.id: judged("inconclusive", [(0.85, 0.91, 0.97, "inconclusive")])}
+    other.write_text(json.dumps(moved))
+    s = st.page_stability(project, "laptop", claim.notebook)[claim.id]
+    assert s.state == st.FRAGILE and s.perturbation == st.ANOTHER_CPU and [k.perturbation for k in s.each] == [
+        st.ANOTHER_CPU, "mkl-compatible"]
+    assert s.text() == ("**fragile**: inconclusive natively on another kind of CPU; and stable under the rounding "
+                        "perturbation: holds in both; its estimate moved 0.25 half-widths of its interval")
+    assert "1 fragile and 0 stable under `another-cpu` or `mkl-compatible`" in render_status(project)
+    moved["claims"] = stable["claims"]
+    other.write_text(json.dumps(moved))
+    s = st.page_stability(project, "laptop", claim.notebook)[claim.id]
+    assert s.state == st.STABLE and len(s.each) == 2
+    other.unlink()
+    assert st.page_stability(project, "laptop", claim.notebook)[claim.id].each == (
+        st.compare(book, stable)[claim.id],)
