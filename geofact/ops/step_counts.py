@@ -7,6 +7,13 @@ the checks: bytes, FLOPs and ops on fake `meta` tensors) at the rates its card w
 A count takes a few seconds a single-hop stack, about a minute a multi-hop one; they are kept in
 `.geofact/traffic/<code version>.json`, where the code version hashes the trainer's sources (`code_version`):
 a change to the step counts again, a change to a page or an analysis reads the kept counts.
+
+The counts of the committed code are committed too, as `bench/calibration/step-counts/<code version>.json`
+(`COMMITTED`), which a checkout without counts of its own reads: on a fresh clone the first plans of the three
+profiles counted for 2-4 minutes on a 2-core VM (2026-12-02), every CI run's plan test among them. They are what
+a count on this code gives, counts on `meta` tensors being the same on every machine with this torch; a change to
+the step makes them another version's, read by no one, until `python -m geofact.ops.step_counts --commit` copies
+this checkout's kept counts there (and removes the other versions').
 """
 
 from __future__ import annotations
@@ -50,6 +57,27 @@ def code_version() -> str:
 
 
 WORK = ("flops", "kernel_flops", "bytes", "ops", "kernel_ops")
+COMMITTED = Path("bench") / "calibration" / "step-counts"  # the committed code's counts, under the checkout's root
+
+
+def _read(path: Path | None) -> dict[str, dict]:
+    return json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+
+def commit_counts(root: Path) -> Path:
+    """Copy this checkout's kept counts (`StepCounts`' file for the current `code_version`) to `COMMITTED`, with
+    the committed ones of this version, and remove every other version's there: the file to commit."""
+    version = code_version()
+    kept = Path(root) / ".geofact" / "traffic" / f"{version}.json"
+    if not kept.exists():
+        raise FileNotFoundError(f"no counts of this code ({version}) in {kept.parent}: run `geofact plan` first")
+    target = Path(root) / COMMITTED / f"{version}.json"
+    counts = {**_read(target), **_read(kept)}
+    for other in (Path(root) / COMMITTED).glob("*.json"):
+        if other != target:
+            other.unlink()
+    write_json(target, dict(sorted(counts.items())))
+    return target
 
 
 def kinds(configs: list[TrainConfig | MultiHopConfig]) -> list[TrainConfig | MultiHopConfig]:
@@ -79,8 +107,10 @@ class StepCounts:
     dominates: minutes for the paper profile); tests/ops/test_costs.py checks the line against whole counts."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.path = None if root is None else Path(root) / ".geofact" / "traffic" / f"{code_version()}.json"
-        self.counts: dict[str, dict] = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
+        version = code_version()
+        self.path = None if root is None else Path(root) / ".geofact" / "traffic" / f"{version}.json"
+        committed = None if root is None else Path(root) / COMMITTED / f"{version}.json"
+        self.counts: dict[str, dict] = {**_read(committed), **_read(self.path)}
 
     def __call__(self, configs: list[TrainConfig | MultiHopConfig]) -> dict:
         each = kinds(configs)
@@ -118,3 +148,13 @@ def _copies(configs: list[TrainConfig | MultiHopConfig], kinds: int) -> int:
             copies += 1
         return copies
     return 1 if not fused_ce.unstored(2 * kinds, B, D) else 0
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="commit this checkout's counted steps (see the module's docstring)")
+    parser.add_argument("--commit", action="store_true", required=True,
+                        help="copy .geofact/traffic/<code version>.json to bench/calibration/step-counts/")
+    parser.add_argument("--root", type=Path, default=Path.cwd())
+    print(commit_counts(parser.parse_args().root))

@@ -1,6 +1,7 @@
 """geofact plan's cost model (geofact.ops.calibration, geofact.ops.costs): stacking, the fit of a calibration, the lease order."""
 
 import dataclasses
+import json
 import math
 import re
 
@@ -301,6 +302,22 @@ def test_step_counts_are_kept_by_code_version_and_price_a_stack_on_the_line_thro
     assert again(stack[:4]) == {"flops": 1.0, "kernel_flops": 0.5 + 0.25 * (4 - runs), "bytes": 2.0 + 4 - runs, "ops": 3.0,
                                 "kernel_ops": 0.0}  # a count kept before kernel_ops was counted: none
     assert counts([dataclasses.replace(stack[0], d=16)])["bytes"] != first["bytes"]  # another shape: counted
+
+    # committed: a fresh clone (no .geofact) reads the committed code's counts, and only this code version's
+    from geofact.ops.step_counts import COMMITTED, commit_counts
+
+    stale = tmp_path / COMMITTED / "0123456789abcdef.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    committed = commit_counts(tmp_path)
+    assert committed == tmp_path / COMMITTED / f"{code_version()}.json" and not stale.exists()
+    assert json.loads(committed.read_text()) == json.loads(kept.read_text())
+    kept.unlink()
+    clone = StepCounts(tmp_path)
+    assert clone.counts == json.loads(committed.read_text()) and clone(stack) == first
+    committed.unlink()
+    with pytest.raises(FileNotFoundError, match="run `geofact plan` first"):
+        commit_counts(tmp_path)
 
 
 
