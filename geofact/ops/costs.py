@@ -1183,6 +1183,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"geofact plan: error: {exc}", file=sys.stderr)
         return 1
     print(format_plan(plans, calibration, args.minutes))
+    if counts is not None and counts.counted:
+        print(f"\n(counted {counts.counted} stacks' steps on fake tensors: bench/calibration/step-counts/ holds no counts "
+              "of this code; `python -m geofact.ops.step_counts --commit` puts this checkout's there)")
     if args.check:
         print("\n".join(plan_errors(records, calibration, args.device.split(":")[0])))
         print("\n".join(counted_errors(args.root, calibration, args.device.split(":")[0])))

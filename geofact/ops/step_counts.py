@@ -46,12 +46,12 @@ def switches() -> dict:
 
 
 def code_version() -> str:
-    """A hash of torch's version, the step's `switches` and the sources a count runs: geofact/training/ and
-    geofact's top-level modules (the trainer imports geofact.host, .store, .task and others there; a change to
-    any of them counts again)."""
+    """A hash of torch's version, the step's `switches` and the sources a count runs: geofact/training/,
+    geofact's top-level modules (the trainer imports geofact.host, .store, .task and others there) and this module
+    (how a stack is counted and what a count holds); a change to any of them counts again."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256(torch.__version__.encode() + json.dumps(switches(), sort_keys=True).encode())
-    for path in sorted([*package.glob("*.py"), *package.glob("training/*.py")]):
+    for path in sorted([*package.glob("*.py"), *package.glob("training/*.py"), Path(__file__).resolve()]):
         digest.update(str(path.relative_to(package)).encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -64,19 +64,32 @@ def _read(path: Path | None) -> dict[str, dict]:
     return json.loads(path.read_text()) if path is not None and path.exists() else {}
 
 
-def commit_counts(root: Path) -> Path:
+def _made_under() -> dict:
+    """What a committed count file records it was counted under: this torch and the step's `switches`."""
+    return json.loads(json.dumps({"torch": torch.__version__, "switches": switches()}))
+
+
+def commit_counts(root: Path, replace_other: bool = False) -> Path:
     """Copy this checkout's kept counts (`StepCounts`' file for the current `code_version`) to `COMMITTED`, with
-    the committed ones of this version, and remove every other version's there: the file to commit."""
+    the committed ones of this version, and remove every other version's there: the file to commit. Refused where
+    the committed file was counted under another torch or other switches (a CUDA machine's, or under
+    GEOFACT_FUSED_CE=0), which would leave the checkouts it serves (a CPU's, CI's) without counts, unless
+    `replace_other`."""
     version = code_version()
     kept = Path(root) / ".geofact" / "traffic" / f"{version}.json"
     if not kept.exists():
         raise FileNotFoundError(f"no counts of this code ({version}) in {kept.parent}: run `geofact plan` first")
-    target = Path(root) / COMMITTED / f"{version}.json"
-    counts = {**_read(target), **_read(kept)}
-    for other in (Path(root) / COMMITTED).glob("*.json"):
-        if other != target:
-            other.unlink()
-    write_json(target, dict(sorted(counts.items())))
+    target, here = Path(root) / COMMITTED / f"{version}.json", _made_under()
+    others = [p for p in (Path(root) / COMMITTED).glob("*.json") if p != target]
+    for other in others:
+        theirs = _read(other).get("made_under")
+        if theirs != here and not replace_other:
+            raise ValueError(f"{other} was counted under {theirs}, this process counts under {here}: commit the counts "
+                             "of a checkout like the one that made it, or pass --replace")
+    for other in others:
+        other.unlink()
+    counts = {**_read(target).get("counts", {}), **_read(kept)}
+    write_json(target, {"made_under": here, "counts": dict(sorted(counts.items()))})
     return target
 
 
@@ -110,7 +123,8 @@ class StepCounts:
         version = code_version()
         self.path = None if root is None else Path(root) / ".geofact" / "traffic" / f"{version}.json"
         committed = None if root is None else Path(root) / COMMITTED / f"{version}.json"
-        self.counts: dict[str, dict] = {**_read(committed), **_read(self.path)}
+        self.counts: dict[str, dict] = {**_read(committed).get("counts", {}), **_read(self.path)}
+        self.counted = 0  # stacks counted here, found in neither file
 
     def __call__(self, configs: list[TrainConfig | MultiHopConfig]) -> dict:
         each = kinds(configs)
@@ -127,6 +141,7 @@ class StepCounts:
                 one = _count(base)
                 two = _count(base + [replace(c, seed=copies + s) for s in range(copies) for c in each])
                 self.counts[key] = {"runs": len(base), "at": one, "per_run": {k: (two[k] - one[k]) / len(base) for k in WORK}}
+            self.counted += 1
             if self.path is not None:
                 write_json(self.path, self.counts)
         line = self.counts[key]
@@ -156,5 +171,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="commit this checkout's counted steps (see the module's docstring)")
     parser.add_argument("--commit", action="store_true", required=True,
                         help="copy .geofact/traffic/<code version>.json to bench/calibration/step-counts/")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace committed counts made under another torch or other switches")
     parser.add_argument("--root", type=Path, default=Path.cwd())
-    print(commit_counts(parser.parse_args().root))
+    args = parser.parse_args()
+    print(commit_counts(args.root, args.replace))

@@ -23,7 +23,7 @@ import yaml
 from geofact.pipeline.ledger import load_ledger, population_mismatches
 from geofact.pipeline.project import Project
 from geofact.pipeline.script import expected_parameters
-from geofact.pipeline.stability import PERTURBATIONS, ROUNDING_DIR, moved_since
+from geofact.pipeline.stability import PERTURBATIONS, ROUNDING_DIR, misfiled, moved_since
 from geofact.pipeline.status import generated_pages
 from geofact.pipeline.verdicts import same_execution, stale_sections
 from geofact.provenance import module_hashes, sha256_file
@@ -72,14 +72,6 @@ def _unreproducible(meta: dict[str, Any], what: str, in_history) -> list[str]:
     if in_history(commit):
         return []
     return [f"{what}: made at commit {commit[:12]}, which is not in this checkout's history; run `geofact run` and commit"]
-
-
-def _perturbation_of(path: Path) -> str:
-    """The perturbation a perturbed results file records (for one in the layout before per-perturbation folders)."""
-    try:
-        return json.loads(path.read_text())["provenance"]["rounding"]["perturbation"]
-    except (ValueError, KeyError, TypeError):
-        return "<perturbation>"
 
 
 def _error_outputs(nb: nbformat.NotebookNode) -> list[int]:
@@ -135,14 +127,11 @@ def check(project: Project) -> list[str]:
 
     problems += [f"page book/{name}.ipynb: its verdicts section is out of date with the results and the rounding "
                  "perturbation's, run `geofact status`" for name in stale_sections(project)]
-    problems += [f"{path.relative_to(project.root)}: perturbed results go under results/{ROUNDING_DIR}/<profile>/"
-                 f"<perturbation>/ (git mv it to results/{ROUNDING_DIR}/{path.parent.name}/"
-                 f"{_perturbation_of(path)}/{path.name})" for path in sorted(project.results_dir.glob(f"{ROUNDING_DIR}/*/*.json"))]
+    problems += misfiled(project)
     for path in sorted(project.results_dir.glob(f"{ROUNDING_DIR}/*/*/*.json")):
         rel = path.relative_to(project.root)
         if path.parent.name not in PERTURBATIONS:
-            problems.append(f"{rel}: {path.parent.name!r} is not a perturbation ({', '.join(PERTURBATIONS)})")
-            continue
+            continue  # misfiled's
         if path.stem not in names:
             problems.append(f"{rel}: no notebook notebooks/{path.stem}.py")
             continue

@@ -28,7 +28,8 @@ otherwise is not shown.
 claim in the perturbed results of the same page, under each perturbation that has them: *stable* where the two
 agree, *fragile* where they differ, and *not compared* where either is missing or the two ran different code (the
 page's notebook or parameters other than its run cache). A verdict is fragile where any perturbation moves it,
-stable where one at least compared it and none moved it, and its text names each (`combined`). The status page and each page's closing section show it
+stable where one at least compared it and none moved it, and its text names each (`combined`); `geofact check`
+names perturbed results filed where `rounding_results` would not put them (`misfiled`). The status page and each page's closing section show it
 (`geofact status` writes both), and `geofact check` fails where they are out of date.
 
 **How far the estimates moved, and how far they would have to.** Where a claim is a test against an alternative
@@ -135,6 +136,30 @@ def rounding_results(project: Project, profile: str, notebook: str, perturbation
     return project.results_dir / ROUNDING_DIR / profile / perturbation / f"{notebook}.json"
 
 
+def _perturbation_of(path: Path) -> str | None:
+    """The perturbation a perturbed results file records in its provenance (None where it records none)."""
+    try:
+        return json.loads(path.read_text())["provenance"]["rounding"]["perturbation"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def misfiled(project: Project) -> list[str]:
+    """Perturbed results not where `rounding_results` puts them: in the layout before each perturbation had a folder
+    (results/rounding/<profile>/<page>.json), in a folder that is no perturbation, or in another perturbation's."""
+    root = project.results_dir / ROUNDING_DIR
+    out = [f"{path.relative_to(project.root)}: perturbed results go under results/{ROUNDING_DIR}/<profile>/<perturbation>/ "
+           f"(git mv it to results/{ROUNDING_DIR}/{path.parent.name}/{_perturbation_of(path) or '<perturbation>'}/{path.name})"
+           for path in sorted(root.glob("*/*.json"))]
+    for path in sorted(root.glob("*/*/*.json")):
+        rel, kind = path.relative_to(project.root), _perturbation_of(path)
+        if path.parent.name not in PERTURBATIONS:
+            out.append(f"{rel}: {path.parent.name!r} is not a perturbation ({', '.join(PERTURBATIONS)})")
+        elif kind != path.parent.name:
+            out.append(f"{rel}: its provenance says it ran under {kind!r}, not {path.parent.name!r}")
+    return out
+
+
 def perturbed_results(project: Project, profile: str, notebook: str) -> list[dict]:
     """A page's results under each perturbation that has them (PERTURBATIONS' order)."""
     paths = [rounding_results(project, profile, notebook, name) for name in PERTURBATIONS]
@@ -165,11 +190,20 @@ class Stability:
         """This comparison and those under the other perturbations."""
         return (self, *self.others)
 
+    @property
+    def moved_to(self) -> str:
+        """The verdicts the perturbations that moved it gave, each with its perturbation where there are several."""
+        fragile = [k for k in self.each if k.state == FRAGILE]
+        if len(fragile) == 1:
+            return str(fragile[0].perturbed)
+        return ", ".join(f"{k.perturbed} ({k.perturbation})" for k in fragile)
+
     def _under(self) -> str:
         return "natively on another kind of CPU" if self.perturbation == ANOTHER_CPU else "under the rounding perturbation"
 
     def text(self) -> str:
-        return "; and ".join(s._own_text() for s in self.each)
+        # beside a comparison made, one not made says why, not how far its interval would have to move
+        return "; and ".join([self._own_text(), *(replace(k, to_change=None)._own_text() for k in self.others)])
 
     def _own_text(self) -> str:
         if self.state == STABLE:
@@ -194,7 +228,7 @@ class Stability:
             return f"**fragile**: {self.perturbed} {self._under()}"
         needs = (f"; its interval would have to move at least {self.to_change:.2g} half-widths to change a part's verdict"
                  if self.to_change is not None else "")
-        return f"not compared under the rounding perturbation ({self.why}){needs}"
+        return f"not compared {self._under()} ({self.why}){needs}"
 
 
 def _number(value: Any) -> float:
@@ -293,10 +327,12 @@ def measured_shift(reference: dict | None, perturbed: dict | None) -> tuple[floa
     return (max(shifts), max(widths)) if shifts else None
 
 
-def largest_shift(by_profile: dict[str, dict[str, Stability]]) -> tuple[float, str, str] | None:
-    """(shift, claim, profile) of the compared estimate the perturbation moved furthest, over every profile."""
-    moved = [(s.shift, claim, p) for p, claims in by_profile.items() for claim, s in claims.items() if s.shift is not None]
-    return max(moved) if moved else None
+def largest_shift(by_profile: dict[str, dict[str, Stability]]) -> tuple[float, str, str, str | None] | None:
+    """(shift, claim, profile, perturbation) of the compared estimate a perturbation moved furthest, over every
+    profile and every perturbation that compared it."""
+    moved = [(k.shift, claim, p, k.perturbation) for p, claims in by_profile.items() for claim, s in claims.items()
+             for k in s.each if k.shift is not None]
+    return max(moved, key=lambda m: m[:3]) if moved else None
 
 
 def _comparable(reference: dict, perturbed: dict) -> str:
@@ -380,7 +416,7 @@ def combined(reference: dict[str, Any], perturbed: list[dict[str, Any]]) -> dict
             out[claim] = replace(ways[0], why=why)
             continue
         first = max(compared, key=lambda s: (s.state == FRAGILE, -1.0 if s.shift is None else s.shift))
-        out[claim] = replace(first, others=tuple(s for s in compared if s is not first))
+        out[claim] = replace(first, others=tuple(s for s in ways if s is not first))  # those not compared say why
     return out
 
 

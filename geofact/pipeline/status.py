@@ -20,7 +20,7 @@ from geofact.pipeline.ledger_view import (FRAGILE_BADGE, PROFILE_MEANING, Ledger
                                          READINGS_SHOWN, fragile_badge, reading_badge)
 from geofact.pipeline.machine import machine_line
 from geofact.pipeline.project import Project
-from geofact.pipeline.stability import FRAGILE, NOT_COMPARED, STABLE, largest_shift
+from geofact.pipeline.stability import ANOTHER_CPU, FRAGILE, NOT_COMPARED, STABLE, largest_shift
 
 
 def _cell(text: str) -> str:
@@ -36,7 +36,7 @@ def verdict_cell(view: LedgerView, claim: Claim, profile: str) -> str:
     moved = view.fragile(claim, profile)
     read = {r: v["verdict"] for r, v in (entry.get("readings") or {}).items() if v is not None and v["verdict"] != entry["verdict"]}
     return " ".join(filter(None, [badge(entry["verdict"]), estimate_words(entry),
-                                  f"{FRAGILE_BADGE} (under rounding: {moved.perturbed})" if moved else "",
+                                  f"{FRAGILE_BADGE} (under rounding: {moved.moved_to})" if moved else "",
                                   f"{reading_badge()} ({', '.join(f'at the {READINGS_SHOWN[r]}: {v}' for r, v in read.items())})" if read else ""]))
 
 
@@ -93,9 +93,10 @@ def render_status(project: Project, view: LedgerView | None = None) -> str:
         if states:
             kinds = sorted({k.perturbation for s in view.stable[p].values() for k in s.each
                             if k.state != NOT_COMPARED and k.perturbation})
-            under = (" or ".join(f"`{k}`" for k in kinds) if kinds else "the rounding perturbation")
-            if any(k.unshown for s in view.stable[p].values() for k in s.each):
-                under += " (a run records no rounding digest: that the two CPUs round otherwise is not shown)"
+            unshown = any(k.unshown for s in view.stable[p].values() for k in s.each)
+            caveat = " (a run records no rounding digest: that the two CPUs round otherwise is not shown)"
+            under = (" or ".join(f"`{k}`" + (caveat if unshown and k == ANOTHER_CPU else "") for k in kinds)
+                     if kinds else "the rounding perturbation")
             lines += ["", f"At {p}, {len(states)} verdicts rest on trained models: {states.count(FRAGILE)} fragile and "
                       f"{states.count(STABLE)} stable under {under}, {states.count(NOT_COMPARED)} not compared."
                       + _shifts(view, p)]
@@ -148,7 +149,8 @@ def _shifts(view: LedgerView, profile: str) -> str:
         out.append("The perturbation moved none of their estimates (under 0.01 half-widths of their intervals)."
                    if largest[0] < 0.01 else
                    f"The perturbation moved their estimates by at most {largest[0]:.2g} half-widths of their intervals "
-                   f"({largest[1]}; a shift of the value, while an interval's width can change too).")
+                   f"({largest[1]}{f', `{largest[3]}`' if largest[3] else ''}; a shift of the value, while an interval's "
+                   "width can change too).")
     parts = [c for c, s in stable.items() if s.state == STABLE and any(k.parts_moved for k in s.each)]
     if parts:
         out.append(f"Stable, with a part's verdict moved: {', '.join(parts)}.")

@@ -21,7 +21,7 @@ class NotebookError(RuntimeError):
 def _rounding_cell(moved: Stability | None) -> str:
     if moved is None or moved.state == NOT_COMPARED:
         return "not compared"
-    return f"{FRAGILE_BADGE} {moved.perturbed} under rounding" if moved.state == FRAGILE else "stable"
+    return f"{FRAGILE_BADGE} {moved.moved_to} under rounding" if moved.state == FRAGILE else "stable"
 
 
 def verdicts_markdown(name: str, profile: str, claims: list[Claim], reported: dict[str, Any],

@@ -308,14 +308,22 @@ def test_step_counts_are_kept_by_code_version_and_price_a_stack_on_the_line_thro
 
     stale = tmp_path / COMMITTED / "0123456789abcdef.json"
     stale.parent.mkdir(parents=True)
-    stale.write_text("{}")
-    committed = commit_counts(tmp_path)
+    stale.write_text(json.dumps({"made_under": {"torch": "2.13.0+cu130", "switches": {}}, "counts": {}}))
+    with pytest.raises(ValueError, match="was counted under .*2.13.0\\+cu130.* pass --replace"):
+        commit_counts(tmp_path)  # a CUDA machine's commit must not take a CPU checkout's counts away, nor this one's
+    assert stale.exists()
+    committed = commit_counts(tmp_path, replace_other=True)
     assert committed == tmp_path / COMMITTED / f"{code_version()}.json" and not stale.exists()
-    assert json.loads(committed.read_text()) == json.loads(kept.read_text())
+    assert json.loads(committed.read_text())["counts"] == json.loads(kept.read_text())
     kept.unlink()
+    (key,) = [k for k in json.loads(committed.read_text())["counts"] if k in again.counts]
+    stale.write_text(json.dumps({"made_under": {}, "counts": {key: again.counts[key]}}))  # another version's: not read
     clone = StepCounts(tmp_path)
-    assert clone.counts == json.loads(committed.read_text()) and clone(stack) == first
+    assert clone.counts == json.loads(committed.read_text())["counts"] and clone(stack) == first and clone.counted == 0
     committed.unlink()
+    fresh = StepCounts(tmp_path)
+    assert fresh(stack) == first and fresh.counted == 1  # counted again, and kept
+    kept.unlink()
     with pytest.raises(FileNotFoundError, match="run `geofact plan` first"):
         commit_counts(tmp_path)
 

@@ -35,7 +35,8 @@ def test_the_plan_prices_the_runs_the_page_trains(page, tmp_path):
 
 
 def test_the_command_prints_every_page_and_the_lease_order():
-    # the smoke profile: the paper's counts its stacks' steps for about three minutes on a fresh clone (geofact.ops.step_counts)
+    # the smoke profile: its stacks' steps read from the committed counts (bench/calibration/step-counts), or counted on
+    # fake tensors where they are of other code (geofact.ops.step_counts: about three minutes for the paper profile)
     done = subprocess.run([sys.executable, "-m", "geofact.pipeline.cli", "--root", str(ROOT), "plan", "--profile", "smoke",
                            "--device", "cuda", "--card", "h100"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

@@ -201,7 +201,7 @@ def test_a_stable_verdict_says_how_far_its_estimates_moved_and_which_parts_moved
     (alone,) = st.compare(book, None).values()
     assert alone.state == st.NOT_COMPARED and alone.to_change == pytest.approx(2.0)
     assert "would have to move at least 2 half-widths to change a part's verdict" in alone.text()
-    assert st.largest_shift({"laptop": {"a": a}, "paper": {"a": alone}}) == (pytest.approx(0.1), "a", "laptop")
+    assert st.largest_shift({"laptop": {"a": a}, "paper": {"a": alone}}) == (pytest.approx(0.1), "a", "laptop", "mkl-compatible")
 
 
 def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbation_moved(repo, tmp_path):
@@ -219,7 +219,7 @@ def test_the_status_page_sets_what_was_not_compared_against_what_the_perturbatio
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps(other))
     page = render_status(project)
-    assert f"moved their estimates by at most 0.5 half-widths of their intervals ({claim.id}; a shift of the value" in page
+    assert f"moved their estimates by at most 0.5 half-widths of their intervals ({claim.id}, `mkl-compatible`; a shift of the value" in page
     assert (f"Not compared, the least shift of an interval that changes a part's verdict: {claim.id} 0.5 half-widths; "
             f"at laptop, on its own runs and intervals, the perturbation moved a compared estimate by up to 0.5 ({claim.id})") in page
     assert f"- paper, not compared under the rounding perturbation (no perturbed run); its interval would have to move " \
@@ -283,7 +283,6 @@ def test_each_perturbation_keeps_its_results_and_either_can_make_a_verdict_fragi
     project.results("laptop", claim.notebook).write_text(json.dumps(book))
     mkl = st.rounding_results(project, "laptop", claim.notebook, "mkl-compatible")
     other = st.rounding_results(project, "laptop", claim.notebook, st.ANOTHER_CPU)
-    assert mkl != other  # a run under one perturbation never replaces the other's
     mkl.parent.mkdir(parents=True)
     other.parent.mkdir(parents=True)
     stable = perturbed({}, machine={**INTEL, "rounding_digest": "2" * 16})
@@ -302,6 +301,29 @@ def test_each_perturbation_keeps_its_results_and_either_can_make_a_verdict_fragi
     other.write_text(json.dumps(moved))
     s = st.page_stability(project, "laptop", claim.notebook)[claim.id]
     assert s.state == st.STABLE and len(s.each) == 2
-    other.unlink()
+    stale = {**moved, "provenance": {**moved["provenance"], "notebook_sha256": "n2"}}  # a run of another notebook
+    other.write_text(json.dumps(stale))
+    s = st.page_stability(project, "laptop", claim.notebook)[claim.id]
+    assert s.state == st.STABLE and s.text().endswith(  # the comparison that could not be made says why
+        "; and not compared natively on another kind of CPU (the perturbed run executed another version of the notebook)")
+    both = {**moved, "claims": {claim.id: judged("does not hold", [(0.1, 0.2, 0.3, "does not hold")])}}
+    other.write_text(json.dumps(both))
+    mkl.write_text(json.dumps({**stable, "claims": {claim.id: judged("inconclusive", [(0.85, 0.91, 0.97, "inconclusive")])}}))
+    s = st.page_stability(project, "laptop", claim.notebook)[claim.id]
+    assert s.state == st.FRAGILE and s.moved_to == "does not hold (another-cpu), inconclusive (mkl-compatible)"
+    assert st.largest_shift({"laptop": {claim.id: s}})[3] == st.ANOTHER_CPU  # the furthest, whichever moved it
+    assert st.misfiled(project) == []
+    other.rename(mkl)  # another-cpu's run in mkl-compatible's folder
+    (moved_up := mkl.parent.parent / mkl.name).write_text(mkl.read_text())
+    (nowhere := mkl.parent.parent / "avx2" / mkl.name).parent.mkdir()
+    nowhere.write_text(mkl.read_text())
+    rel = f"results/rounding/laptop"
+    assert st.misfiled(project) == [
+        f"{rel}/{mkl.name}: perturbed results go under results/rounding/<profile>/<perturbation>/ (git mv it to "
+        f"{rel}/another-cpu/{mkl.name})",
+        f"{rel}/avx2/{mkl.name}: 'avx2' is not a perturbation (mkl-compatible, another-cpu)",
+        f"{rel}/mkl-compatible/{mkl.name}: its provenance says it ran under 'another-cpu', not 'mkl-compatible'"]
+    for path in (mkl, moved_up, nowhere):
+        path.unlink()
     assert st.page_stability(project, "laptop", claim.notebook)[claim.id].each == (
-        st.compare(book, stable)[claim.id],)
+        st.compare(book, None)[claim.id],)
