@@ -12,8 +12,9 @@ AVX-512), exactly what another CPU does, while the recipe (seeds, batches, data,
 code) is untouched. The runs train into a cache of their own (`.geofact/rounding/<perturbation>/runs`),
 the executed pages go to `.geofact/rounding/<perturbation>/book/` (not the book) and their results to
 `results/rounding/<profile>/<perturbation>/<page>.json`, which are committed (one file a perturbation: a run under
-one never replaces another's). Before any page runs, a probe GEMM is
-computed with and without the perturbation in fresh interpreters: where the two agree bit for bit (a BLAS
+one never replaces another's). Before any page runs, the machine's rounding digest (`rounding_digest`: a step's
+matmuls and reductions) is computed with and without the perturbation in fresh interpreters: where the two agree bit
+for bit (a BLAS
 without that setting: OpenBLAS, Apple's Accelerate) the command refuses to run instead of reporting
 every verdict stable. On this project's 2-core AMD EPYC VMs the compatible path trains about 1.6x slower
 (the one-layer LM of exp-nl-lm at the paper's width about 3x: 19-23 optimiser steps a minute). `--rounding
@@ -403,7 +404,7 @@ def combined(reference: dict[str, Any], perturbed: list[dict[str, Any]]) -> dict
     """{claim: Stability} of `reference` against each of `perturbed` (a page's results under each perturbation that
     has them): fragile where any moves the verdict, stable where one at least compared it and none moved it, else not
     compared; the comparison shown first is a fragile one, else the one whose estimates moved furthest, the
-    other compared ones beside it (`Stability.others`)."""
+    others beside it (`Stability.others`), those not compared saying why."""
     if not perturbed:
         return compare(reference, None)
     each = [compare(reference, p) for p in perturbed]
